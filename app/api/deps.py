@@ -1,0 +1,47 @@
+"""Typed access to the lifespan state and the per-request stats, as Annotated dependencies."""
+
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.errors import AuthenticationFailed
+from app.logging import RequestStats
+from app.mcp.pool import McpPool
+from app.settings import Settings
+from app.upstream.client import UpstreamClient
+
+
+def get_settings(request: Request) -> Settings:
+    return request.state.settings
+
+
+def get_upstream(request: Request) -> UpstreamClient:
+    return request.state.upstream
+
+
+def get_pool(request: Request) -> McpPool:
+    return request.state.pool
+
+
+def get_stats(request: Request) -> RequestStats:
+    return getattr(request.state, "request_stats", None) or RequestStats()
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+UpstreamDep = Annotated[UpstreamClient, Depends(get_upstream)]
+PoolDep = Annotated[McpPool, Depends(get_pool)]
+StatsDep = Annotated[RequestStats, Depends(get_stats)]
+
+
+def require_api_key(request: Request, settings: SettingsDep) -> None:
+    """Checks the client's bearer key when TOOLBRIDGE_API_KEYS is set. The key goes no further."""
+    keys = settings.client_keys
+    if not keys:
+        return
+    scheme, _, presented = request.headers.get("authorization", "").partition(" ")
+    presented = presented.strip()
+    if scheme.lower() != "bearer" or not presented:
+        raise AuthenticationFailed("Missing API key: send 'Authorization: Bearer <key>'.")
+    if not any(hmac.compare_digest(presented.encode(), key.encode()) for key in keys):
+        raise AuthenticationFailed("Incorrect API key.")

@@ -1,0 +1,76 @@
+"""HTTP in and out: chat completions, pass-through of the rest of /v1, health and the tool list."""
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from sse_starlette import EventSourceResponse
+from starlette.background import BackgroundTask
+
+from app.api.deps import PoolDep, SettingsDep, StatsDep, UpstreamDep, require_api_key
+from app.loop import run_tool_loop
+from app.openai.schemas import ChatCompletionRequest
+from app.streaming import collect_completion, stream_payloads
+
+SSE_PING_SECONDS = 15
+
+api = APIRouter(dependencies=[Depends(require_api_key)])
+public = APIRouter()
+
+
+@api.post("/v1/chat/completions")
+async def chat_completions(
+    request: ChatCompletionRequest, upstream: UpstreamDep, pool: PoolDep, settings: SettingsDep, stats: StatsDep
+) -> Response:
+    events = run_tool_loop(
+        request.to_upstream_body(), upstream, pool, max_tool_rounds=settings.max_tool_rounds, stats=stats
+    )
+    # Wait until the upstream accepted the request, so its failures still get a real HTTP status.
+    try:
+        await anext(events)
+    except BaseException:
+        await events.aclose()
+        raise
+    if request.stream:
+        payloads = stream_payloads(events, model=request.model, include_usage=request.include_usage)
+        return EventSourceResponse(payloads, sep="\n", ping=SSE_PING_SECONDS)
+    return JSONResponse(await collect_completion(events, model=request.model))
+
+
+@api.get("/tools")
+async def list_tools(pool: PoolDep) -> dict[str, Any]:
+    """The tools injected into every request, each with the server and MCP tool it maps to."""
+    return {"object": "list", "data": pool.catalogue.describe()}
+
+
+@api.api_route("/v1/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+async def passthrough(path: str, request: Request, upstream: UpstreamDep) -> Response:
+    """Every other OpenAI endpoint (models, embeddings, completions...) goes to the upstream as is."""
+    proxied = await upstream.forward(
+        request.method,
+        path,
+        query=request.url.query,
+        headers=request.headers,
+        body=request.stream(),
+    )
+    return StreamingResponse(
+        proxied.body,
+        status_code=proxied.status_code,
+        headers=proxied.headers,
+        background=BackgroundTask(proxied.aclose),
+    )
+
+
+@public.get("/health")
+async def health(pool: PoolDep) -> dict[str, Any]:
+    servers = pool.health()
+    config = pool.config
+    body: dict[str, Any] = {
+        "status": "degraded" if pool.degraded or not config.found else "ok",
+        "servers": servers,
+        "tools": len(pool.catalogue.openai_tools),
+        "mcp_config": {"path": str(config.path), "found": config.found},
+    }
+    if not config.found:
+        body["mcp_config"]["note"] = "file not found: no MCP tools are offered"
+    return body

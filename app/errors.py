@@ -1,0 +1,119 @@
+"""The gateway's exceptions and their one mapping to the OpenAI error envelope.
+
+GatewayError                      -> 500 server_error
+├── InvalidRequest                -> 400 invalid_request_error (bad JSON, failed validation)
+├── AuthenticationFailed          -> 401 authentication_error
+├── RouteNotFound                 -> 404 not_found_error
+└── UpstreamError                 -> 502 upstream_error
+    ├── UpstreamUnreachable       -> 502 (names the URL and how to fix it)
+    ├── UpstreamTimeout           -> 504
+    └── UpstreamStatusError       -> the upstream's own status and message
+
+A failing MCP tool is not an exception here: it becomes a tool result the model reads.
+"""
+
+import json
+from typing import Any
+
+
+class GatewayError(Exception):
+    """Base of every error the gateway reports to a client."""
+
+    status_code = 500
+    error_type = "server_error"
+    default_code: str | None = "internal_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code if code is not None else self.default_code
+
+    def envelope(self) -> dict[str, Any]:
+        """The OpenAI error body: `{"error": {"message", "type", "param", "code"}}`."""
+        return error_envelope(self.message, self.error_type, param=self.param, code=self.code)
+
+
+class InvalidRequest(GatewayError):
+    status_code = 400
+    error_type = "invalid_request_error"
+    default_code = "invalid_request"
+
+
+class AuthenticationFailed(GatewayError):
+    status_code = 401
+    error_type = "authentication_error"
+    default_code = "invalid_api_key"
+
+
+class RouteNotFound(GatewayError):
+    status_code = 404
+    error_type = "not_found_error"
+    default_code = "not_found"
+
+
+class UpstreamError(GatewayError):
+    status_code = 502
+    error_type = "upstream_error"
+    default_code = "upstream_error"
+
+
+class UpstreamUnreachable(UpstreamError):
+    default_code = "upstream_unreachable"
+
+    def __init__(self, url: str) -> None:
+        super().__init__(
+            f"Cannot reach the upstream model server at {url}. Start LM Studio's local server "
+            "(Developer tab -> Start Server) or another OpenAI-compatible server, or point "
+            "TOOLBRIDGE_UPSTREAM_URL at the one you run."
+        )
+
+
+class UpstreamTimeout(UpstreamError):
+    status_code = 504
+    default_code = "upstream_timeout"
+
+    def __init__(self, url: str, seconds: float) -> None:
+        super().__init__(
+            f"The upstream at {url} did not answer within {seconds:g} s. "
+            "Raise TOOLBRIDGE_UPSTREAM_TIMEOUT if the model is slow to load."
+        )
+
+
+class UpstreamStatusError(UpstreamError):
+    """The upstream answered with an error status; its message and, for 4xx, its status pass through."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        message, error_type, param, code = _parse_upstream_error(body)
+        super().__init__(f"Upstream error: {message}" if status >= 500 else message, param=param, code=code)
+        self.upstream_status = status
+        self.status_code = status if 400 <= status < 500 else 502
+        self.error_type = error_type or ("invalid_request_error" if status < 500 else "upstream_error")
+
+
+def error_envelope(
+    message: str, error_type: str, *, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
+
+
+def _parse_upstream_error(body: bytes) -> tuple[str, str | None, str | None, str | None]:
+    """Reads the upstream's error message, whatever shape it came in (OpenAI envelope, bare string, text)."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        return text[:2000] or "(empty response)", None, None, None
+    error = payload.get("error", payload) if isinstance(payload, dict) else payload
+    if isinstance(error, str):
+        return error, None, None, None
+    if isinstance(error, dict):
+        message = error.get("message") or error.get("detail") or json.dumps(error)
+        code = error.get("code")
+        return (
+            str(message),
+            error.get("type") if isinstance(error.get("type"), str) else None,
+            error.get("param") if isinstance(error.get("param"), str) else None,
+            str(code) if code is not None else None,
+        )
+    return text[:2000], None, None, None

@@ -1,0 +1,45 @@
+"""The long-lived resources: one upstream client and the MCP pool, opened and closed on one stack."""
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any, TypedDict
+
+import httpx
+
+from app.mcp.config import load_mcp_config
+from app.mcp.pool import McpPool
+from app.settings import Settings
+from app.upstream.client import UpstreamClient
+
+
+class State(TypedDict):
+    settings: Settings
+    upstream: UpstreamClient
+    pool: McpPool
+
+
+def build_lifespan(
+    settings: Settings, *, upstream_transport: httpx.AsyncBaseTransport | None = None
+) -> Callable[[Any], AbstractAsyncContextManager[State]]:
+    @asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[State]:
+        config = load_mcp_config(settings.mcp_config)
+        async with AsyncExitStack() as stack:
+            upstream = await stack.enter_async_context(
+                UpstreamClient(
+                    settings.upstream_base,
+                    api_key=settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None,
+                    timeout=settings.upstream_timeout,
+                    transport=upstream_transport,
+                )
+            )
+            pool = await stack.enter_async_context(
+                McpPool(
+                    config,
+                    connect_timeout=settings.mcp_connect_timeout,
+                    call_timeout=settings.tool_timeout,
+                )
+            )
+            yield {"settings": settings, "upstream": upstream, "pool": pool}
+
+    return lifespan

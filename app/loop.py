@@ -1,0 +1,196 @@
+"""The tool loop: ask the upstream, run the MCP tools it calls, feed the results back, until it answers.
+
+Written against two small protocols (an upstream that streams chunks, a runner that owns tools), so
+it imports no web framework and no SDK. It yields events; `streaming.py` turns them into what the
+client receives. Every round is streamed from the upstream: content is relayed as it arrives and
+tool-call deltas are folded, never passed on, unless they call the client's own tools.
+"""
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+
+from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
+
+
+class ChatUpstream(Protocol):
+    def stream_chat(self, body: dict[str, Any]) -> AbstractAsyncContextManager[AsyncIterator[dict[str, Any]]]: ...
+
+
+class ToolCatalogue(Protocol):
+    @property
+    def openai_tools(self) -> Sequence[dict[str, Any]]: ...
+
+    def owns(self, name: str) -> bool: ...
+
+
+class ToolOutput(Protocol):
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def is_error(self) -> bool: ...
+
+
+class ToolRunner(Protocol):
+    @property
+    def catalogue(self) -> ToolCatalogue: ...
+
+    async def call_tool(self, name: str, arguments: str) -> ToolOutput: ...
+
+
+class LoopStats(Protocol):
+    rounds: int
+    tools_called: list[str]
+
+
+@dataclass(frozen=True)
+class Started:
+    """The upstream accepted the first request: the response can be committed to a 200."""
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    content: str = ""
+    reasoning: str = ""
+
+
+@dataclass(frozen=True)
+class ToolsRan:
+    calls: list[ToolCall]
+    outputs: list[ToolOutput]
+
+
+@dataclass(frozen=True)
+class Finished:
+    finish_reason: str
+    usage: Usage | None
+    client_tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+LoopEvent = Started | TextDelta | ToolsRan | Finished
+
+
+@dataclass
+class _NoStats:
+    rounds: int = 0
+    tools_called: list[str] = field(default_factory=list)
+
+
+async def run_tool_loop(
+    body: dict[str, Any],
+    upstream: ChatUpstream,
+    tools: ToolRunner,
+    *,
+    max_tool_rounds: int,
+    stats: LoopStats | None = None,
+) -> AsyncIterator[LoopEvent]:
+    """Runs one chat completion with MCP tools to its end, yielding what the client should learn.
+
+    Raises:
+        GatewayError: from the upstream; before `Started` when the first request fails.
+    """
+    stats = stats if stats is not None else _NoStats()
+    catalogue = tools.catalogue
+    client_tool_names = _tool_names(body.get("tools") or [])
+    request = _first_request(body, catalogue, client_tool_names)
+    messages: list[dict[str, Any]] = list(body["messages"])
+    usage: Usage | None = None
+
+    for round_number in range(1, max_tool_rounds + 2):
+        last_round = round_number > max_tool_rounds
+        if last_round and request.get("tools"):
+            # Keep the tools so the model still understands the history; only forbid calling them.
+            request["tool_choice"] = "none"
+        turn = TurnAccumulator()
+        async with upstream.stream_chat({**request, "messages": messages}) as chunks:
+            if round_number == 1:
+                yield Started()
+            async for chunk in chunks:
+                delta = turn.add(chunk)
+                if delta.content or delta.reasoning:
+                    yield TextDelta(delta.content, delta.reasoning)
+        stats.rounds = round_number
+        if turn.usage is not None:
+            usage = usage or Usage()
+            usage.add(turn.usage)
+
+        calls = turn.tool_calls()
+        # A name neither side owns is a model's slip: the runner answers it with an error it can fix.
+        client_calls = [c for c in calls if c.name in client_tool_names]
+        mcp_calls = [c for c in calls if c.name not in client_tool_names]
+        if client_calls:
+            yield Finished("tool_calls", usage, client_calls)
+            return
+        if not mcp_calls:
+            yield Finished(_plain_finish_reason(turn.finish_reason), usage)
+            return
+        if last_round:
+            if not turn.content:
+                yield TextDelta(f"(Stopped: the model kept calling tools after {max_tool_rounds} rounds.)")
+            yield Finished("stop", usage)
+            return
+
+        outputs = await _run_concurrently(tools, mcp_calls)
+        stats.tools_called.extend(call.name for call in mcp_calls)
+        yield ToolsRan(mcp_calls, outputs)
+        messages = [*messages, _assistant_message(turn.content, mcp_calls), *_tool_messages(mcp_calls, outputs)]
+        _release_forced_choice(request)
+
+
+def _first_request(
+    body: dict[str, Any], catalogue: ToolCatalogue, client_tool_names: set[str]
+) -> dict[str, Any]:
+    request = dict(body)
+    # A client tool keeps its name; an MCP tool that clashes with it is left out rather than sent twice.
+    mcp_tools = [t for t in catalogue.openai_tools if t["function"]["name"] not in client_tool_names]
+    if mcp_tools:
+        request["tools"] = [*(body.get("tools") or []), *mcp_tools]
+    request["stream"] = True
+    # Usage is summed over every round, so it is asked for whether or not the client wants it.
+    request["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    return request
+
+
+def _release_forced_choice(request: dict[str, Any]) -> None:
+    # "required" or a named function forced the first call; repeating it would never let the model answer.
+    choice = request.get("tool_choice")
+    if choice == "required" or isinstance(choice, dict):
+        del request["tool_choice"]
+
+
+async def _run_concurrently(tools: ToolRunner, calls: list[ToolCall]) -> list[ToolOutput]:
+    outputs: list[ToolOutput | None] = [None] * len(calls)
+
+    async def run(index: int, call: ToolCall) -> None:
+        outputs[index] = await tools.call_tool(call.name, call.arguments)
+
+    async with anyio.create_task_group() as group:
+        for index, call in enumerate(calls):
+            group.start_soon(run, index, call)
+    return [output for output in outputs if output is not None]
+
+
+def _assistant_message(content: str, calls: list[ToolCall]) -> dict[str, Any]:
+    return {"role": "assistant", "content": content or None, "tool_calls": [c.to_message_part() for c in calls]}
+
+
+def _tool_messages(calls: list[ToolCall], outputs: list[ToolOutput]) -> list[dict[str, Any]]:
+    return [
+        {"role": "tool", "tool_call_id": call.id, "content": output.content}
+        for call, output in zip(calls, outputs, strict=True)
+    ]
+
+
+def _tool_names(tools: list[dict[str, Any]]) -> set[str]:
+    return {name for tool in tools if isinstance(name := (tool.get("function") or {}).get("name"), str)}
+
+
+def _plain_finish_reason(reason: str | None) -> str:
+    # "tool_calls"/"tool" without any call left (e.g. empty names) would make clients wait for calls.
+    if reason in (None, "tool_calls", "tool", "function_call"):
+        return "stop"
+    return reason

@@ -1,0 +1,81 @@
+"""create_app(settings): the FastAPI application, its lifespan, routes and one error mapping."""
+
+import httpx
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app import __version__
+from app.api.routes import api, public
+from app.errors import GatewayError, InvalidRequest, RouteNotFound, error_envelope
+from app.lifespan import build_lifespan
+from app.logging import RequestLogMiddleware
+from app.settings import Settings
+
+log = structlog.get_logger("toolbridge.app")
+
+
+def create_app(settings: Settings, *, upstream_transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
+    """The gateway app. `upstream_transport` swaps the upstream HTTP transport (tests, faster stacks)."""
+    app = FastAPI(
+        title="toolbridge",
+        version=__version__,
+        lifespan=build_lifespan(settings, upstream_transport=upstream_transport),
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.include_router(api)
+    app.include_router(public)
+    app.add_middleware(RequestLogMiddleware)
+    app.add_exception_handler(GatewayError, _gateway_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected_error)
+    return app
+
+
+async def _gateway_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, GatewayError)
+    return JSONResponse(exc.envelope(), status_code=exc.status_code)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return await _gateway_error(request, _describe_validation(request, exc))
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404:
+        error: GatewayError = RouteNotFound(f"Unknown route: {request.method} {request.url.path}")
+    else:
+        error = GatewayError(str(exc.detail), code=None)
+        error.status_code = exc.status_code
+        error.error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
+    return await _gateway_error(request, error)
+
+
+async def _unexpected_error(_request: Request, exc: Exception) -> JSONResponse:
+    # boundary: the client gets the envelope, never a traceback; the log gets the traceback.
+    log.error("unhandled_error", exc_info=exc)
+    return JSONResponse(error_envelope("Internal gateway error; see the gateway log.", "server_error"), 500)
+
+
+def _describe_validation(request: Request, exc: RequestValidationError) -> InvalidRequest:
+    first = exc.errors()[0] if exc.errors() else {}
+    location = [str(part) for part in first.get("loc", ()) if part != "body"]
+    param = ".".join(location) or None
+    kind = first.get("type", "")
+    if kind == "json_invalid":
+        return InvalidRequest(f"The request body is not valid JSON: {first.get('ctx', {}).get('error', '')}".strip())
+    content_type = request.headers.get("content-type", "")
+    if kind == "missing" and not location and "json" not in content_type:
+        return InvalidRequest(
+            "The request body must be JSON: send the header 'Content-Type: application/json'.",
+            code="invalid_content_type",
+        )
+    if kind == "missing":
+        return InvalidRequest(f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter")
+    return InvalidRequest(f"Invalid value for '{param or 'body'}': {first.get('msg', 'invalid')}.", param=param)

@@ -1,0 +1,139 @@
+"""mcp.json: the Cursor / Claude Desktop / LM Studio `{"mcpServers": {...}}` format.
+
+`${VAR}` and `${VAR:-default}` are expanded in every string. A file that is not valid JSON is fatal;
+a broken server entry only fails that server, with a message naming the file, the server and the field.
+"""
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class McpConfigError(Exception):
+    """The config file cannot be used at all (unreadable, not JSON, wrong top-level shape)."""
+
+
+class _ServerBase(BaseModel):
+    # Configs copied from other hosts carry keys we do not use (autoApprove, icon, ...).
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    disabled: bool = False
+    timeout: PositiveFloat | None = Field(None, description="Seconds per tool call, overriding TOOL_TIMEOUT.")
+
+
+class StdioServerConfig(_ServerBase):
+    type: Literal["stdio"] | None = None
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+
+class HttpServerConfig(_ServerBase):
+    type: Literal["http", "streamable-http", "streamable_http", "streamableHttp", "sse"] | None = None
+    url: str = Field(pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def is_legacy_sse(self) -> bool:
+        return self.type == "sse"
+
+
+ServerConfig = StdioServerConfig | HttpServerConfig
+
+
+@dataclass
+class McpConfig:
+    """What the gateway will run: valid servers, broken entries with their reason, and disabled names."""
+
+    path: Path
+    found: bool
+    servers: dict[str, ServerConfig] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+    disabled: list[str] = field(default_factory=list)
+
+
+def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> McpConfig:
+    """Reads and validates an mcp.json. A missing file is an empty config, not an error.
+
+    Raises:
+        McpConfigError: the file cannot be read or is not a JSON object of servers.
+    """
+    environ = os.environ if environ is None else environ
+    if not path.exists():
+        return McpConfig(path=path, found=False)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise McpConfigError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
+    except OSError as exc:
+        raise McpConfigError(f"{path}: cannot be read: {exc.strerror}") from exc
+    entries = raw.get("mcpServers", raw.get("servers")) if isinstance(raw, dict) else None
+    if not isinstance(entries, dict):
+        raise McpConfigError(f'{path}: expected an object like {{"mcpServers": {{"name": {{...}}}}}}')
+
+    config = McpConfig(path=path, found=True)
+    for name, entry in entries.items():
+        try:
+            server = _parse_server(entry, environ, base_dir=path.parent)
+        except _EntryError as exc:
+            config.problems[name] = f"{path}: server '{name}': {exc}"
+            continue
+        if server.disabled:
+            config.disabled.append(name)
+        else:
+            config.servers[name] = server
+    return config
+
+
+class _EntryError(Exception):
+    pass
+
+
+def _parse_server(entry: Any, environ: Mapping[str, str], *, base_dir: Path) -> ServerConfig:
+    if not isinstance(entry, dict):
+        raise _EntryError("expected an object with 'command' (stdio) or 'url' (HTTP)")
+    expanded = _expand(entry, environ, where="")
+    model: type[ServerConfig]
+    if "command" in expanded:
+        model = StdioServerConfig
+    elif "url" in expanded:
+        model = HttpServerConfig
+    else:
+        raise _EntryError("needs either 'command' (a stdio server) or 'url' (an HTTP server)")
+    try:
+        server = model.model_validate(expanded)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(entry)"
+        raise _EntryError(f"field '{where}': {first['msg']}") from exc
+    if isinstance(server, StdioServerConfig) and server.cwd and not Path(server.cwd).is_absolute():
+        server.cwd = str((base_dir / server.cwd).resolve())
+    return server
+
+
+def _expand(value: Any, environ: Mapping[str, str], *, where: str) -> Any:
+    """Expands `${VAR}` / `${VAR:-default}` in every string, naming the field when a variable is unset."""
+    if isinstance(value, str):
+        def substitute(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in environ and environ[name] != "":
+                return environ[name]
+            if default is not None:
+                return default
+            raise _EntryError(f"field '{where}': environment variable {name} is not set")
+
+        return _VARIABLE.sub(substitute, value)
+    if isinstance(value, list):
+        return [_expand(item, environ, where=f"{where}.{i}" if where else str(i)) for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: _expand(v, environ, where=f"{where}.{k}" if where else k) for k, v in value.items()}
+    return value

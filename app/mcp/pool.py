@@ -1,0 +1,398 @@
+"""The MCP servers of mcp.json, connected for the gateway's lifetime. The only module using the mcp SDK.
+
+Each server runs in its own task of the pool's task group: it connects, lists its tools, publishes
+them, and waits for shutdown. anyio requires a client to be opened and closed in one task, and this
+layout gives that for free. Servers start in parallel and the pool's `__aenter__` returns at once,
+so HTTP serves while slow servers are still starting.
+"""
+
+import asyncio
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+import httpx2
+import structlog
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.sse import sse_client
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import REQUEST_TIMEOUT, Implementation, LoggingMessageNotificationParams, Tool
+
+from app import __version__
+from app.mcp.config import HttpServerConfig, McpConfig, ServerConfig, StdioServerConfig
+from app.mcp.convert import Catalogue, ToolOutcome, build_catalogue, outcome_from_failure, outcome_from_result
+
+log = structlog.get_logger("toolbridge.mcp")
+
+CLIENT_INFO = Implementation(name="toolbridge", version=__version__)
+HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+# Past the SDK's own read timeout, a call that still has not returned is abandoned.
+CALL_TIMEOUT_SLACK = 5.0
+# The SDK bounds each stdio shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL); this bounds them all.
+SHUTDOWN_TIMEOUT = 10.0
+STDERR_TAIL_LINES = 5
+# A server that died has flushed its stderr; this bounds the wait for our reader to catch up.
+STDERR_SETTLE_TIMEOUT = 1.0
+
+
+class ServerState(StrEnum):
+    STARTING = "starting"
+    READY = "ready"
+    FAILED = "failed"
+    DISABLED = "disabled"
+    STOPPED = "stopped"
+
+
+@dataclass
+class ServerStatus:
+    state: ServerState
+    transport: str
+    tools: int = 0
+    error: str | None = None
+    protocol_version: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"state": self.state.value, "transport": self.transport, "tools": self.tools}
+        if self.error:
+            out["error"] = self.error
+        if self.protocol_version:
+            out["protocol_version"] = self.protocol_version
+        return out
+
+
+class McpPool:
+    """Connects every configured server in the background and routes tool calls to them."""
+
+    def __init__(self, config: McpConfig, *, connect_timeout: float, call_timeout: float) -> None:
+        self.config = config
+        self._connect_timeout = connect_timeout
+        self._call_timeout = call_timeout
+        self._status: dict[str, ServerStatus] = {}
+        for name, server in config.servers.items():
+            self._status[name] = ServerStatus(ServerState.STARTING, _transport_name(server))
+        for name, problem in config.problems.items():
+            self._status[name] = ServerStatus(ServerState.FAILED, "unknown", error=problem)
+        for name in config.disabled:
+            self._status[name] = ServerStatus(ServerState.DISABLED, "none")
+        self._clients: dict[str, Client] = {}
+        self._stderr: dict[str, _StderrTail] = {}
+        self._tools: dict[str, list[Tool]] = {}
+        self._catalogue = Catalogue()
+        self._stopping = anyio.Event()
+        self._settled = anyio.Event()
+        self._all_stopped = anyio.Event()
+        self._running = 0
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    async def __aenter__(self) -> Self:
+        for name, problem in self.config.problems.items():
+            log.error("mcp_server_config_invalid", server=name, error=problem)
+        if not self.config.found:
+            log.warning("mcp_config_missing", path=str(self.config.path), effect="no MCP tools")
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._running = len(self.config.servers)
+        for name, server in self.config.servers.items():
+            self._task_group.start_soon(self._run_server, name, server, name=f"mcp:{name}")
+        self._check_settled()
+        if not self._running:
+            self._all_stopped.set()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stopping.set()
+        assert self._task_group is not None
+        with anyio.move_on_after(SHUTDOWN_TIMEOUT):
+            await self._all_stopped.wait()
+        # What is left are stderr readers of pipes a stray grandchild may hold open.
+        self._task_group.cancel_scope.cancel()
+        await self._task_group.__aexit__(exc_type, exc, tb)
+
+    @property
+    def catalogue(self) -> Catalogue:
+        """The current tools; replaced as a whole when a list changes, so readers keep a stable view."""
+        return self._catalogue
+
+    def health(self) -> dict[str, dict[str, Any]]:
+        return {name: status.as_dict() for name, status in self._status.items()}
+
+    @property
+    def degraded(self) -> bool:
+        return any(s.state in (ServerState.FAILED, ServerState.STARTING) for s in self._status.values())
+
+    async def wait_settled(self) -> None:
+        """Returns once no server is still starting."""
+        await self._settled.wait()
+
+    async def call_tool(self, name: str, arguments: str) -> ToolOutcome:
+        """Runs one tool call. Every failure comes back as an error outcome for the model, never raised."""
+        route = self._catalogue.route(name)
+        if route is None:
+            return outcome_from_failure(f"there is no tool named '{name}'")
+        started = time.perf_counter()
+        outcome = await self._call(route.server, route.tool, arguments)
+        log.info(
+            "tool_call",
+            server=route.server,
+            tool=route.tool,
+            duration_ms=round((time.perf_counter() - started) * 1000, 1),
+            ok=not outcome.is_error,
+        )
+        return outcome
+
+    async def _call(self, server: str, tool: str, arguments: str) -> ToolOutcome:
+        client = self._clients.get(server)
+        if client is None:
+            status = self._status[server]
+            return outcome_from_failure(
+                f"MCP server '{server}' is unavailable ({status.state.value}"
+                + (f": {status.error})" if status.error else ")")
+            )
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except ValueError as exc:
+            return outcome_from_failure(f"the arguments are not valid JSON ({exc.msg}); send a JSON object")
+        if not isinstance(parsed, dict):
+            return outcome_from_failure("the arguments must be a JSON object")
+        timeout = self._timeout_for(server)
+        try:
+            with anyio.fail_after(timeout + CALL_TIMEOUT_SLACK):
+                result = await client.call_tool(tool, parsed, read_timeout_seconds=timeout)
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                return outcome_from_failure(f"the tool did not finish within {timeout:g} s")
+            return outcome_from_failure(f"MCP server '{server}' refused the call: {exc.message}")
+        except TimeoutError:
+            return outcome_from_failure(f"the tool did not finish within {timeout:g} s")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return outcome_from_failure(f"the connection to MCP server '{server}' is closed")
+        except RuntimeError as exc:  # the SDK's outputSchema validation of the result
+            return outcome_from_failure(f"MCP server '{server}' returned an invalid result: {exc}")
+        return outcome_from_result(result)
+
+    def _timeout_for(self, server: str) -> float:
+        configured = self.config.servers[server].timeout
+        return configured if configured is not None else self._call_timeout
+
+    async def _run_server(self, name: str, server: ServerConfig) -> None:
+        status = self._status[name]
+        started = time.perf_counter()
+        try:
+            # One scope for the server's whole life: its deadline covers only the start, and task
+            # groups opened inside the client must close inside the same scope.
+            with anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout) as scope:
+                async with self._open(name, server) as client:
+                    tools = await _list_all_tools(client)
+                    scope.deadline = math.inf
+                    self._publish(name, client, tools)
+                    status.protocol_version = client.protocol_version
+                    log.info(
+                        "mcp_server_ready",
+                        server=name,
+                        tools=len(tools),
+                        protocol=client.protocol_version,
+                        seconds=round(time.perf_counter() - started, 2),
+                    )
+                    await self._stopping.wait()
+                    self._unpublish(name)
+            if scope.cancelled_caught and status.state is ServerState.STARTING:
+                self._fail(name, f"did not start within {self._connect_timeout:g} s")
+        except Exception as exc:  # boundary: any failure of one server must leave the others running
+            self._fail(name, _describe(exc) + await self._stderr_hint(name))
+        finally:
+            if status.state is ServerState.READY:
+                status.state = ServerState.STOPPED
+            self._running -= 1
+            self._check_settled()
+            if not self._running:
+                self._all_stopped.set()
+
+    @asynccontextmanager
+    async def _open(self, name: str, server: ServerConfig) -> AsyncIterator[Client]:
+        options: dict[str, Any] = {
+            "client_info": CLIENT_INFO,
+            "read_timeout_seconds": self._connect_timeout,
+            "logging_callback": _server_log_forwarder(name),
+        }
+        async with AsyncExitStack() as stack:
+            if isinstance(server, StdioServerConfig):
+                client = await self._enter_stdio(stack, name, server, options)
+            else:
+                client = await _enter_http(stack, server, options)
+            yield client
+
+    async def _enter_stdio(
+        self, stack: AsyncExitStack, name: str, server: StdioServerConfig, options: dict[str, Any]
+    ) -> Client:
+        params = StdioServerParameters(
+            command=_resolve_command(server.command), args=server.args, env=server.env, cwd=server.cwd
+        )
+        read_fd, write_fd = os.pipe()
+        errlog = os.fdopen(write_fd, "w")
+        tail = self._stderr[name] = _StderrTail()
+        assert self._task_group is not None
+        self._task_group.start_soon(_pump_stderr, name, read_fd, tail, name=f"mcp-stderr:{name}")
+        try:
+            return await stack.enter_async_context(Client(stdio_client(params, errlog=errlog), **options))
+        finally:
+            errlog.close()  # the child holds its own copy; ours would keep the pipe open forever
+
+    async def _stderr_hint(self, name: str) -> str:
+        tail = self._stderr.get(name)
+        if tail is None:
+            return ""
+        with anyio.move_on_after(STDERR_SETTLE_TIMEOUT):
+            await tail.closed.wait()
+        return f"; stderr: {' | '.join(tail.lines)}" if tail.lines else ""
+
+    def _publish(self, name: str, client: Client, tools: list[Tool]) -> None:
+        self._clients[name] = client
+        self._tools[name] = tools
+        status = self._status[name]
+        status.state, status.tools, status.error = ServerState.READY, len(tools), None
+        self._rebuild_catalogue()
+        self._check_settled()
+
+    def _unpublish(self, name: str) -> None:
+        self._clients.pop(name, None)
+        self._tools.pop(name, None)
+        self._rebuild_catalogue()
+
+    def _rebuild_catalogue(self) -> None:
+        ordered = {name: self._tools[name] for name in self.config.servers if name in self._tools}
+        self._catalogue = build_catalogue(ordered)
+
+    def _fail(self, name: str, reason: str) -> None:
+        status = self._status[name]
+        status.state, status.error = ServerState.FAILED, reason
+        self._check_settled()
+        log.error("mcp_server_failed", server=name, error=reason)
+
+    def _check_settled(self) -> None:
+        if not any(s.state is ServerState.STARTING for s in self._status.values()):
+            self._settled.set()
+
+
+async def _enter_http(stack: AsyncExitStack, server: HttpServerConfig, options: dict[str, Any]) -> Client:
+    """Streamable HTTP, falling back to legacy SSE when no `type` says which one the server speaks."""
+    if server.is_legacy_sse:
+        return await stack.enter_async_context(Client(_sse(server), **options))
+    attempt = AsyncExitStack()
+    try:
+        http = await attempt.enter_async_context(
+            httpx2.AsyncClient(headers=server.headers, timeout=HTTP_TIMEOUT, follow_redirects=True)
+        )
+        client = await attempt.enter_async_context(
+            Client(streamable_http_client(server.url, http_client=http), **options)
+        )
+    except Exception as streamable_error:  # boundary: any failure here means "try legacy SSE"
+        await attempt.aclose()
+        if server.type is not None:
+            raise
+        try:
+            return await stack.enter_async_context(Client(_sse(server), **options))
+        except Exception:  # boundary: report the streamable error, the more likely intent
+            raise streamable_error from None
+    stack.push_async_exit(attempt.__aexit__)
+    return client
+
+
+def _sse(server: HttpServerConfig) -> Any:
+    return sse_client(server.url, headers=server.headers, timeout=30.0, sse_read_timeout=300.0)
+
+
+async def _list_all_tools(client: Client) -> list[Tool]:
+    tools: list[Tool] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+def _resolve_command(command: str) -> str:
+    """Finds commands installed beside toolbridge (its venv's bin) even when that venv is not on PATH."""
+    if os.sep in command or shutil.which(command):
+        return command
+    beside = Path(sys.executable).parent / command
+    return str(beside) if beside.exists() else command
+
+
+@dataclass
+class _StderrTail:
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
+    closed: anyio.Event = field(default_factory=anyio.Event)
+
+
+async def _pump_stderr(server: str, read_fd: int, tail: _StderrTail) -> None:
+    """Logs a stdio server's stderr line by line under its name until the pipe closes."""
+    server_log = log.bind(server=server)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 20)
+    pipe = os.fdopen(read_fd, "rb")
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    try:
+        while line := await reader.readline():
+            text = line.decode("utf-8", "replace").rstrip()
+            if text:
+                tail.lines.append(text)
+                server_log.info("mcp_server_stderr", line=text)
+    except ValueError:  # a line past the 1 MiB limit: stop reading rather than buffer without bound
+        server_log.warning("mcp_server_stderr_line_too_long")
+    finally:
+        tail.closed.set()
+        transport.close()
+
+
+def _server_log_forwarder(server: str) -> Any:
+    server_log = log.bind(server=server)
+
+    async def forward(params: LoggingMessageNotificationParams) -> None:
+        server_log.info("mcp_server_log", level=params.level, logger=params.logger, data=params.data)
+
+    return forward
+
+
+def _transport_name(server: ServerConfig) -> str:
+    if isinstance(server, StdioServerConfig):
+        return "stdio"
+    return "sse" if server.is_legacy_sse else "http"
+
+
+def _describe(exc: BaseException) -> str:
+    """A readable reason from whatever the SDK raised, exception groups unwrapped."""
+    leaves = list(_leaves(exc))
+    parts = []
+    for leaf in leaves:
+        if isinstance(leaf, FileNotFoundError):
+            parts.append(f"command not found: {leaf.filename}")
+        elif isinstance(leaf, MCPError):
+            parts.append(f"{leaf.message} (MCP error {leaf.code})")
+        else:
+            parts.append(f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__)
+    return "; ".join(dict.fromkeys(parts)) or type(exc).__name__
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc

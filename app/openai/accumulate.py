@@ -1,0 +1,138 @@
+"""Folds one upstream turn's stream of chunk dicts into a message, tolerating each server's quirks.
+
+Tool-call deltas are merged by `index`. A name is taken from its first non-empty value (LM Studio
+repeats `name: ""` on continuation chunks), ids likewise, and a call that never got an id is given one.
+"""
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+
+    def to_message_part(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass
+class _DraftCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def add(self, other: "Usage") -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.total_tokens += other.total_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass
+class Delta:
+    """What one chunk adds that a client may see at once."""
+
+    content: str = ""
+    reasoning: str = ""
+
+
+class TurnAccumulator:
+    """State of one upstream turn. Feed chunks with `add`; read the folded turn afterwards."""
+
+    def __init__(self) -> None:
+        self.content_parts: list[str] = []
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.model: str | None = None
+        self._calls: dict[int, _DraftCall] = {}
+
+    def add(self, chunk: dict[str, Any]) -> Delta:
+        if chunk.get("model") and self.model is None:
+            self.model = chunk["model"]
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = _read_usage(chunk["usage"])
+        choices = chunk.get("choices") or []
+        if not choices:
+            return Delta()
+        choice = choices[0]
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+        delta = choice.get("delta") or choice.get("message") or {}
+        for part in delta.get("tool_calls") or []:
+            self._add_call_part(part)
+        content = delta.get("content")
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        out = Delta(content=content if isinstance(content, str) else "", reasoning=_text(reasoning))
+        if out.content:
+            self.content_parts.append(out.content)
+        return out
+
+    @property
+    def content(self) -> str:
+        return "".join(self.content_parts)
+
+    def tool_calls(self) -> list[ToolCall]:
+        calls = []
+        for index in sorted(self._calls):
+            draft = self._calls[index]
+            if not draft.name:
+                continue
+            call_id = draft.id or f"call_{uuid.uuid4().hex[:24]}"
+            calls.append(ToolCall(id=call_id, name=draft.name, arguments="".join(draft.arguments)))
+        return calls
+
+    def _add_call_part(self, part: dict[str, Any]) -> None:
+        index = part.get("index")
+        if not isinstance(index, int):
+            index = self._index_without_one(part.get("id"))
+        draft = self._calls.setdefault(index, _DraftCall())
+        if part.get("id") and not draft.id:
+            draft.id = str(part["id"])
+        function = part.get("function") or {}
+        if function.get("name") and not draft.name:
+            draft.name = function["name"]
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            draft.arguments.append(arguments)
+        elif isinstance(arguments, dict):  # some servers send parsed arguments
+            draft.arguments.append(json.dumps(arguments))
+
+    def _index_without_one(self, call_id: Any) -> int:
+        # Some servers omit `index`: a new id starts a new call, anything else continues the last one.
+        if not self._calls:
+            return 0
+        last = max(self._calls)
+        if call_id and self._calls[last].id and self._calls[last].id != str(call_id):
+            return last + 1
+        return last
+
+
+def _read_usage(raw: dict[str, Any]) -> Usage:
+    def number(key: str) -> int:
+        value = raw.get(key)
+        return value if isinstance(value, int) else 0
+
+    prompt, completion = number("prompt_tokens"), number("completion_tokens")
+    return Usage(prompt, completion, number("total_tokens") or prompt + completion)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""

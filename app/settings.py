@@ -1,0 +1,56 @@
+"""Every setting of the gateway: TOOLBRIDGE_* environment variables, a .env file, and matching flags."""
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, HttpUrl, PositiveFloat, PositiveInt, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Gateway settings. Build one with `Settings()` and pass it to `create_app`; nothing reads a global."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TOOLBRIDGE_", env_file=".env", env_ignore_empty=True, extra="ignore"
+    )
+
+    upstream_url: HttpUrl = Field(
+        HttpUrl("http://localhost:1234/v1"),
+        description="Base URL of the OpenAI-compatible upstream (LM Studio, llama.cpp, Ollama, vLLM).",
+    )
+    upstream_api_key: SecretStr | None = Field(
+        None, description="Key sent to the upstream as a bearer token. Clients' keys are never forwarded."
+    )
+    upstream_timeout: PositiveFloat = Field(
+        600.0, description="Seconds to wait for the upstream to answer (read timeout per chunk)."
+    )
+    mcp_config: Path = Field(Path("mcp.json"), description="Path of the mcp.json that lists the MCP servers.")
+    host: str = Field("127.0.0.1", description="Address to bind. Keep 127.0.0.1 unless you set API keys.")
+    port: int = Field(8000, ge=1, le=65535, description="Port to listen on.")
+    api_keys: str = Field(
+        "", description="Comma-separated bearer keys clients must send. Empty means no authentication."
+    )
+    max_tool_rounds: PositiveInt = Field(
+        8, description="Tool rounds before the model is asked to answer without calling tools."
+    )
+    tool_timeout: PositiveFloat = Field(60.0, description="Seconds one MCP tool call may take.")
+    mcp_connect_timeout: PositiveFloat = Field(
+        60.0, description="Seconds an MCP server may take to start and list its tools."
+    )
+    log_format: Literal["console", "json"] = Field("console", description="Log lines for people or machines.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Lowest level logged.")
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lowercase_level(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @property
+    def upstream_base(self) -> str:
+        """The upstream URL without a trailing slash, ready to join paths onto."""
+        return str(self.upstream_url).rstrip("/")
+
+    @property
+    def client_keys(self) -> frozenset[str]:
+        """The bearer keys clients may use; empty means authentication is off."""
+        return frozenset(key.strip() for key in self.api_keys.split(",") if key.strip())

@@ -1,0 +1,121 @@
+"""Turns tool-loop events into what the client receives: one OpenAI message, streamed or whole.
+
+Streamed, the client sees one id, a first delta `{"role": "assistant", "content": ""}`, content
+deltas, exactly one chunk with a finish_reason, a usage chunk when asked for, then [DONE]. An error
+after the 200 goes out as one `{"error": ...}` event, then [DONE].
+"""
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+import structlog
+
+from app.errors import GatewayError
+from app.loop import Finished, LoopEvent, TextDelta
+from app.openai.accumulate import ToolCall, Usage
+from app.openai.sse import DONE, encode
+
+log = structlog.get_logger("toolbridge.stream")
+
+
+class _Identity:
+    def __init__(self, model: str | None) -> None:
+        self.id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        self.created = int(time.time())
+        self.model = model or "unknown"
+
+    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> str:
+        return encode(
+            {
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+            }
+        )
+
+    def usage_chunk(self, usage: Usage) -> str:
+        return encode(
+            {
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "choices": [],
+                "usage": usage.as_dict(),
+            }
+        )
+
+
+async def stream_payloads(
+    events: AsyncIterator[LoopEvent], *, model: str | None, include_usage: bool
+) -> AsyncIterator[str]:
+    """SSE `data:` payloads for one streamed chat completion."""
+    identity = _Identity(model)
+    yield identity.chunk({"role": "assistant", "content": ""})
+    try:
+        async with aclosing(events):
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    yield identity.chunk(_text_delta(event))
+                elif isinstance(event, Finished):
+                    if event.client_tool_calls:
+                        yield identity.chunk({"tool_calls": _tool_call_deltas(event.client_tool_calls)})
+                    yield identity.chunk({}, event.finish_reason)
+                    if include_usage and event.usage is not None:
+                        yield identity.usage_chunk(event.usage)
+    except GatewayError as exc:
+        log.warning("stream_failed", error=exc.message, code=exc.code)
+        yield encode(exc.envelope())
+    yield DONE
+
+
+async def collect_completion(events: AsyncIterator[LoopEvent], *, model: str | None) -> dict[str, Any]:
+    """The whole `chat.completion` object for a non-streaming request."""
+    identity = _Identity(model)
+    content: list[str] = []
+    reasoning: list[str] = []
+    finished = Finished("stop", None)
+    async with aclosing(events):
+        async for event in events:
+            if isinstance(event, TextDelta):
+                content.append(event.content)
+                reasoning.append(event.reasoning)
+            elif isinstance(event, Finished):
+                finished = event
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+    if any(reasoning):
+        message["reasoning_content"] = "".join(reasoning)
+    if finished.client_tool_calls:
+        message["tool_calls"] = [call.to_message_part() for call in finished.client_tool_calls]
+        message["content"] = message["content"] or None
+    completion: dict[str, Any] = {
+        "id": identity.id,
+        "object": "chat.completion",
+        "created": identity.created,
+        "model": identity.model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finished.finish_reason}],
+    }
+    if finished.usage is not None:
+        completion["usage"] = finished.usage.as_dict()
+    return completion
+
+
+def _text_delta(event: TextDelta) -> dict[str, Any]:
+    delta: dict[str, Any] = {}
+    if event.reasoning:
+        delta["reasoning_content"] = event.reasoning
+    if event.content:
+        delta["content"] = event.content
+    return delta
+
+
+def _tool_call_deltas(calls: list[ToolCall]) -> list[dict[str, Any]]:
+    return [
+        {"index": index, **call.to_message_part()}
+        for index, call in enumerate(calls)
+    ]

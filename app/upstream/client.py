@@ -1,0 +1,155 @@
+"""The only module that speaks HTTP to the upstream model server.
+
+One pooled `httpx.AsyncClient` per gateway. Its transport can be swapped (tests inject respx or a
+faster transport). Transport failures become the gateway's UpstreamError tree here, nowhere else.
+"""
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+import structlog
+from httpx_sse import EventSource, SSEError
+
+from app.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout, UpstreamUnreachable
+
+log = structlog.get_logger("toolbridge.upstream")
+
+# Headers that describe one hop, or carry the client's identity, never go on to the upstream.
+_REQUEST_HEADERS_DROPPED = frozenset(
+    {"host", "authorization", "connection", "keep-alive", "te", "trailer", "upgrade",
+     "proxy-authorization", "proxy-connection", "transfer-encoding", "accept-encoding", "cookie"}
+)
+_RESPONSE_HEADERS_DROPPED = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "server", "date"}
+)
+CONNECT_TIMEOUT = 10.0  # a local server either accepts at once or is not running
+
+
+@dataclass
+class ProxiedResponse:
+    """An upstream response being relayed as it arrives; call `aclose` when done."""
+
+    status_code: int
+    headers: dict[str, str]
+    body: AsyncIterator[bytes]
+    _response: httpx.Response
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+class UpstreamClient:
+    """Chat completions and pass-through requests to one OpenAI-compatible base URL."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 600.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url + "/",
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._http.aclose()
+
+    @asynccontextmanager
+    async def stream_chat(self, body: dict[str, Any]) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        """Opens a streamed chat completion and yields its chunks as dicts.
+
+        Raises:
+            UpstreamUnreachable, UpstreamTimeout, UpstreamStatusError: before any chunk is yielded.
+            UpstreamError: when the stream breaks or carries an error event.
+        """
+        request = self._http.build_request("POST", "chat/completions", json=body)
+        response = await self._send(request)
+        try:
+            if response.status_code >= 400:
+                raise UpstreamStatusError(response.status_code, await response.aread())
+            yield self._chunks(response)
+        finally:
+            await response.aclose()
+
+    async def forward(
+        self, method: str, path: str, *, query: str, headers: Mapping[str, str], body: AsyncIterator[bytes]
+    ) -> ProxiedResponse:
+        """Relays any other request unchanged (models, embeddings, completions), streaming both ways."""
+        sent_headers = {k: v for k, v in headers.items() if k.lower() not in _REQUEST_HEADERS_DROPPED}
+        url = httpx.URL(path.lstrip("/"), query=query.encode())
+        request = self._http.build_request(method, url, headers=sent_headers, content=body)
+        response = await self._send(request)
+        kept = {k: v for k, v in response.headers.items() if k.lower() not in _RESPONSE_HEADERS_DROPPED}
+        return ProxiedResponse(response.status_code, kept, self._relay(response), response)
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await self._http.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeout(self.base_url, self.timeout) from exc
+        except httpx.TransportError as exc:
+            raise UpstreamUnreachable(self.base_url) from exc
+
+    async def _relay(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        try:
+            async for part in response.aiter_bytes():
+                yield part
+        except httpx.TransportError as exc:
+            log.warning("upstream_relay_broken", error=str(exc))
+        finally:
+            await response.aclose()
+
+    async def _chunks(self, response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+        try:
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                # Some servers ignore `stream: true`; one JSON completion is a turn of one chunk.
+                yield _decode(await response.aread())
+                return
+            async for event in EventSource(response).aiter_sse():
+                if event.data == "[DONE]":
+                    return
+                if not event.data.strip():
+                    continue
+                chunk = _decode(event.data)
+                if "error" in chunk and not chunk.get("choices"):
+                    raise UpstreamError(f"Upstream error: {_error_message(chunk['error'])}")
+                yield chunk
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeout(self.base_url, self.timeout) from exc
+        except (httpx.TransportError, SSEError) as exc:
+            raise UpstreamError(f"The upstream stream broke off: {exc}") from exc
+
+
+def _decode(data: str | bytes) -> dict[str, Any]:
+    try:
+        chunk = json.loads(data)
+    except ValueError as exc:
+        raise UpstreamError(f"The upstream sent something that is not JSON: {str(data)[:200]!r}") from exc
+    if not isinstance(chunk, dict):
+        raise UpstreamError("The upstream sent a chunk that is not a JSON object")
+    return chunk
+
+
+def _error_message(error: Any) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    return str(error)

@@ -1,0 +1,96 @@
+"""Shared fixtures: a scripted upstream, a real streamable-HTTP MCP server, and a running gateway."""
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from app.main import create_app
+from app.settings import Settings
+from tests.support.fake_upstream import FakeUpstream
+from tests.support.servers import ServerThread
+
+SERVERS = Path(__file__).parent / "support" / "mcp_servers"
+READY_TIMEOUT = 60.0
+
+
+def stdio_entry(script: str, *args: str) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [str(SERVERS / script), *args]}
+
+
+def make_settings(tmp: Path, servers: dict[str, Any] | None, **overrides: Any) -> Settings:
+    config = tmp / "mcp.json"
+    if servers is not None:
+        config.write_text(json.dumps({"mcpServers": servers}))
+    values: dict[str, Any] = {"mcp_config": config, "mcp_connect_timeout": 120, "tool_timeout": 20}
+    return Settings(_env_file=None, **(values | overrides))  # type: ignore[call-arg]
+
+
+def wait_for_health(base_url: str, predicate: Any, timeout: float = READY_TIMEOUT) -> dict[str, Any]:
+    """Polls /health until `predicate(body)` holds; bounded, so a broken start fails instead of hanging."""
+    deadline = time.monotonic() + timeout
+    body: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        body = httpx.get(f"{base_url}/health", timeout=5).json()
+        if predicate(body):
+            return body
+        time.sleep(0.05)
+    raise AssertionError(f"/health never reached the expected state: {body}")
+
+
+def servers_ready(*names: str) -> Any:
+    return lambda body: all(body["servers"].get(n, {}).get("state") == "ready" for n in names)
+
+
+@pytest.fixture(scope="session")
+def upstream() -> Iterator[FakeUpstream]:
+    fake = FakeUpstream()
+    with ServerThread(fake.app) as thread:
+        fake.url = thread.url  # type: ignore[attr-defined]
+        yield fake
+
+
+@pytest.fixture(scope="session")
+def remote_mcp() -> Iterator[str]:
+    """The basic test server over streamable HTTP, in this process, on a free port."""
+    from tests.support.mcp_servers.basic import server
+
+    with ServerThread(server.streamable_http_app()) as thread:
+        yield f"{thread.url}/mcp"
+
+
+class Gateway:
+    def __init__(self, thread: ServerThread, settings: Settings, gate: Path | None = None) -> None:
+        self.thread = thread
+        self.settings = settings
+        self.url = thread.url
+        self.gate = gate
+
+    def client(self, **options: Any) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key="sk-client-secret", max_retries=0, **options)
+
+
+@pytest.fixture(scope="session")
+def gateway(upstream: FakeUpstream, remote_mcp: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    tmp = tmp_path_factory.mktemp("gateway")
+    gate = tmp / "gate"
+    servers = {
+        "basic": stdio_entry("basic.py"),
+        "remote": {"url": remote_mcp},
+        "broken": stdio_entry("crash_on_start.py"),
+        "gated": stdio_entry("gated_start.py", str(gate)),
+        "invalid": {"args": ["no command and no url"]},
+        "off": {"command": "never-run", "disabled": True},
+    }
+    settings = make_settings(
+        tmp, servers, upstream_url=f"{upstream.url}/v1", max_tool_rounds=3, upstream_api_key="sk-upstream"
+    )
+    with ServerThread(create_app(settings)) as thread:
+        wait_for_health(thread.url, servers_ready("basic", "remote"))
+        yield Gateway(thread, settings, gate)

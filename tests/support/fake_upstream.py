@@ -1,0 +1,200 @@
+"""A scripted OpenAI-compatible upstream that streams the way LM Studio does.
+
+Each chat request takes the next scripted reply. A reply is a `Turn` or a function of the request
+body returning one. Streaming mimics LM Studio: numeric-string call ids only on a call's first delta,
+`name: ""` on continuation deltas, arguments cut into small fragments, several calls in one turn,
+reasoning deltas before content. Every request is recorded for assertions.
+"""
+
+import json
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+MODEL = "qwen3-8b"
+FRAGMENT = 5
+
+
+@dataclass
+class Call:
+    name: str
+    arguments: dict[str, Any] | str
+
+
+@dataclass
+class Turn:
+    content: str = ""
+    calls: list[Call] = field(default_factory=list)
+    reasoning: str = ""
+    usage: tuple[int, int] = (10, 5)
+    status: int = 200
+    error: str = ""
+    # The stream pauses after its first content piece until the test sets this (bounded).
+    hold_after_first_content: threading.Event | None = None
+
+
+Reply = Turn | Callable[[dict[str, Any]], Turn]
+
+
+class FakeUpstream:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        self._replies: deque[Reply] = deque()
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+                Route("/v1/embeddings", self.embeddings, methods=["POST"]),
+                Route("/v1/completions", self.completions, methods=["POST"]),
+            ]
+        )
+
+    def script(self, *replies: Reply) -> None:
+        self._replies.clear()
+        self._replies.extend(replies)
+        self.requests.clear()
+        self.paths.clear()
+        self.headers.clear()
+
+    def chat_requests(self) -> list[dict[str, Any]]:
+        return [r for r, p in zip(self.requests, self.paths, strict=True) if p == "/v1/chat/completions"]
+
+    async def _record(self, request: Request) -> dict[str, Any]:
+        body = await request.json() if await request.body() else {}
+        self.requests.append(body)
+        self.paths.append(request.url.path)
+        self.headers.append(dict(request.headers))
+        return body
+
+    async def chat(self, request: Request) -> Response:
+        body = await self._record(request)
+        if not self._replies:
+            return JSONResponse({"error": {"message": "fake upstream: no scripted reply left"}}, 500)
+        reply = self._replies.popleft()
+        turn = reply(body) if callable(reply) else reply
+        if turn.status != 200:
+            return JSONResponse(
+                {"error": {"message": turn.error, "type": "invalid_request_error", "param": None, "code": None}},
+                turn.status,
+            )
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(_stream(turn, include_usage), media_type="text/event-stream")
+        return JSONResponse(_completion(turn))
+
+    async def models(self, request: Request) -> Response:
+        await self._record(request)
+        return JSONResponse(
+            {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "organization_owner"}]}
+        )
+
+    async def embeddings(self, request: Request) -> Response:
+        body = await self._record(request)
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [{"object": "embedding", "index": 0, "embedding": [0.25, -0.5, 0.125]}],
+                "model": body.get("model"),
+                "usage": {"prompt_tokens": 3, "total_tokens": 3},
+            }
+        )
+
+    async def completions(self, request: Request) -> Response:
+        body = await self._record(request)
+        pieces = ["Once", " upon", " a", " time"]
+        if not body.get("stream"):
+            return JSONResponse({"id": "cmpl-1", "object": "text_completion", "model": MODEL,
+                                 "choices": [{"index": 0, "text": "".join(pieces), "finish_reason": "stop"}]})
+
+        async def events() -> AsyncIterator[bytes]:
+            for i, piece in enumerate(pieces):
+                finish = "stop" if i == len(pieces) - 1 else None
+                payload = {"id": "cmpl-1", "object": "text_completion", "model": MODEL,
+                           "choices": [{"index": 0, "text": piece, "finish_reason": finish}]}
+                yield f"data: {json.dumps(payload)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    payload = {
+        "id": "chatcmpl-upstream",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": MODEL,
+        "system_fingerprint": MODEL,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+async def _stream(turn: Turn, include_usage: bool) -> AsyncIterator[bytes]:
+    yield _chunk({"role": "assistant", "content": ""})
+    for piece in _pieces(turn.reasoning):
+        yield _chunk({"reasoning_content": piece})
+    for number, piece in enumerate(_pieces(turn.content)):
+        yield _chunk({"content": piece})
+        if number == 0 and turn.hold_after_first_content is not None:
+            released = await anyio.to_thread.run_sync(turn.hold_after_first_content.wait, 30)
+            if not released:
+                raise RuntimeError("the test never released the held stream")
+    for index, call in enumerate(turn.calls):
+        call_id = str(400_000_000 + index)
+        yield _chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                                      "function": {"name": call.name, "arguments": ""}}]})
+        for piece in _pieces(_arguments(call)):
+            yield _chunk({"tool_calls": [{"index": index, "function": {"name": "", "arguments": piece}}]})
+    yield _chunk({}, "tool_calls" if turn.calls else "stop")
+    if include_usage:
+        prompt, completion = turn.usage
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        yield f"data: {json.dumps({'id': 'chatcmpl-upstream', 'choices': [], 'usage': usage})}\n\n".encode()
+    yield b"data: [DONE]\n\n"
+
+
+def _completion(turn: Turn) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+    if turn.calls:
+        message["tool_calls"] = [
+            {"id": str(400_000_000 + i), "type": "function",
+             "function": {"name": c.name, "arguments": _arguments(c)}}
+            for i, c in enumerate(turn.calls)
+        ]
+    prompt, completion = turn.usage
+    return {
+        "id": "chatcmpl-upstream",
+        "object": "chat.completion",
+        "created": 1,
+        "model": MODEL,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if turn.calls else "stop"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+    }
+
+
+def _arguments(call: Call) -> str:
+    return call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+
+
+def _pieces(text: str) -> list[str]:
+    return [text[i : i + FRAGMENT] for i in range(0, len(text), FRAGMENT)]
+
+
+def last_tool_results(body: dict[str, Any]) -> dict[str, str]:
+    """The tool messages at the end of a request, by tool_call_id."""
+    trailing: list[dict[str, Any]] = []
+    for message in reversed(body["messages"]):
+        if message.get("role") != "tool":
+            break
+        trailing.insert(0, message)
+    return {message["tool_call_id"]: message["content"] for message in trailing}

@@ -1,0 +1,78 @@
+"""A test MCP server: echo, add, a tool that fails, and a rendezvous that proves calls run at once.
+
+Tools are listed two per page, so a client must follow `nextCursor` to see them all.
+Run: `python basic.py` (stdio), `python basic.py http PORT`, or import `server` for in-process HTTP.
+"""
+
+import sys
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ListToolsResult, PaginatedRequestParams
+
+PAGE_SIZE = 2
+
+
+class PagedServer(MCPServer):
+    async def _handle_list_tools(self, ctx, params: PaginatedRequestParams | None) -> ListToolsResult:  # type: ignore[override]
+        tools = await self.list_tools()
+        start = int(params.cursor) if params and params.cursor else 0
+        end = start + PAGE_SIZE
+        return ListToolsResult(tools=tools[start:end], next_cursor=str(end) if end < len(tools) else None)
+
+
+server = PagedServer("basic", version="1.0.0")
+_arrivals: dict[str, int] = {}
+_all_arrived: dict[str, anyio.Event] = {}
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return f"echo: {text}"
+
+
+@server.tool()
+def add(a: int, b: int) -> str:
+    """Add two integers."""
+    return str(a + b)
+
+
+@server.tool()
+def fail(message: str) -> str:
+    """Always fails with the given message."""
+    raise ToolError(message)
+
+
+@server.tool(name="get.weather")
+def get_weather(city: str) -> str:
+    """A dotted tool name, as MCP allows and OpenAI does not."""
+    return f"sunny in {city}"
+
+
+@server.tool()
+async def rendezvous(key: str, parties: int, wait_seconds: float = 10.0) -> str:
+    """Returns once `parties` calls with this key are in flight together; fails if they never are."""
+    _arrivals[key] = _arrivals.get(key, 0) + 1
+    event = _all_arrived.setdefault(key, anyio.Event())
+    if _arrivals[key] >= parties:
+        event.set()
+    with anyio.move_on_after(wait_seconds):
+        await event.wait()
+        return f"met {parties} at {key}"
+    raise ToolError(f"only {_arrivals[key]} of {parties} calls were in flight together")
+
+
+@server.tool()
+async def sleep(seconds: float) -> str:
+    """Sleeps, for timeouts."""
+    await anyio.sleep(seconds)
+    return "slept"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()
