@@ -37,8 +37,11 @@ def wait_for_health(base_url: str, predicate: Any, timeout: float = READY_TIMEOU
     deadline = time.monotonic() + timeout
     body: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        body = httpx.get(f"{base_url}/health", timeout=5).json()
-        if predicate(body):
+        try:
+            body = httpx.get(f"{base_url}/health", timeout=5).json()
+        except httpx.ConnectError:  # a gateway started as a process may not listen yet
+            body = {}
+        if body and predicate(body):
             return body
         time.sleep(0.05)
     raise AssertionError(f"/health never reached the expected state: {body}")
