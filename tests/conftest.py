@@ -68,6 +68,15 @@ def remote_mcp() -> Iterator[str]:
         yield f"{thread.url}/mcp"
 
 
+@pytest.fixture(scope="session")
+def legacy_sse_mcp() -> Iterator[str]:
+    """The basic test server over the legacy HTTP+SSE transport, which a plain URL must fall back to."""
+    from tests.support.mcp_servers.basic import server
+
+    with ServerThread(server.sse_app()) as thread:
+        yield f"{thread.url}/sse"
+
+
 class Gateway:
     def __init__(self, thread: ServerThread, settings: Settings, gate: Path | None = None) -> None:
         self.thread = thread
@@ -80,12 +89,15 @@ class Gateway:
 
 
 @pytest.fixture(scope="session")
-def gateway(upstream: FakeUpstream, remote_mcp: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+def gateway(
+    upstream: FakeUpstream, remote_mcp: str, legacy_sse_mcp: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Gateway]:
     tmp = tmp_path_factory.mktemp("gateway")
     gate = tmp / "gate"
     servers = {
         "basic": stdio_entry("basic.py"),
         "remote": {"url": remote_mcp},
+        "legacy": {"url": legacy_sse_mcp},
         "broken": stdio_entry("crash_on_start.py"),
         "gated": stdio_entry("gated_start.py", str(gate)),
         "invalid": {"args": ["no command and no url"]},
@@ -95,5 +107,10 @@ def gateway(upstream: FakeUpstream, remote_mcp: str, tmp_path_factory: pytest.Te
         tmp, servers, upstream_url=f"{upstream.url}/v1", max_tool_rounds=3, upstream_api_key="sk-upstream"
     )
     with ServerThread(create_app(settings)) as thread:
-        wait_for_health(thread.url, servers_ready("basic", "remote"))
+        wait_for_health(thread.url, servers_ready("basic", "remote", "legacy"))
         yield Gateway(thread, settings, gate)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

@@ -60,6 +60,7 @@ def test_health_reports_each_server(gateway: Gateway) -> None:
     assert servers["basic"]["state"] == "ready"
     assert servers["basic"]["tools"] == 6
     assert servers["remote"]["transport"] == "http"
+    assert servers["legacy"]["transport"] == "sse"
     assert servers["broken"]["state"] == "failed"
     assert "GITHUB_TOKEN is not set" in servers["broken"]["error"]
     assert servers["invalid"]["state"] == "failed"

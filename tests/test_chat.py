@@ -93,6 +93,12 @@ def test_several_rounds_feed_each_result_back(gateway: Gateway, upstream: FakeUp
     assert tool_contents == ["echo: one", "42"]
 
 
+def test_legacy_sse_server_is_reached_by_falling_back(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.script(Turn(calls=[Call("legacy__echo", {"text": "old transport"})]), answer_with_tool_results)
+    reply = gateway.client().chat.completions.create(model="m", messages=ASK)
+    assert reply.choices[0].message.content == "Results: echo: old transport"
+
+
 def test_parallel_calls_run_concurrently(gateway: Gateway, upstream: FakeUpstream) -> None:
     # Each rendezvous call only succeeds if the other is in flight at the same time.
     key = uuid.uuid4().hex

@@ -233,7 +233,7 @@ class McpPool:
             if isinstance(server, StdioServerConfig):
                 client = await self._enter_stdio(stack, name, server, options)
             else:
-                client = await _enter_http(stack, server, options)
+                client, self._status[name].transport = await _enter_http(stack, server, options)
             yield client
 
     async def _enter_stdio(
@@ -288,10 +288,12 @@ class McpPool:
             self._settled.set()
 
 
-async def _enter_http(stack: AsyncExitStack, server: HttpServerConfig, options: dict[str, Any]) -> Client:
+async def _enter_http(
+    stack: AsyncExitStack, server: HttpServerConfig, options: dict[str, Any]
+) -> tuple[Client, str]:
     """Streamable HTTP, falling back to legacy SSE when no `type` says which one the server speaks."""
     if server.is_legacy_sse:
-        return await stack.enter_async_context(Client(_sse(server), **options))
+        return await stack.enter_async_context(Client(_sse(server), **options)), "sse"
     attempt = AsyncExitStack()
     try:
         http = await attempt.enter_async_context(
@@ -305,11 +307,11 @@ async def _enter_http(stack: AsyncExitStack, server: HttpServerConfig, options: 
         if server.type is not None:
             raise
         try:
-            return await stack.enter_async_context(Client(_sse(server), **options))
+            return await stack.enter_async_context(Client(_sse(server), **options)), "sse"
         except Exception:  # boundary: report the streamable error, the more likely intent
             raise streamable_error from None
     stack.push_async_exit(attempt.__aexit__)
-    return client
+    return client, "http"
 
 
 def _sse(server: HttpServerConfig) -> Any:
