@@ -8,10 +8,12 @@ import sys
 from pathlib import Path
 
 import httpx
+import openai
 import psutil
 import pytest
 
 from tests.conftest import stdio_entry, wait_for_health
+from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.servers import free_port
 
 TOOLBRIDGE = str(Path(sys.executable).parent / "toolbridge")
@@ -99,3 +101,42 @@ def test_stopping_leaves_no_mcp_server_process_behind(tmp_path: Path, stop_signa
             gateway.wait(timeout=EXIT_TIMEOUT)
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/health")
+
+
+def test_logs_carry_request_tool_and_stderr_lines_but_no_secrets(tmp_path: Path, upstream: FakeUpstream) -> None:
+    config = write_config(tmp_path, {"basic": stdio_entry("basic.py"), "broken": stdio_entry("crash_on_start.py")})
+    port = free_port()
+    secrets = {"TOOLBRIDGE_UPSTREAM_API_KEY": "sk-upstream-CANARY-1", "TOOLBRIDGE_API_KEYS": "sk-client-CANARY-2"}
+    env = clean_env() | secrets | {"TOOLBRIDGE_UPSTREAM_URL": f"{upstream.url}/v1"}
+    log_path = tmp_path / "gateway.log"
+    with log_path.open("w") as log_file:
+        gateway = subprocess.Popen(
+            [TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config), "--log-format", "json",
+             "--log-level", "debug"],
+            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=log_file,
+        )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for_health(base, lambda b: b["servers"]["basic"]["state"] == "ready")
+        upstream.script(Turn(calls=[Call("basic__echo", {"text": "x"})]), Turn(content="done"))
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-client-CANARY-2", max_retries=0)
+        assert client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        wrong = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-wrong-CANARY-3", max_retries=0)
+        with pytest.raises(openai.AuthenticationError):
+            wrong.models.list()
+    finally:
+        gateway.send_signal(signal.SIGTERM)
+        gateway.wait(timeout=EXIT_TIMEOUT)
+    text = log_path.read_text()
+    for canary in ("CANARY-1", "CANARY-2", "CANARY-3"):
+        assert canary not in text
+    events = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    assert any(
+        e["event"] == "mcp_server_stderr" and e["server"] == "broken" and "GITHUB_TOKEN" in e["line"] for e in events
+    )
+    assert any(
+        e["event"] == "tool_call" and e["server"] == "basic" and e["tool"] == "echo" and e["ok"] is True
+        and e["duration_ms"] >= 0 for e in events
+    )
+    requests = [e for e in events if e["event"] == "request" and e["path"] == "/v1/chat/completions"]
+    assert [(r["status"], r["rounds"], r["tools_called"]) for r in requests] == [(200, 2, ["basic__echo"])]

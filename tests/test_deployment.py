@@ -1,0 +1,50 @@
+"""What can be checked of the deployment files without a Docker engine: they parse and name real settings."""
+
+import re
+from pathlib import Path
+
+import yaml
+
+from app.mcp.config import load_mcp_config
+from app.settings import Settings
+
+ROOT = Path(__file__).parent.parent
+SETTING_NAMES = {f"TOOLBRIDGE_{name.upper()}" for name in Settings.model_fields}
+
+
+def test_compose_wires_open_webui_to_toolbridge_and_toolbridge_to_lm_studio() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    gateway, webui = compose["services"]["toolbridge"], compose["services"]["open-webui"]
+    assert set(gateway["environment"]) <= SETTING_NAMES
+    assert "host.docker.internal:1234" in gateway["environment"]["TOOLBRIDGE_UPSTREAM_URL"]
+    assert "host.docker.internal:host-gateway" in gateway["extra_hosts"]
+    mounted = {volume.split(":")[1] for volume in gateway["volumes"]}
+    assert gateway["environment"]["TOOLBRIDGE_MCP_CONFIG"] in mounted
+    port = gateway["environment"]["TOOLBRIDGE_PORT"]
+    assert webui["environment"]["OPENAI_API_BASE_URL"] == f"http://toolbridge:{port}/v1"
+    assert webui["depends_on"]["toolbridge"]["condition"] == "service_healthy"
+    assert all(p.startswith("127.0.0.1:") for s in (gateway, webui) for p in s["ports"])
+
+
+def test_dockerfile_is_non_root_with_node_uv_and_a_health_check() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^USER (?!root)\w+", dockerfile, re.MULTILINE)
+    assert "HEALTHCHECK" in dockerfile and "/health" in dockerfile
+    assert "nodejs" in dockerfile and "npm" in dockerfile
+    assert "pip install --no-cache-dir uv" in dockerfile
+    assert set(re.findall(r"(TOOLBRIDGE_[A-Z_]+)=", dockerfile)) <= SETTING_NAMES
+
+
+def test_every_setting_is_documented_in_env_example_and_readme() -> None:
+    example = (ROOT / "config" / ".env.example").read_text()
+    readme = (ROOT / "README.md").read_text()
+    for name in SETTING_NAMES:
+        assert f"{name}=" in example, name
+        assert f"`{name}`" in readme, name
+    assert set(re.findall(r"^(TOOLBRIDGE_[A-Z_]+)=", example, re.MULTILINE)) <= SETTING_NAMES
+
+
+def test_example_configs_load() -> None:
+    for path in (ROOT / "mcp.json", ROOT / "config" / "mcp.example.json"):
+        config = load_mcp_config(path, {"HOME": "/home/me", "GITHUB_TOKEN": "t"})
+        assert config.found and not config.problems, path
