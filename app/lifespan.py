@@ -4,12 +4,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, TypedDict
 
-import httpx
 
 from app.mcp.config import load_mcp_config
 from app.mcp.pool import McpPool
 from app.settings import Settings
-from app.upstream.client import UpstreamClient
+from app.upstream.client import Transport, UpstreamClient
 
 
 class State(TypedDict):
@@ -19,7 +18,7 @@ class State(TypedDict):
 
 
 def build_lifespan(
-    settings: Settings, *, upstream_transport: httpx.AsyncBaseTransport | None = None
+    settings: Settings, *, upstream_transport: Transport | None = None
 ) -> Callable[[Any], AbstractAsyncContextManager[State]]:
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[State]:

@@ -1,6 +1,5 @@
 """create_app(settings): the FastAPI application, its lifespan, routes and one error mapping."""
 
-import httpx
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -13,11 +12,12 @@ from app.errors import GatewayError, InvalidRequest, RouteNotFound, error_envelo
 from app.lifespan import build_lifespan
 from app.logging import RequestLogMiddleware
 from app.settings import Settings
+from app.upstream.client import Transport
 
 log = structlog.get_logger("toolbridge.app")
 
 
-def create_app(settings: Settings, *, upstream_transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
+def create_app(settings: Settings, *, upstream_transport: Transport | None = None) -> FastAPI:
     """The gateway app. `upstream_transport` swaps the upstream HTTP transport (tests, faster stacks)."""
     app = FastAPI(
         title="toolbridge",

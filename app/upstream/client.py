@@ -27,6 +27,8 @@ _REQUEST_HEADERS_DROPPED = frozenset(
 _RESPONSE_HEADERS_DROPPED = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "server", "date"}
 )
+# What may replace the default HTTP transport (respx in tests, a faster stack in production).
+Transport = httpx.AsyncBaseTransport
 CONNECT_TIMEOUT = 10.0  # a local server either accepts at once or is not running
 
 
@@ -52,7 +54,7 @@ class UpstreamClient:
         *,
         api_key: str | None = None,
         timeout: float = 600.0,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: Transport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout

@@ -1,0 +1,60 @@
+"""The MCP pool on its own: start failures, timeouts and routing, against real stdio servers."""
+
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from app.mcp.config import McpConfig, StdioServerConfig
+from app.mcp.pool import McpPool
+from tests.conftest import SERVERS
+
+pytestmark = pytest.mark.anyio
+SETTLE_TIMEOUT = 60
+
+
+def stdio(script: str, *args: str, **options: object) -> StdioServerConfig:
+    return StdioServerConfig(command=sys.executable, args=[str(SERVERS / script), *args], **options)
+
+
+def config(**servers: StdioServerConfig) -> McpConfig:
+    return McpConfig(path=Path("test-mcp.json"), found=True, servers=servers)
+
+
+async def test_a_server_that_never_answers_fails_at_the_connect_timeout_and_others_start() -> None:
+    never = StdioServerConfig(command=sys.executable, args=["-c", "import time; time.sleep(60)"])
+    pool = McpPool(config(never=never, basic=stdio("basic.py")), connect_timeout=2, call_timeout=5)
+    async with pool:
+        with anyio.fail_after(SETTLE_TIMEOUT):
+            await pool.wait_settled()
+        health = pool.health()
+        assert health["never"] == {"state": "failed", "transport": "stdio", "tools": 0,
+                                   "error": "did not start within 2 s"}
+        assert health["basic"]["state"] == "ready"
+        outcome = await pool.call_tool("basic__echo", '{"text": "still fine"}')
+        assert (outcome.content, outcome.is_error) == ("echo: still fine", False)
+
+
+async def test_a_slow_tool_gets_a_timeout_error_and_the_server_stays_usable() -> None:
+    pool = McpPool(config(basic=stdio("basic.py", timeout=0.5)), connect_timeout=60, call_timeout=30)
+    async with pool:
+        with anyio.fail_after(SETTLE_TIMEOUT):
+            await pool.wait_settled()
+            slow = await pool.call_tool("basic__sleep", '{"seconds": 20}')
+            after = await pool.call_tool("basic__add", '{"a": 1, "b": 1}')
+    assert slow.is_error
+    assert slow.content == "Error: the tool did not finish within 0.5 s"
+    assert (after.content, after.is_error) == ("2", False)
+
+
+async def test_a_failed_server_offers_no_tools_and_calls_to_them_are_errors() -> None:
+    pool = McpPool(config(broken=stdio("crash_on_start.py")), connect_timeout=30, call_timeout=5)
+    async with pool:
+        with anyio.fail_after(SETTLE_TIMEOUT):
+            await pool.wait_settled()
+        assert pool.catalogue.openai_tools == ()
+        assert "GITHUB_TOKEN is not set" in pool.health()["broken"]["error"]
+        outcome = await pool.call_tool("broken__anything", "{}")
+    assert outcome.is_error
+    assert "no tool named 'broken__anything'" in outcome.content
