@@ -4,7 +4,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, TypedDict
 
-
 from app.mcp.config import load_mcp_config
 from app.mcp.pool import McpPool
 from app.settings import Settings
