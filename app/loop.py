@@ -2,8 +2,9 @@
 
 Written against two small protocols (an upstream that streams chunks, a runner that owns tools), so
 it imports no web framework and no SDK. It yields events; `streaming.py` turns them into what the
-client receives. Every round is streamed from the upstream: content is relayed as it arrives and
-tool-call deltas are folded, never passed on, unless they call the client's own tools.
+client receives. For a streaming client every round is streamed from the upstream: content is relayed
+as it arrives and tool-call deltas are folded, never passed on, unless they call the client's own
+tools. For a non-streaming client each round is one whole upstream answer, folded the same way.
 """
 
 from collections.abc import AsyncIterator, Sequence
@@ -149,9 +150,10 @@ def _first_request(
     mcp_tools = [t for t in catalogue.openai_tools if t["function"]["name"] not in client_tool_names]
     if mcp_tools:
         request["tools"] = [*(body.get("tools") or []), *mcp_tools]
-    request["stream"] = True
-    # Usage is summed over every round, so it is asked for whether or not the client wants it.
-    request["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    # A client that does not stream gets whole upstream answers: one JSON read instead of a chunk
+    # per token. Streamed, usage is summed over every round, so it is asked for either way.
+    if body.get("stream"):
+        request["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     return request
 
 

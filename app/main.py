@@ -71,7 +71,7 @@ def _describe_validation(request: Request, exc: RequestValidationError) -> Inval
     if kind == "json_invalid":
         return InvalidRequest(f"The request body is not valid JSON: {first.get('ctx', {}).get('error', '')}".strip())
     content_type = request.headers.get("content-type", "")
-    if kind == "missing" and not location and "json" not in content_type:
+    if not location and "json" not in content_type:
         return InvalidRequest(
             "The request body must be JSON: send the header 'Content-Type: application/json'.",
             code="invalid_content_type",

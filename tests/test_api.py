@@ -93,12 +93,16 @@ def test_slow_server_starts_in_the_background(gateway: Gateway, upstream: FakeUp
         (b'{"model": "m", "messages": [{"content": "no role"}]}', {"content-type": "application/json"},
          "messages.0.role"),
         (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}', {"content-type": "text/plain"}, None),
+        (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}',
+         {"content-type": "application/x-www-form-urlencoded"}, None),
     ],
 )
 def test_bad_requests_get_a_400_envelope(gateway: Gateway, content: bytes, headers: dict, param: str | None) -> None:
     response = httpx.post(f"{gateway.url}/v1/chat/completions", content=content, headers=headers)
     error = assert_envelope(response, 400, "invalid_request_error")
     assert error["param"] == param
+    if headers["content-type"] != "application/json":
+        assert "Content-Type: application/json" in error["message"]
 
 
 def test_missing_messages_through_the_sdk_is_a_bad_request(gateway: Gateway) -> None:

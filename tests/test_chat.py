@@ -190,6 +190,17 @@ def test_client_tool_call_streams_as_tool_call_deltas(gateway: Gateway, upstream
     assert [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason] == ["tool_calls"]
 
 
+def test_non_streaming_requests_get_whole_upstream_answers_and_summed_usage(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    upstream.script(Turn(calls=[Call("basic__echo", {"text": "x"})], usage=(100, 7)), Turn(content="done"))
+    reply = gateway.client().chat.completions.create(model="m", messages=ASK)
+    assert [r.get("stream") for r in upstream.chat_requests()] == [None, None]
+    assert reply.usage.model_dump(exclude_none=True) == {
+        "prompt_tokens": 110, "completion_tokens": 12, "total_tokens": 122
+    }
+
+
 def test_usage_is_summed_over_rounds(gateway: Gateway, upstream: FakeUpstream) -> None:
     upstream.script(
         Turn(calls=[Call("basic__echo", {"text": "x"})], usage=(100, 7)), Turn(content="done", usage=(130, 11))
@@ -231,6 +242,11 @@ def test_reasoning_is_forwarded_as_reasoning_content(gateway: Gateway, upstream:
     reply = gateway.client().chat.completions.create(model="m", messages=ASK)
     assert reply.choices[0].message.content == "42"
     assert reply.choices[0].message.model_extra["reasoning_content"] == "thinking hard"
+    upstream.script(Turn(reasoning="thinking hard", content="42"))
+    chunks = list(gateway.client().chat.completions.create(model="m", messages=ASK, stream=True))
+    reasoning = "".join((c.choices[0].delta.model_extra or {}).get("reasoning_content", "") for c in chunks)
+    assert reasoning == "thinking hard"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "42"
 
 
 def test_upstream_4xx_is_passed_through(gateway: Gateway, upstream: FakeUpstream) -> None:

@@ -1,4 +1,8 @@
-"""Typed access to the lifespan state and the per-request stats, as Annotated dependencies."""
+"""Typed access to the lifespan state and the per-request stats, as Annotated dependencies.
+
+All are `async def`: FastAPI runs a plain `def` dependency in a worker thread, a thread hop per
+dependency on every request.
+"""
 
 import hmac
 from typing import Annotated
@@ -12,19 +16,19 @@ from app.settings import Settings
 from app.upstream.client import UpstreamClient
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.state.settings
 
 
-def get_upstream(request: Request) -> UpstreamClient:
+async def get_upstream(request: Request) -> UpstreamClient:
     return request.state.upstream
 
 
-def get_pool(request: Request) -> McpPool:
+async def get_pool(request: Request) -> McpPool:
     return request.state.pool
 
 
-def get_stats(request: Request) -> RequestStats:
+async def get_stats(request: Request) -> RequestStats:
     return getattr(request.state, "request_stats", None) or RequestStats()
 
 
@@ -34,7 +38,7 @@ PoolDep = Annotated[McpPool, Depends(get_pool)]
 StatsDep = Annotated[RequestStats, Depends(get_stats)]
 
 
-def require_api_key(request: Request, settings: SettingsDep) -> None:
+async def require_api_key(request: Request, settings: SettingsDep) -> None:
     """Checks the client's bearer key when TOOLBRIDGE_API_KEYS is set. The key goes no further."""
     keys = settings.client_keys
     if not keys:

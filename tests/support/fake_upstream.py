@@ -45,7 +45,9 @@ Reply = Turn | Callable[[dict[str, Any]], Turn]
 
 
 class FakeUpstream:
-    def __init__(self) -> None:
+    def __init__(self, default: Callable[[dict[str, Any]], Turn] | None = None, record: bool = True) -> None:
+        self.default = default
+        self.record = record
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
@@ -71,16 +73,18 @@ class FakeUpstream:
 
     async def _record(self, request: Request) -> dict[str, Any]:
         body = await request.json() if await request.body() else {}
-        self.requests.append(body)
-        self.paths.append(request.url.path)
-        self.headers.append(dict(request.headers))
+        if self.record:
+            self.requests.append(body)
+            self.paths.append(request.url.path)
+            self.headers.append(dict(request.headers))
         return body
 
     async def chat(self, request: Request) -> Response:
         body = await self._record(request)
-        if not self._replies:
+        if not self._replies and self.default is None:
             return JSONResponse({"error": {"message": "fake upstream: no scripted reply left"}}, 500)
-        reply = self._replies.popleft()
+        reply = self._replies.popleft() if self._replies else self.default
+        assert reply is not None
         turn = reply(body) if callable(reply) else reply
         if turn.status != 200:
             return JSONResponse(
@@ -165,6 +169,8 @@ async def _stream(turn: Turn, include_usage: bool) -> AsyncIterator[bytes]:
 
 def _completion(turn: Turn) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+    if turn.reasoning:
+        message["reasoning_content"] = turn.reasoning
     if turn.calls:
         message["tool_calls"] = [
             {"id": str(400_000_000 + i), "type": "function",
