@@ -7,7 +7,7 @@ from typing import Any, TypedDict
 from app.mcp.config import load_mcp_config
 from app.mcp.pool import McpPool
 from app.settings import Settings
-from app.upstream.client import Transport, UpstreamClient
+from app.upstream.client import Transport, UpstreamClient, make_transport
 
 
 class State(TypedDict):
@@ -28,7 +28,7 @@ def build_lifespan(
                     settings.upstream_base,
                     api_key=settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None,
                     timeout=settings.upstream_timeout,
-                    transport=upstream_transport,
+                    transport=upstream_transport or make_transport(settings.upstream_transport),
                 )
             )
             pool = await stack.enter_async_context(

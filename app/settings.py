@@ -21,6 +21,9 @@ class Settings(BaseSettings):
     upstream_api_key: SecretStr | None = Field(
         None, description="Key sent to the upstream as a bearer token. Clients' keys are never forwarded."
     )
+    upstream_transport: Literal["aiohttp", "httpx"] = Field(
+        "aiohttp", description="HTTP stack for upstream calls: aiohttp (faster) or httpx's own."
+    )
     upstream_timeout: PositiveFloat = Field(
         600.0, description="Seconds to wait for the upstream to answer (read timeout per chunk)."
     )

@@ -129,7 +129,11 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{free_port()}/v1"
 
 
-@pytest.mark.parametrize("lone_gateway", [{"upstream_url": closed_port_url()}], indirect=True)
+@pytest.mark.parametrize(
+    "lone_gateway",
+    [{"upstream_url": closed_port_url(), "upstream_transport": kind} for kind in ("aiohttp", "httpx")],
+    indirect=True,
+)
 def test_unreachable_upstream_is_a_502_that_says_what_to_do(lone_gateway: Gateway) -> None:
     url = lone_gateway.settings.upstream_base
     for stream in (False, True):
@@ -170,8 +174,11 @@ def silent_upstream() -> Iterator[str]:
     listener.close()
 
 
-def test_upstream_timeout_is_a_504(tmp_path: Path, silent_upstream: str) -> None:
-    settings = make_settings(tmp_path, None, upstream_url=silent_upstream, upstream_timeout=0.5)
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+def test_upstream_timeout_is_a_504(tmp_path: Path, silent_upstream: str, transport: str) -> None:
+    settings = make_settings(
+        tmp_path, None, upstream_url=silent_upstream, upstream_timeout=0.5, upstream_transport=transport
+    )
     with ServerThread(create_app(settings)) as thread:
         response = httpx.post(f"{thread.url}/v1/chat/completions", json={"model": "m", "messages": ASK}, timeout=10)
     error = assert_envelope(response, 504, "upstream_error")
@@ -203,3 +210,16 @@ def test_api_keys_guard_the_api_but_not_health(tmp_path: Path, upstream: FakeUps
 
 def test_request_ids_are_returned(gateway: Gateway) -> None:
     assert httpx.get(f"{gateway.url}/health").headers["x-request-id"].startswith("req_")
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+def test_both_upstream_transports_relay_streams_and_pass_through(
+    tmp_path: Path, upstream: FakeUpstream, transport: str
+) -> None:
+    settings = make_settings(tmp_path, None, upstream_url=f"{upstream.url}/v1", upstream_transport=transport)
+    with ServerThread(create_app(settings)) as thread:
+        client = openai.OpenAI(base_url=f"{thread.url}/v1", api_key="x", max_retries=0)
+        upstream.script(Turn(content="streamed through " + transport))
+        stream = client.chat.completions.create(model="m", messages=ASK, stream=True)
+        assert "".join(c.choices[0].delta.content or "" for c in stream) == "streamed through " + transport
+        assert [m.id for m in client.models.list().data] == [MODEL]
