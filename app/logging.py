@@ -94,5 +94,7 @@ class RequestLogMiddleware:
             }
             if stats.rounds:
                 fields |= {"rounds": stats.rounds, "tools_called": stats.tools_called}
-            log.info("request", **fields)
+            # Health probes (Docker, compose) every few seconds would drown the real traffic.
+            level = logging.DEBUG if scope["path"] == "/health" else logging.INFO
+            log.log(level, "request", **fields)
             structlog.contextvars.unbind_contextvars("request_id")

@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from app.errors import GatewayError
+from app.errors import GatewayError, error_envelope
 from app.loop import Finished, LoopEvent, TextDelta
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.sse import DONE, encode
@@ -71,6 +71,9 @@ async def stream_payloads(
     except GatewayError as exc:
         log.warning("stream_failed", error=exc.message, code=exc.code)
         yield encode(exc.envelope())
+    except Exception:  # boundary: after the 200 a bug must still end the stream the way clients understand
+        log.exception("stream_crashed")
+        yield encode(error_envelope("Internal gateway error; see the gateway log.", "server_error"))
     yield DONE
 
 

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 
 from app.mcp.config import McpConfig, StdioServerConfig
@@ -58,3 +59,23 @@ async def test_a_failed_server_offers_no_tools_and_calls_to_them_are_errors() ->
         outcome = await pool.call_tool("broken__anything", "{}")
     assert outcome.is_error
     assert "no tool named 'broken__anything'" in outcome.content
+
+
+async def gated_child_running() -> None:
+    while not any("gated_start.py" in " ".join(c.cmdline()) for c in psutil.Process().children(recursive=True)):
+        await anyio.sleep(0.02)
+
+
+@pytest.mark.parametrize("spawned", [False, True], ids=["before-spawn", "during-handshake"])
+async def test_stopping_cancels_servers_that_are_still_starting(tmp_path: Path, spawned: bool) -> None:
+    never_opened = tmp_path / "gate"
+    pool = McpPool(config(gated=stdio("gated_start.py", str(never_opened))), connect_timeout=120, call_timeout=5)
+    with anyio.fail_after(SETTLE_TIMEOUT):
+        async with pool:
+            if spawned:
+                await gated_child_running()
+            assert pool.health()["gated"]["state"] == "starting"
+    assert pool.health()["gated"] == {"state": "failed", "transport": "stdio", "tools": 0,
+                                      "error": "stopped while starting"}
+    leftovers = [c for c in psutil.Process().children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE]
+    assert not any("gated_start.py" in " ".join(c.cmdline()) for c in leftovers)

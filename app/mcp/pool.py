@@ -89,6 +89,7 @@ class McpPool:
             self._status[name] = ServerStatus(ServerState.DISABLED, "none")
         self._clients: dict[str, Client] = {}
         self._stderr: dict[str, _StderrTail] = {}
+        self._start_scopes: dict[str, anyio.CancelScope] = {}
         self._tools: dict[str, list[Tool]] = {}
         self._catalogue = Catalogue()
         self._stopping = anyio.Event()
@@ -116,6 +117,8 @@ class McpPool:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._stopping.set()
+        for scope in self._start_scopes.values():
+            scope.cancel()  # a server still starting would otherwise hold shutdown up to its connect timeout
         assert self._task_group is not None
         with anyio.move_on_after(SHUTDOWN_TIMEOUT):
             await self._all_stopped.wait()
@@ -196,9 +199,13 @@ class McpPool:
             # One scope for the server's whole life: its deadline covers only the start, and task
             # groups opened inside the client must close inside the same scope.
             with anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout) as scope:
+                self._start_scopes[name] = scope
+                if self._stopping.is_set():  # shutdown came before this task first ran
+                    scope.cancel()
                 async with self._open(name, server) as client:
                     tools = await _list_all_tools(client)
                     scope.deadline = math.inf
+                    del self._start_scopes[name]
                     self._publish(name, client, tools)
                     status.protocol_version = client.protocol_version
                     log.info(
@@ -211,10 +218,14 @@ class McpPool:
                     await self._stopping.wait()
                     self._unpublish(name)
             if scope.cancelled_caught and status.state is ServerState.STARTING:
-                self._fail(name, f"did not start within {self._connect_timeout:g} s")
+                reason = "stopped while starting" if self._stopping.is_set() else (
+                    f"did not start within {self._connect_timeout:g} s"
+                )
+                self._fail(name, reason + await self._stderr_hint(name))
         except Exception as exc:  # boundary: any failure of one server must leave the others running
             self._fail(name, _describe(exc) + await self._stderr_hint(name))
         finally:
+            self._start_scopes.pop(name, None)
             if status.state is ServerState.READY:
                 status.state = ServerState.STOPPED
             self._running -= 1
