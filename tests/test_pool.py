@@ -61,8 +61,19 @@ async def test_a_failed_server_offers_no_tools_and_calls_to_them_are_errors() ->
     assert "no tool named 'broken__anything'" in outcome.content
 
 
-async def gated_child_running() -> None:
-    while not any("gated_start.py" in " ".join(c.cmdline()) for c in psutil.Process().children(recursive=True)):
+def gated_children(gate: Path) -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if str(gate) in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.Error:  # it exited while we looked
+            continue
+    return found
+
+
+async def gated_child_running(gate: Path) -> None:
+    while not gated_children(gate):
         await anyio.sleep(0.02)
 
 
@@ -73,9 +84,8 @@ async def test_stopping_cancels_servers_that_are_still_starting(tmp_path: Path, 
     with anyio.fail_after(SETTLE_TIMEOUT):
         async with pool:
             if spawned:
-                await gated_child_running()
+                await gated_child_running(never_opened)
             assert pool.health()["gated"]["state"] == "starting"
     assert pool.health()["gated"] == {"state": "failed", "transport": "stdio", "tools": 0,
                                       "error": "stopped while starting"}
-    leftovers = [c for c in psutil.Process().children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE]
-    assert not any("gated_start.py" in " ".join(c.cmdline()) for c in leftovers)
+    assert gated_children(never_opened) == []
