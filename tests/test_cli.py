@@ -55,7 +55,7 @@ def test_tools_names_failed_servers_and_exits_nonzero(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert len(json.loads(result.stdout)) == 6
     assert "'broken' failed" in result.stderr
-    assert "command not found" in result.stderr
+    assert "command not found: no-such-mcp-server-binary" in result.stderr
 
 
 def test_broken_json_config_is_a_clear_error(tmp_path: Path) -> None:

@@ -223,7 +223,8 @@ class McpPool:
                 )
                 self._fail(name, reason + await self._stderr_hint(name))
         except Exception as exc:  # boundary: any failure of one server must leave the others running
-            self._fail(name, _describe(exc) + await self._stderr_hint(name))
+            command = server.command if isinstance(server, StdioServerConfig) else None
+            self._fail(name, _describe(exc, command) + await self._stderr_hint(name))
         finally:
             self._start_scopes.pop(name, None)
             if status.state is ServerState.READY:
@@ -389,13 +390,13 @@ def _transport_name(server: ServerConfig) -> str:
     return "sse" if server.is_legacy_sse else "http"
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, command: str | None = None) -> str:
     """A readable reason from whatever the SDK raised, exception groups unwrapped."""
     leaves = list(_leaves(exc))
     parts = []
     for leaf in leaves:
         if isinstance(leaf, FileNotFoundError):
-            parts.append(f"command not found: {leaf.filename}")
+            parts.append(f"command not found: {leaf.filename or command}")
         elif isinstance(leaf, MCPError):
             parts.append(f"{leaf.message} (MCP error {leaf.code})")
         else:
