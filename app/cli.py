@@ -12,9 +12,10 @@ import uvicorn
 from pydantic import Field
 from pydantic_settings import CliApp, CliPositionalArg, SettingsConfigDict
 
+from app.lifespan import build_pool
 from app.logging import configure_logging
 from app.mcp.config import McpConfigError, load_mcp_config
-from app.mcp.pool import McpPool, ServerState
+from app.mcp.pool import ServerState
 from app.settings import Settings
 
 # In-flight requests get this long after SIGTERM/Ctrl-C before they are cut.
@@ -59,11 +60,7 @@ def serve(settings: Settings) -> None:
 
 async def print_tools(settings: Settings) -> int:
     """Prints the tools as JSON on stdout; servers that failed are named on stderr (exit status 1)."""
-    pool = McpPool(
-        load_mcp_config(settings.mcp_config),
-        connect_timeout=settings.mcp_connect_timeout,
-        call_timeout=settings.tool_timeout,
-    )
+    pool = build_pool(settings, load_mcp_config(settings.mcp_config))
     async with pool:
         await pool.wait_settled()
         tools = list(pool.catalogue.openai_tools)

@@ -4,8 +4,10 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, TypedDict
 
-from app.mcp.config import load_mcp_config
+from app.mcp.config import McpConfig, load_mcp_config
+from app.mcp.convert import ConversionOptions, resolve_profile
 from app.mcp.pool import McpPool
+from app.mcp.results import RenderOptions
 from app.settings import Settings
 from app.upstream.client import Transport, UpstreamClient, make_transport
 
@@ -14,6 +16,17 @@ class State(TypedDict):
     settings: Settings
     upstream: UpstreamClient
     pool: McpPool
+
+
+def build_pool(settings: Settings, config: McpConfig) -> McpPool:
+    """The MCP pool with the conversion and result settings; shared by the app and `toolbridge tools`."""
+    return McpPool(
+        config,
+        connect_timeout=settings.mcp_connect_timeout,
+        call_timeout=settings.tool_timeout,
+        conversion=ConversionOptions(profile=resolve_profile(settings.schema_profile), prefix=settings.tool_prefix),
+        rendering=RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars),
+    )
 
 
 def build_lifespan(
@@ -31,13 +44,7 @@ def build_lifespan(
                     transport=upstream_transport or make_transport(settings.upstream_transport),
                 )
             )
-            pool = await stack.enter_async_context(
-                McpPool(
-                    config,
-                    connect_timeout=settings.mcp_connect_timeout,
-                    call_timeout=settings.tool_timeout,
-                )
-            )
+            pool = await stack.enter_async_context(build_pool(settings, config))
             yield {"settings": settings, "upstream": upstream, "pool": pool}
 
     return lifespan

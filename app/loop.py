@@ -7,7 +7,7 @@ as it arrives and tool-call deltas are folded, never passed on, unless they call
 tools. For a non-streaming client each round is one whole upstream answer, folded the same way.
 """
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -28,12 +28,23 @@ class ToolCatalogue(Protocol):
     def owns(self, name: str) -> bool: ...
 
 
+class ImagePart(Protocol):
+    @property
+    def mime_type(self) -> str: ...
+
+    @property
+    def data(self) -> str: ...
+
+
 class ToolOutput(Protocol):
     @property
     def content(self) -> str: ...
 
     @property
     def is_error(self) -> bool: ...
+
+    @property
+    def images(self) -> Sequence[ImagePart]: ...
 
 
 class ToolRunner(Protocol):
@@ -88,6 +99,8 @@ async def run_tool_loop(
     *,
     max_tool_rounds: int,
     stats: LoopStats | None = None,
+    system_hint: str | None = None,
+    sees_images: Callable[[], Awaitable[bool]] | None = None,
 ) -> AsyncIterator[LoopEvent]:
     """Runs one chat completion with MCP tools to its end, yielding what the client should learn.
 
@@ -99,6 +112,8 @@ async def run_tool_loop(
     client_tool_names = _tool_names(body.get("tools") or [])
     request = _first_request(body, catalogue, client_tool_names)
     messages: list[dict[str, Any]] = list(body["messages"])
+    if system_hint and catalogue.openai_tools:
+        messages = with_system_hint(messages, system_hint)
     usage: Usage | None = None
 
     for round_number in range(1, max_tool_rounds + 2):
@@ -139,6 +154,9 @@ async def run_tool_loop(
         stats.tools_called.extend(call.name for call in mcp_calls)
         yield ToolsRan(mcp_calls, outputs)
         messages = [*messages, _assistant_message(turn.content, mcp_calls), *_tool_messages(mcp_calls, outputs)]
+        images = [image for output in outputs for image in output.images]
+        if images and sees_images is not None and await sees_images():
+            messages.append(_image_message(images))
         _release_forced_choice(request)
 
 
@@ -155,6 +173,29 @@ def _first_request(
     if body.get("stream"):
         request["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     return request
+
+
+def with_system_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
+    """The hint added once: to the client's own system message if it has one, else as a new one first."""
+    first = messages[0] if messages else {}
+    if first.get("role") in ("system", "developer"):
+        content = first.get("content")
+        if isinstance(content, str):
+            if hint in content:
+                return messages
+            return [{**first, "content": f"{content}\n\n{hint}"}, *messages[1:]]
+        if isinstance(content, list):
+            if any(isinstance(p, dict) and p.get("text") == hint for p in content):
+                return messages
+            return [{**first, "content": [*content, {"type": "text", "text": hint}]}, *messages[1:]]
+    return [{"role": "system", "content": hint}, *messages]
+
+
+def _image_message(images: list[ImagePart]) -> dict[str, Any]:
+    # Tool messages carry text only, so a vision model sees the images in a user turn right after them.
+    parts: list[dict[str, Any]] = [{"type": "text", "text": "Images returned by the tool calls above:"}]
+    parts += [{"type": "image_url", "image_url": {"url": f"data:{i.mime_type};base64,{i.data}"}} for i in images]
+    return {"role": "user", "content": parts}
 
 
 def _release_forced_choice(request: dict[str, Any]) -> None:

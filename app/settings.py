@@ -40,6 +40,24 @@ class Settings(BaseSettings):
     mcp_connect_timeout: PositiveFloat = Field(
         60.0, description="Seconds an MCP server may take to start and list its tools."
     )
+    tool_prefix: Literal["always", "on-conflict"] = Field(
+        "always", description="Prefix tool names with their server always, or only where two servers clash."
+    )
+    schema_profile: Literal["auto", "lmstudio", "llamacpp", "openai", "passthrough"] = Field(
+        "auto", description="How tool schemas are rewritten: auto and lmstudio/llamacpp make them grammar-safe."
+    )
+    result_format: Literal["envelope", "text"] = Field(
+        "envelope", description="Tool results as a JSON envelope with status, data and meta, or as plain text."
+    )
+    max_result_chars: int = Field(
+        25_000, ge=1_000, description="Characters one tool result may take in the conversation; more is cut."
+    )
+    vision: Literal["auto", "on", "off"] = Field(
+        "auto", description="Send images from tool results to the model: auto asks LM Studio if it has vision."
+    )
+    system_hint: bool = Field(
+        True, description="Add a short note on reading tool results to the system message when tools are offered."
+    )
     log_format: Literal["console", "json"] = Field("console", description="Log lines for people or machines.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Lowest level logged.")
 

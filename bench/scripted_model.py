@@ -40,6 +40,8 @@ def _answer_from(result: str) -> str:
         data = json.loads(result)
     except ValueError:
         return f"The tool said: {result[:300]}"
+    if isinstance(data, dict) and isinstance(data.get("data"), dict):  # toolbridge's result envelope
+        data = data["data"]
     if isinstance(data, dict) and "datetime" in data:
         return f"It is {data['datetime']} in {data.get('timezone', 'UTC')}."
     return f"The tool said: {result[:300]}"

@@ -9,13 +9,13 @@ import openai
 import pytest
 
 from tests.conftest import Gateway
-from tests.support.fake_upstream import Call, FakeUpstream, Turn, last_tool_results
+from tests.support.fake_upstream import Call, FakeUpstream, Turn, envelopes, last_tool_results, readable
 
 ASK = [{"role": "user", "content": "What is 2 + 3?"}]
 
 
 def answer_with_tool_results(body: dict) -> Turn:
-    return Turn(content="Results: " + " | ".join(last_tool_results(body).values()))
+    return Turn(content="Results: " + " | ".join(readable(c) for c in last_tool_results(body).values()))
 
 
 def test_plain_chat_passes_answer_and_unknown_fields_through(gateway: Gateway, upstream: FakeUpstream) -> None:
@@ -28,7 +28,19 @@ def test_plain_chat_passes_answer_and_unknown_fields_through(gateway: Gateway, u
     sent = upstream.chat_requests()[0]
     assert sent["top_k"] == 20
     assert sent["my_field"] == {"nested": [1, 2]}
-    assert sent["messages"] == ASK
+    assert sent["messages"][1:] == ASK
+    assert sent["messages"][0]["role"] == "system"
+
+
+def test_the_system_hint_goes_into_the_clients_system_message_once(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.script(Turn(content="ok"), Turn(content="ok"))
+    system = {"role": "system", "content": "You are terse."}
+    gateway.client().chat.completions.create(model="m", messages=[system, *ASK])
+    first = upstream.chat_requests()[0]["messages"]
+    assert first[0]["content"].startswith("You are terse.\n\nTool results are JSON objects.")
+    assert first[1:] == ASK
+    gateway.client().chat.completions.create(model="m", messages=[first[0], *ASK])
+    assert upstream.chat_requests()[1]["messages"][0] == first[0]
 
 
 def test_mcp_tools_are_injected_with_prefixed_safe_names(gateway: Gateway, upstream: FakeUpstream) -> None:
@@ -50,7 +62,13 @@ def test_one_tool_round_non_streaming(gateway: Gateway, upstream: FakeUpstream) 
     assistant, tool = second["messages"][-2:]
     assert assistant["tool_calls"][0]["id"] == "400000000"
     assert assistant["tool_calls"][0]["function"] == {"name": "basic__add", "arguments": '{"a": 2, "b": 3}'}
-    assert tool == {"role": "tool", "tool_call_id": "400000000", "content": "5"}
+    assert tool["role"] == "tool"
+    assert tool["tool_call_id"] == "400000000"
+    envelope = json.loads(tool["content"])
+    assert envelope["status"] == "success"
+    assert envelope["data"] == {"result": "5"}
+    assert envelope["meta"]["tool"] == "add"
+    assert envelope["meta"]["server"] == "basic"
 
 
 def test_one_tool_round_streaming_is_one_clean_message(gateway: Gateway, upstream: FakeUpstream) -> None:
@@ -89,7 +107,7 @@ def test_several_rounds_feed_each_result_back(gateway: Gateway, upstream: FakeUp
     text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     assert text == "Results: 42"
     third = upstream.chat_requests()[2]
-    tool_contents = [m["content"] for m in third["messages"] if m["role"] == "tool"]
+    tool_contents = [readable(m["content"]) for m in third["messages"] if m["role"] == "tool"]
     assert tool_contents == ["echo: one", "42"]
 
 
@@ -107,7 +125,7 @@ def test_parallel_calls_run_concurrently(gateway: Gateway, upstream: FakeUpstrea
     reply = gateway.client().chat.completions.create(model="m", messages=ASK)
     results = last_tool_results(upstream.chat_requests()[1])
     assert list(results) == ["400000000", "400000001"]
-    assert list(results.values()) == [f"met 2 at {key}"] * 2
+    assert [readable(r) for r in results.values()] == [f"met 2 at {key}"] * 2
     assert reply.choices[0].message.content == f"Results: met 2 at {key} | met 2 at {key}"
 
 
@@ -126,28 +144,30 @@ def test_round_limit_asks_for_an_answer_with_tools_kept(gateway: Gateway, upstre
 def test_tool_error_becomes_a_result_the_model_reads(gateway: Gateway, upstream: FakeUpstream) -> None:
     upstream.script(Turn(calls=[Call("basic__fail", {"message": "disk full"})]), answer_with_tool_results)
     reply = gateway.client().chat.completions.create(model="m", messages=ASK)
-    result = next(iter(last_tool_results(upstream.chat_requests()[1]).values()))
-    assert result.startswith("Error:")
-    assert "disk full" in result
-    assert reply.choices[0].message.content.startswith("Results: Error:")
+    [envelope] = envelopes(upstream.chat_requests()[1])
+    assert envelope["status"] == "error"
+    assert envelope["data"]["error"] == "tool_error"
+    assert "disk full" in envelope["data"]["message"]
+    assert reply.choices[0].message.content.startswith("Results: Error[tool_error]:")
 
 
 @pytest.mark.parametrize(
-    ("call", "expected"),
+    ("call", "kind", "expected"),
     [
-        (Call("basic__add", "{not json"), "not valid JSON"),
-        (Call("basic__add", "[1, 2]"), "must be a JSON object"),
-        (Call("nowhere__tool", {}), "no tool named"),
+        (Call("basic__add", "{not json"), "invalid_arguments", "not valid JSON"),
+        (Call("basic__add", "[1, 2]"), "invalid_arguments", "one JSON object"),
+        (Call("basic__ad", {"a": 1, "b": 2}), "unknown_tool", "Did you mean: basic__add"),
     ],
 )
 def test_unusable_calls_are_answered_with_errors_not_500(
-    gateway: Gateway, upstream: FakeUpstream, call: Call, expected: str
+    gateway: Gateway, upstream: FakeUpstream, call: Call, kind: str, expected: str
 ) -> None:
     upstream.script(Turn(calls=[call]), answer_with_tool_results)
     gateway.client().chat.completions.create(model="m", messages=ASK, tools=[])
-    result = next(iter(last_tool_results(upstream.chat_requests()[1]).values()))
-    assert result.startswith("Error:")
-    assert expected in result
+    [envelope] = envelopes(upstream.chat_requests()[1])
+    assert envelope["status"] == "error"
+    assert envelope["data"]["error"] == kind
+    assert expected in envelope["data"]["message"]
 
 
 def test_dotted_mcp_name_maps_back_to_the_original_tool(gateway: Gateway, upstream: FakeUpstream) -> None:

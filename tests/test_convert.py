@@ -1,35 +1,21 @@
-"""The pure MCP -> OpenAI conversions: names, definitions, results."""
+"""MCP tools -> OpenAI tools: names, prefix modes, definitions, and the catalogue that maps back."""
 
-import base64
 import re
 
 import pytest
-from mcp.types import (
-    AudioContent,
-    BlobResourceContents,
-    CallToolResult,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-    Tool,
-)
+from mcp.types import Tool, ToolAnnotations, ToolExecution
 
-from app.mcp.convert import (
-    ToolOutcome,
-    ToolRoute,
-    build_catalogue,
-    exposed_name,
-    outcome_from_result,
-    to_openai_tool,
-)
+from app.mcp.convert import ConversionOptions, ToolRoute, build_catalogue, exposed_name, to_openai_tool
 
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 def tool(name: str, schema: dict | None = None, **extra: object) -> Tool:
     return Tool(name=name, input_schema=schema if schema is not None else {"type": "object"}, **extra)
+
+
+def names(catalogue) -> list[str]:
+    return [t["function"]["name"] for t in catalogue.openai_tools]
 
 
 @pytest.mark.parametrize(
@@ -55,27 +41,42 @@ def test_long_names_are_cut_with_a_stable_distinct_hash() -> None:
     assert first == exposed_name("server", "x" * 100 + "a")
 
 
-def test_catalogue_maps_every_name_back_and_separates_collisions() -> None:
-    catalogue = build_catalogue({
-        "a": [tool("get.item"), tool("get_item"), tool("y" * 128)],
-        "b": [tool("get.item")],
-    })
-    names = [t["function"]["name"] for t in catalogue.openai_tools]
-    assert len(set(names)) == 4
-    assert all(OPENAI_NAME.match(n) for n in names)
+HARD_NAMES = ["get.item", "get_item", "y" * 100, "y" * 100 + ".z", "天气.查询", "天气_查询", "a" * 128]
+
+
+@pytest.mark.parametrize("prefix", ["always", "on-conflict"])
+def test_every_hard_name_is_valid_distinct_stable_and_maps_back(prefix: str) -> None:
+    tools = {"s1": [tool(n) for n in HARD_NAMES], "s2": [tool("get.item"), tool("only_here")]}
+    catalogue = build_catalogue(tools, ConversionOptions(prefix=prefix))  # type: ignore[arg-type]
+    exposed = names(catalogue)
+    assert len(exposed) == len(set(exposed)) == len(HARD_NAMES) + 2
+    assert all(OPENAI_NAME.match(n) for n in exposed)
     assert sorted((r.server, r.tool) for r in catalogue.routes.values()) == sorted(
-        [("a", "get.item"), ("a", "get_item"), ("a", "y" * 128), ("b", "get.item")]
+        [("s1", n) for n in HARD_NAMES] + [("s2", "get.item"), ("s2", "only_here")]
     )
-    assert catalogue.route("b__get_item") == ToolRoute("b", "get.item")
+    assert names(build_catalogue(tools, ConversionOptions(prefix=prefix))) == exposed  # type: ignore[arg-type]
+
+
+def test_on_conflict_drops_the_prefix_only_where_no_two_servers_share_a_name() -> None:
+    catalogue = build_catalogue(
+        {"time": [tool("get_current_time"), tool("search")], "web": [tool("search"), tool("fetch")]},
+        ConversionOptions(prefix="on-conflict"),
+    )
+    assert names(catalogue) == ["get_current_time", "time__search", "web__search", "fetch"]
+    assert catalogue.route("fetch") == ToolRoute("web", "fetch")
+    assert catalogue.route("time__search") == ToolRoute("time", "search")
 
 
 def test_tools_that_require_tasks_are_left_out() -> None:
-    from mcp.types import ToolExecution
-
     required = tool("long_job", execution=ToolExecution(task_support="required"))
     optional = tool("quick", execution=ToolExecution(task_support="optional"))
-    catalogue = build_catalogue({"s": [required, optional]})
-    assert [t["function"]["name"] for t in catalogue.openai_tools] == ["s__quick"]
+    assert names(build_catalogue({"s": [required, optional]})) == ["s__quick"]
+
+
+def test_similar_names_are_offered_for_a_wrong_one() -> None:
+    catalogue = build_catalogue({"fs": [tool("read_file"), tool("write_file"), tool("list_directory")]})
+    assert catalogue.similar("fs__read_files")[0] == "fs__read_file"
+    assert catalogue.similar("completely_else") == []
 
 
 @pytest.mark.parametrize(
@@ -83,52 +84,45 @@ def test_tools_that_require_tasks_are_left_out() -> None:
     [
         ({"type": "object"}, {"type": "object", "properties": {}}),
         ({}, {"type": "object", "properties": {}}),
-        ({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
-         {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}),
         ({"properties": None}, {"type": "object", "properties": {}}),
     ],
 )
 def test_parameters_are_always_an_object_schema_with_properties(schema: dict, expected: dict) -> None:
     source = tool("t", schema)
-    converted = to_openai_tool("s__t", source)
-    assert converted == {"type": "function", "function": {"name": "s__t", "description": "", "parameters": expected}}
-    converted["function"]["parameters"]["properties"]["added"] = {}
+    for profile in ("lmstudio", "openai", "passthrough"):
+        converted = to_openai_tool("s__t", source, profile)  # type: ignore[arg-type]
+        assert converted["function"]["parameters"] == expected
+    to_openai_tool("s__t", source)["function"]["parameters"]["properties"]["added"] = {}
     assert "added" not in (source.input_schema.get("properties") or {})
 
 
-def test_description_falls_back_to_title() -> None:
-    assert to_openai_tool("n", tool("t", description="Does it."))["function"]["description"] == "Does it."
-    assert to_openai_tool("n", tool("t", title="Title only"))["function"]["description"] == "Title only"
+def test_the_original_schema_is_kept_for_checking_arguments() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "default": 3}}, "required": ["n"]}
+    catalogue = build_catalogue({"s": [tool("t", schema)]})
+    sent = catalogue.openai_tools[0]["function"]["parameters"]
+    assert "default" not in sent["properties"]["n"]
+    validator = catalogue.route("s__t").validator  # type: ignore[union-attr]
+    assert validator is not None and validator.schema == schema
 
 
-PNG = base64.b64encode(b"\x89PNG" + b"\x00" * 66).decode()
+def test_strict_is_set_only_for_the_openai_profile_and_only_when_it_can_hold() -> None:
+    closed = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"],
+              "additionalProperties": False}
+    open_ = {"type": "object", "properties": {"q": {"type": "string"}}}
+    assert to_openai_tool("n", tool("t", closed), "openai")["function"]["strict"] is True
+    assert "strict" not in to_openai_tool("n", tool("t", open_), "openai")["function"]
+    assert "strict" not in to_openai_tool("n", tool("t", closed), "lmstudio")["function"]
 
 
 @pytest.mark.parametrize(
-    ("result", "expected"),
+    ("extra", "description"),
     [
-        (CallToolResult(content=[TextContent(type="text", text="a"), TextContent(type="text", text="b")]),
-         ToolOutcome("a\nb", False)),
-        (CallToolResult(content=[TextContent(type="text", text="bad input")], is_error=True),
-         ToolOutcome("Error: bad input", True)),
-        (CallToolResult(content=[], is_error=True),
-         ToolOutcome("Error: the tool reported an error without a message", True)),
-        (CallToolResult(content=[]), ToolOutcome("(the tool returned no content)", False)),
-        (CallToolResult(content=[], structured_content={"t": 21.5}), ToolOutcome('{"t": 21.5}', False)),
-        (CallToolResult(content=[TextContent(type="text", text='{"t": 21.5}')], structured_content={"t": 21.5}),
-         ToolOutcome('{"t": 21.5}', False)),
-        (CallToolResult(content=[ImageContent(type="image", data=PNG, mime_type="image/png")]),
-         ToolOutcome("[image: image/png, 70 bytes]", False)),
-        (CallToolResult(content=[AudioContent(type="audio", data=PNG, mime_type="audio/wav")]),
-         ToolOutcome("[audio: audio/wav, 70 bytes]", False)),
-        (CallToolResult(content=[ResourceLink(type="resource_link", uri="file:///a.txt", name="a.txt")]),
-         ToolOutcome("[resource link: a.txt <file:///a.txt>]", False)),
-        (CallToolResult(content=[EmbeddedResource(type="resource", resource=TextResourceContents(
-            uri="file:///n.md", text="# Notes"))]), ToolOutcome("# Notes", False)),
-        (CallToolResult(content=[EmbeddedResource(type="resource", resource=BlobResourceContents(
-            uri="file:///b.bin", blob=PNG, mime_type="application/zip"))]),
-         ToolOutcome("[resource file:///b.bin: application/zip, 70 bytes]", False)),
+        ({"description": "Does it."}, "Does it."),
+        ({"title": "Title only"}, "Title only"),
+        ({"description": "Reads.", "annotations": ToolAnnotations(readOnlyHint=True)}, "Reads. (Read-only.)"),
+        ({"description": "Drops.", "annotations": ToolAnnotations(destructiveHint=True)},
+         "Drops. (Changes or deletes data.)"),
     ],
 )
-def test_results_become_tool_message_text(result: CallToolResult, expected: ToolOutcome) -> None:
-    assert outcome_from_result(result) == expected
+def test_descriptions_stay_as_written_with_hints_noted(extra: dict, description: str) -> None:
+    assert to_openai_tool("n", tool("t", **extra))["function"]["description"] == description

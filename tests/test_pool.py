@@ -1,5 +1,6 @@
 """The MCP pool on its own: start failures, timeouts and routing, against real stdio servers."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from app.mcp.config import McpConfig, StdioServerConfig
 from app.mcp.pool import McpPool
 from tests.conftest import SERVERS
+from tests.support.fake_upstream import readable
 
 pytestmark = pytest.mark.anyio
 SETTLE_TIMEOUT = 60
@@ -34,7 +36,7 @@ async def test_a_server_that_never_answers_fails_at_the_connect_timeout_and_othe
                                    "error": "did not start within 2 s"}
         assert health["basic"]["state"] == "ready"
         outcome = await pool.call_tool("basic__echo", '{"text": "still fine"}')
-        assert (outcome.content, outcome.is_error) == ("echo: still fine", False)
+        assert (readable(outcome.content), outcome.is_error) == ("echo: still fine", False)
 
 
 async def test_a_slow_tool_gets_a_timeout_error_and_the_server_stays_usable() -> None:
@@ -45,8 +47,10 @@ async def test_a_slow_tool_gets_a_timeout_error_and_the_server_stays_usable() ->
             slow = await pool.call_tool("basic__sleep", '{"seconds": 20}')
             after = await pool.call_tool("basic__add", '{"a": 1, "b": 1}')
     assert slow.is_error
-    assert slow.content == "Error: the tool did not finish within 0.5 s"
-    assert (after.content, after.is_error) == ("2", False)
+    assert json.loads(slow.content)["data"] == {
+        "error": "timeout", "message": "The tool did not finish within 0.5 s.", "retry_after": 5
+    }
+    assert (readable(after.content), after.is_error) == ("2", False)
 
 
 async def test_a_failed_server_offers_no_tools_and_calls_to_them_are_errors() -> None:
@@ -58,7 +62,7 @@ async def test_a_failed_server_offers_no_tools_and_calls_to_them_are_errors() ->
         assert "GITHUB_TOKEN is not set" in pool.health()["broken"]["error"]
         outcome = await pool.call_tool("broken__anything", "{}")
     assert outcome.is_error
-    assert "no tool named 'broken__anything'" in outcome.content
+    assert json.loads(outcome.content)["data"]["error"] == "unknown_tool"
 
 
 def gated_children(gate: Path) -> list[psutil.Process]:

@@ -19,7 +19,7 @@ def test_repo_mcp_json_answers_the_time_in_utc(upstream: FakeUpstream) -> None:
     settings = Settings(_env_file=None, mcp_config=REPO_MCP_JSON, upstream_url=f"{upstream.url}/v1")  # type: ignore[call-arg]
 
     def answer(body: dict) -> Turn:
-        result = json.loads(next(iter(last_tool_results(body).values())))
+        result = json.loads(next(iter(last_tool_results(body).values())))["data"]
         return Turn(content=f"It is {result['datetime']} in {result['timezone']}.")
 
     upstream.script(Turn(calls=[Call("time__get_current_time", {"timezone": "UTC"})]), answer)

@@ -1,5 +1,6 @@
 """HTTP in and out: chat completions, pass-through of the rest of /v1, health and the tool list."""
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -9,8 +10,11 @@ from starlette.background import BackgroundTask
 
 from app.api.deps import PoolDep, SettingsDep, StatsDep, UpstreamDep, require_api_key
 from app.loop import run_tool_loop
+from app.mcp.results import system_hint
 from app.openai.schemas import ChatCompletionRequest
+from app.settings import Settings
 from app.streaming import collect_completion, stream_payloads
+from app.upstream.client import UpstreamClient
 
 SSE_PING_SECONDS = 15
 
@@ -23,7 +27,13 @@ async def chat_completions(
     request: ChatCompletionRequest, upstream: UpstreamDep, pool: PoolDep, settings: SettingsDep, stats: StatsDep
 ) -> Response:
     events = run_tool_loop(
-        request.to_upstream_body(), upstream, pool, max_tool_rounds=settings.max_tool_rounds, stats=stats
+        request.to_upstream_body(),
+        upstream,
+        pool,
+        max_tool_rounds=settings.max_tool_rounds,
+        stats=stats,
+        system_hint=system_hint(settings.result_format) if settings.system_hint else None,
+        sees_images=_vision_check(settings, upstream, request.model),
     )
     # Wait until the upstream accepted the request, so its failures still get a real HTTP status.
     try:
@@ -35,6 +45,15 @@ async def chat_completions(
         payloads = stream_payloads(events, model=request.model, include_usage=request.include_usage)
         return EventSourceResponse(payloads, sep="\n", ping=SSE_PING_SECONDS)
     return JSONResponse(await collect_completion(events, model=request.model))
+
+
+def _vision_check(settings: Settings, upstream: UpstreamClient, model: str | None) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        if settings.vision == "auto":
+            return await upstream.supports_vision(model)
+        return settings.vision == "on"
+
+    return check
 
 
 @api.get("/tools")
@@ -62,11 +81,12 @@ async def passthrough(path: str, request: Request, upstream: UpstreamDep) -> Res
 
 
 @public.get("/health")
-async def health(pool: PoolDep) -> dict[str, Any]:
+async def health(pool: PoolDep, upstream: UpstreamDep) -> dict[str, Any]:
     servers = pool.health()
     config = pool.config
     body: dict[str, Any] = {
         "status": "degraded" if pool.degraded or not config.found else "ok",
+        "upstream": {"url": upstream.base_url, "kind": await upstream.server_kind()},
         "servers": servers,
         "tools": len(pool.catalogue.openai_tools),
         "mcp_config": {"path": str(config.path), "found": config.found},

@@ -1,40 +1,46 @@
-"""Pure conversions between MCP and OpenAI shapes: tool names, tool definitions, tool results.
+"""Pure conversions from MCP tools to the OpenAI tools the model is given, and back to MCP by name.
 
-This is the one module that knows both sides. It does no I/O, so every rule is a table-driven test.
+This is the one module that knows both tool shapes. It does no I/O; every rule has a table of tests.
+Names are `{server}__{tool}` (or the bare tool name where no two servers share it, with
+TOOL_PREFIX=on-conflict), made to match OpenAI's `^[a-zA-Z0-9_-]{1,64}$`; a name that had to be cut
+or that collides after sanitising gets a stable hash suffix. Schemas go through the profile in
+`schema.py`; the original is kept, compiled, to check arguments.
 """
 
-import base64
-import copy
+import difflib
 import hashlib
-import json
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import Any, Literal
 
-from mcp.types import (
-    AudioContent,
-    CallToolResult,
-    ContentBlock,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-    Tool,
-)
+from jsonschema.protocols import Validator
+from mcp.types import Tool
+
+from app.mcp.arguments import compile_validator
+from app.mcp.schema import Profile, to_profile
 
 MAX_NAME_LENGTH = 64  # OpenAI: ^[a-zA-Z0-9_-]{1,64}$
 _HASH_LENGTH = 8
 _UNSAFE_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+PrefixMode = Literal["always", "on-conflict"]
+
+
+@dataclass(frozen=True)
+class ConversionOptions:
+    profile: Profile = "lmstudio"
+    prefix: PrefixMode = "always"
 
 
 @dataclass(frozen=True)
 class ToolRoute:
-    """Where an exposed tool name leads: the server's name in mcp.json and the tool's own name there."""
+    """Where an exposed tool name leads, and how to check arguments for it."""
 
     server: str
     tool: str
+    validator: Validator | None = field(default=None, compare=False, repr=False)
+    read_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,27 +56,31 @@ class Catalogue:
     def route(self, name: str) -> ToolRoute | None:
         return self.routes.get(name)
 
+    def similar(self, name: str, limit: int = 3) -> list[str]:
+        """Exposed names close to one the model got wrong."""
+        return difflib.get_close_matches(name, list(self.routes), n=limit, cutoff=0.5)
+
     def describe(self) -> list[dict[str, Any]]:
         """The injected tools with the server and tool each one maps back to."""
-        return [
-            {"server": self.routes[tool["function"]["name"]].server,
-             "tool": self.routes[tool["function"]["name"]].tool, **tool}
-            for tool in self.openai_tools
-        ]
+        described = []
+        for tool in self.openai_tools:
+            route = self.routes[tool["function"]["name"]]
+            described.append({"server": route.server, "tool": route.tool, **tool})
+        return described
 
 
-@dataclass(frozen=True)
-class ToolOutcome:
-    """A tool call's result as the content of one `tool` message."""
+def resolve_profile(setting: str) -> Profile:
+    """`auto` is the grammar-safe profile: LM Studio, llama.cpp and unknown local servers all need it."""
+    return "lmstudio" if setting == "auto" else setting  # type: ignore[return-value]
 
-    content: str
-    is_error: bool
+
+def sanitize(name: str) -> str:
+    return _UNSAFE_NAME_CHARS.sub("_", name)
 
 
 def exposed_name(server: str, tool: str) -> str:
     """`{server}__{tool}`, made safe for OpenAI, cut with a stable hash suffix when too long."""
-    name = _UNSAFE_NAME_CHARS.sub("_", f"{server}__{tool}")
-    return name if len(name) <= MAX_NAME_LENGTH else hashed_name(name, server, tool)
+    return _fit(sanitize(f"{server}__{tool}"), server, tool)
 
 
 def hashed_name(name: str, server: str, tool: str) -> str:
@@ -79,18 +89,19 @@ def hashed_name(name: str, server: str, tool: str) -> str:
     return f"{name[: MAX_NAME_LENGTH - _HASH_LENGTH - 1]}_{digest}"
 
 
-def build_catalogue(tools_by_server: Mapping[str, Sequence[Tool]]) -> Catalogue:
+def build_catalogue(
+    tools_by_server: Mapping[str, Sequence[Tool]], options: ConversionOptions | None = None
+) -> Catalogue:
     """Converts every server's tools, in config order, into one catalogue with unique names."""
+    options = options or ConversionOptions()
     usable = [
         (server, tool)
         for server, tools in tools_by_server.items()
         for tool in tools
         if not _requires_task(tool)
     ]
-    names = [exposed_name(server, tool.name) for server, tool in usable]
-    taken: dict[str, int] = {}
-    for name in names:
-        taken[name] = taken.get(name, 0) + 1
+    names = _names(usable, options.prefix)
+    taken = Counter(names)
     openai_tools: list[dict[str, Any]] = []
     routes: dict[str, ToolRoute] = {}
     for (server, tool), name in zip(usable, names, strict=True):
@@ -98,68 +109,57 @@ def build_catalogue(tools_by_server: Mapping[str, Sequence[Tool]]) -> Catalogue:
             name = hashed_name(name, server, tool.name)
         if name in routes:  # a server listing one tool twice: keep the first
             continue
-        routes[name] = ToolRoute(server=server, tool=tool.name)
-        openai_tools.append(to_openai_tool(name, tool))
+        annotations = tool.annotations
+        routes[name] = ToolRoute(
+            server=server,
+            tool=tool.name,
+            validator=compile_validator(tool.input_schema),
+            read_only=bool(annotations and annotations.read_only_hint),
+        )
+        openai_tools.append(to_openai_tool(name, tool, options.profile))
     return Catalogue(openai_tools=tuple(openai_tools), routes=routes)
 
 
-def to_openai_tool(name: str, tool: Tool) -> dict[str, Any]:
+def to_openai_tool(name: str, tool: Tool, profile: Profile = "lmstudio") -> dict[str, Any]:
     """An OpenAI function tool. `parameters` is always an object schema with `properties`."""
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": tool.description or tool.title or "",
-            "parameters": object_schema(tool.input_schema),
-        },
+    parameters, strict = to_profile(tool.input_schema, profile)
+    function: dict[str, Any] = {
+        "name": name,
+        "description": _description(tool),
+        "parameters": parameters,
     }
+    if strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
 
 
-def object_schema(schema: Mapping[str, Any] | None) -> dict[str, Any]:
-    parameters = copy.deepcopy(dict(schema or {}))
-    parameters["type"] = "object"
-    if not isinstance(parameters.get("properties"), dict):
-        parameters["properties"] = {}
-    return parameters
+def _names(usable: list[tuple[str, Tool]], prefix: PrefixMode) -> list[str]:
+    if prefix == "always":
+        return [exposed_name(server, tool.name) for server, tool in usable]
+    bare = [sanitize(tool.name) for _, tool in usable]
+    owners: dict[str, set[str]] = {}
+    for (server, _), name in zip(usable, bare, strict=True):
+        owners.setdefault(name, set()).add(server)
+    return [
+        _fit(name, server, tool.name) if len(owners[name]) == 1 else exposed_name(server, tool.name)
+        for (server, tool), name in zip(usable, bare, strict=True)
+    ]
 
 
-def outcome_from_result(result: CallToolResult) -> ToolOutcome:
-    """Text blocks joined; other blocks described; `isError` marked so the model can tell."""
-    parts = [text for block in result.content if (text := _block_text(block))]
-    text = "\n".join(parts)
-    if not any(isinstance(block, TextContent) for block in result.content) and result.structured_content:
-        text = "\n".join([json.dumps(result.structured_content, ensure_ascii=False), *parts])
-    if result.is_error:
-        return ToolOutcome(f"Error: {text or 'the tool reported an error without a message'}", is_error=True)
-    return ToolOutcome(text or "(the tool returned no content)", is_error=False)
+def _fit(name: str, server: str, tool: str) -> str:
+    return name if len(name) <= MAX_NAME_LENGTH else hashed_name(name, server, tool)
 
 
-def outcome_from_failure(message: str) -> ToolOutcome:
-    """A failure on the gateway's side (bad arguments, timeout, server down) told to the model."""
-    return ToolOutcome(f"Error: {message}", is_error=True)
-
-
-def _block_text(block: ContentBlock) -> str:
-    if isinstance(block, TextContent):
-        return block.text
-    if isinstance(block, ImageContent | AudioContent):
-        kind = "image" if isinstance(block, ImageContent) else "audio"
-        return f"[{kind}: {block.mime_type}, {_decoded_size(block.data)} bytes]"
-    if isinstance(block, ResourceLink):
-        return f"[resource link: {block.name} <{block.uri}>]"
-    if isinstance(block, EmbeddedResource):
-        resource = block.resource
-        if isinstance(resource, TextResourceContents):
-            return resource.text
-        return f"[resource {resource.uri}: {resource.mime_type or 'binary'}, {_decoded_size(resource.blob)} bytes]"
-    assert_never(block)
-
-
-def _decoded_size(data: str) -> int:
-    try:
-        return len(base64.b64decode(data, validate=False))
-    except ValueError:
-        return len(data)
+def _description(tool: Tool) -> str:
+    text = tool.description or tool.title or ""
+    annotations = tool.annotations
+    if annotations is None:
+        return text
+    if annotations.read_only_hint:
+        return f"{text} (Read-only.)".strip()
+    if annotations.destructive_hint:
+        return f"{text} (Changes or deletes data.)".strip()
+    return text
 
 
 def _requires_task(tool: Tool) -> bool:

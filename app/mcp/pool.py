@@ -32,8 +32,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import REQUEST_TIMEOUT, Implementation, LoggingMessageNotificationParams, Tool
 
 from app import __version__
+from app.mcp.arguments import problems
 from app.mcp.config import HttpServerConfig, McpConfig, ServerConfig, StdioServerConfig
-from app.mcp.convert import Catalogue, ToolOutcome, build_catalogue, outcome_from_failure, outcome_from_result
+from app.mcp.convert import Catalogue, ConversionOptions, ToolRoute, build_catalogue
+from app.mcp.results import CallInfo, FailureKind, RenderOptions, ToolOutcome, render_failure, render_result
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -41,6 +43,8 @@ CLIENT_INFO = Implementation(name="toolbridge", version=__version__)
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 # Past the SDK's own read timeout, a call that still has not returned is abandoned.
 CALL_TIMEOUT_SLACK = 5.0
+# What a model is told to wait before retrying a call that timed out.
+RETRY_AFTER_SECONDS = 5
 # The SDK bounds each stdio shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL); this bounds them all.
 SHUTDOWN_TIMEOUT = 10.0
 STDERR_TAIL_LINES = 5
@@ -76,8 +80,18 @@ class ServerStatus:
 class McpPool:
     """Connects every configured server in the background and routes tool calls to them."""
 
-    def __init__(self, config: McpConfig, *, connect_timeout: float, call_timeout: float) -> None:
+    def __init__(
+        self,
+        config: McpConfig,
+        *,
+        connect_timeout: float,
+        call_timeout: float,
+        conversion: ConversionOptions | None = None,
+        rendering: RenderOptions | None = None,
+    ) -> None:
         self.config = config
+        self._conversion = conversion or ConversionOptions()
+        self._rendering = rendering or RenderOptions()
         self._connect_timeout = connect_timeout
         self._call_timeout = call_timeout
         self._status: dict[str, ServerStatus] = {}
@@ -146,47 +160,67 @@ class McpPool:
         """Runs one tool call. Every failure comes back as an error outcome for the model, never raised."""
         route = self._catalogue.route(name)
         if route is None:
-            return outcome_from_failure(f"there is no tool named '{name}'")
+            similar = self._catalogue.similar(name)
+            hint = f" Did you mean: {', '.join(similar)}?" if similar else ""
+            return render_failure(
+                FailureKind.UNKNOWN_TOOL, f"There is no tool named '{name}'.{hint}",
+                CallInfo(name, None, options=self._rendering), similar_tools=similar,
+            )
         started = time.perf_counter()
-        outcome = await self._call(route.server, route.tool, arguments)
+        kind, outcome = await self._call(route, arguments, started)
         log.info(
             "tool_call",
             server=route.server,
             tool=route.tool,
             duration_ms=round((time.perf_counter() - started) * 1000, 1),
             ok=not outcome.is_error,
+            **({"failure": kind.value} if kind else {}),
         )
         return outcome
 
-    async def _call(self, server: str, tool: str, arguments: str) -> ToolOutcome:
+    async def _call(self, route: ToolRoute, arguments: str, started: float) -> tuple[FailureKind | None, ToolOutcome]:
+        def info() -> CallInfo:
+            return CallInfo(route.tool, route.server, (time.perf_counter() - started) * 1000, self._rendering)
+
+        def failure(kind: FailureKind, message: str, **details: Any) -> tuple[FailureKind, ToolOutcome]:
+            return kind, render_failure(kind, message, info(), **details)
+
+        server = route.server
         client = self._clients.get(server)
         if client is None:
             status = self._status[server]
-            return outcome_from_failure(
-                f"MCP server '{server}' is unavailable ({status.state.value}"
-                + (f": {status.error})" if status.error else ")")
-            )
+            reason = f" ({status.error})" if status.error else ""
+            return failure(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' is {status.state.value}{reason}.")
         try:
             parsed = json.loads(arguments) if arguments.strip() else {}
         except ValueError as exc:
-            return outcome_from_failure(f"the arguments are not valid JSON ({exc.msg}); send a JSON object")
+            return failure(FailureKind.INVALID_ARGUMENTS,
+                           f"The arguments are not valid JSON ({exc.msg}). Send one JSON object.")
         if not isinstance(parsed, dict):
-            return outcome_from_failure("the arguments must be a JSON object")
+            return failure(FailureKind.INVALID_ARGUMENTS, "The arguments must be one JSON object.")
+        wrong = problems(route.validator, parsed)
+        if wrong:
+            return failure(
+                FailureKind.INVALID_ARGUMENTS, "Some arguments are missing or wrong; fix them and call again.",
+                fields=[problem.as_dict() for problem in wrong],
+            )
         timeout = self._timeout_for(server)
+        too_slow = f"The tool did not finish within {timeout:g} s."
         try:
             with anyio.fail_after(timeout + CALL_TIMEOUT_SLACK):
-                result = await client.call_tool(tool, parsed, read_timeout_seconds=timeout)
+                result = await client.call_tool(route.tool, parsed, read_timeout_seconds=timeout)
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
-                return outcome_from_failure(f"the tool did not finish within {timeout:g} s")
-            return outcome_from_failure(f"MCP server '{server}' refused the call: {exc.message}")
+                return failure(FailureKind.TIMEOUT, too_slow, retry_after=RETRY_AFTER_SECONDS)
+            return failure(FailureKind.SERVER_ERROR, f"MCP server '{server}' refused the call: {exc.message}")
         except TimeoutError:
-            return outcome_from_failure(f"the tool did not finish within {timeout:g} s")
+            return failure(FailureKind.TIMEOUT, too_slow, retry_after=RETRY_AFTER_SECONDS)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return outcome_from_failure(f"the connection to MCP server '{server}' is closed")
+            return failure(FailureKind.SERVER_UNAVAILABLE, f"The connection to MCP server '{server}' is closed.")
         except RuntimeError as exc:  # the SDK's outputSchema validation of the result
-            return outcome_from_failure(f"MCP server '{server}' returned an invalid result: {exc}")
-        return outcome_from_result(result)
+            return failure(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
+        outcome = render_result(result, info())
+        return None, outcome
 
     def _timeout_for(self, server: str) -> float:
         configured = self.config.servers[server].timeout
@@ -287,7 +321,7 @@ class McpPool:
 
     def _rebuild_catalogue(self) -> None:
         ordered = {name: self._tools[name] for name in self.config.servers if name in self._tools}
-        self._catalogue = build_catalogue(ordered)
+        self._catalogue = build_catalogue(ordered, self._conversion)
 
     def _fail(self, name: str, reason: str) -> None:
         status = self._status[name]

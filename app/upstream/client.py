@@ -5,6 +5,7 @@ faster transport). Transport failures become the gateway's UpstreamError tree he
 """
 
 import json
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -32,6 +33,9 @@ _RESPONSE_HEADERS_DROPPED = frozenset(
 Transport = httpx.AsyncBaseTransport
 TransportKind = Literal["aiohttp", "httpx"]
 CONNECT_TIMEOUT = 10.0  # a local server either accepts at once or is not running
+PROBE_TIMEOUT = 3.0
+CAPABILITY_TTL = 60.0  # models get loaded and unloaded; ask again after this many seconds
+ServerKind = Literal["lmstudio", "llamacpp", "openai-compatible", "unreachable"]
 
 
 def make_transport(kind: TransportKind) -> Transport | None:
@@ -69,6 +73,10 @@ class UpstreamClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        # LM Studio's and llama.cpp's own endpoints live beside /v1, not under it.
+        self._root = (self.base_url.removesuffix("/v1") + "/") if self.base_url.endswith("/v1") else self.base_url + "/"
+        self._kind: tuple[ServerKind, float] | None = None
+        self._vision: dict[str | None, tuple[bool, float]] = {}
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.AsyncClient(
             base_url=self.base_url + "/",
@@ -114,6 +122,51 @@ class UpstreamClient:
         kept = {k: v for k, v in response.headers.items() if k.lower() not in _RESPONSE_HEADERS_DROPPED}
         return ProxiedResponse(response.status_code, kept, self._relay(response), response)
 
+    async def server_kind(self) -> ServerKind:
+        """What answers at the base URL: LM Studio (its REST API), llama.cpp (`/props`), or another server."""
+        now = time.monotonic()
+        if self._kind is None or (self._kind[0] == "unreachable" and now - self._kind[1] > CAPABILITY_TTL / 4):
+            self._kind = (await self._probe_kind(), now)
+        return self._kind[0]
+
+    async def supports_vision(self, model: str | None) -> bool:
+        """Whether LM Studio reports vision for this model; False when it cannot tell."""
+        now = time.monotonic()
+        cached = self._vision.get(model)
+        if cached is not None and now - cached[1] < CAPABILITY_TTL:
+            return cached[0]
+        answer = await self._probe_vision(model)
+        self._vision[model] = (answer, now)
+        return answer
+
+    async def _probe_kind(self) -> ServerKind:
+        try:
+            for path in ("api/v1/models", "api/v0/models"):
+                if (await self._http.get(self._root + path, timeout=PROBE_TIMEOUT)).status_code == 200:
+                    return "lmstudio"
+            response = await self._http.get(self._root + "props", timeout=PROBE_TIMEOUT)
+            if response.status_code == 200 and "default_generation_settings" in response.text:
+                return "llamacpp"
+        except httpx.TransportError:
+            return "unreachable"
+        return "openai-compatible"
+
+    async def _probe_vision(self, model: str | None) -> bool:
+        try:
+            response = await self._http.get(self._root + "api/v1/models", timeout=PROBE_TIMEOUT)
+            if response.status_code == 200:
+                for entry in response.json().get("models") or []:
+                    if model in (None, entry.get("key"), entry.get("id")) or _loaded_as(entry, model):
+                        return bool((entry.get("capabilities") or {}).get("vision"))
+            response = await self._http.get(self._root + "api/v0/models", timeout=PROBE_TIMEOUT)
+            if response.status_code == 200:
+                for entry in response.json().get("data") or []:
+                    if model in (None, entry.get("id")):
+                        return entry.get("type") == "vlm"
+        except (httpx.TransportError, ValueError, AttributeError):
+            return False
+        return False
+
     async def _send(self, request: httpx.Request) -> httpx.Response:
         try:
             return await self._http.send(request, stream=True)
@@ -153,6 +206,10 @@ class UpstreamClient:
             raise UpstreamTimeout(self.base_url, self.timeout) from exc
         except (httpx.TransportError, SSEError) as exc:
             raise UpstreamError(f"The upstream stream broke off: {exc or type(exc).__name__}") from exc
+
+
+def _loaded_as(entry: dict[str, Any], model: str | None) -> bool:
+    return any(instance.get("id") == model for instance in entry.get("loaded_instances") or [])
 
 
 def _decode(data: str | bytes) -> dict[str, Any]:

@@ -196,6 +196,27 @@ def _pieces(text: str) -> list[str]:
     return [text[i : i + FRAGMENT] for i in range(0, len(text), FRAGMENT)]
 
 
+def readable(content: str) -> str:
+    """What a model would take from a tool message: the envelope's data, or its error, as text."""
+    try:
+        envelope = json.loads(content)
+    except ValueError:
+        return content
+    if not isinstance(envelope, dict) or "status" not in envelope:
+        return content
+    data = envelope["data"]
+    if envelope["status"] == "error":
+        return f"Error[{data['error']}]: {data['message']}"
+    if isinstance(data, dict) and list(data) == ["result"]:
+        data = data["result"]
+    return data if isinstance(data, str) else json.dumps(data)
+
+
+def envelopes(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool messages at the end of a request, parsed."""
+    return [json.loads(content) for content in last_tool_results(body).values()]
+
+
 def last_tool_results(body: dict[str, Any]) -> dict[str, str]:
     """The tool messages at the end of a request, by tool_call_id."""
     trailing: list[dict[str, Any]] = []

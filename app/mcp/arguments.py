@@ -1,0 +1,57 @@
+"""Checks a model's tool arguments against the tool's original inputSchema before any call is made."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import exceptions as schema_exceptions
+from jsonschema import validators
+from jsonschema.protocols import Validator
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    field: str
+    problem: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"field": self.field, "problem": self.problem}
+
+
+def compile_validator(schema: dict[str, Any] | None) -> Validator | None:
+    """A validator for the schema's own dialect (2020-12 by default), or None when the schema is invalid."""
+    if not schema:
+        return None
+    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except schema_exceptions.SchemaError:
+        return None  # the server's schema is broken; the server will judge the arguments itself
+    return cls(schema)
+
+
+def problems(validator: Validator | None, arguments: dict[str, Any]) -> list[FieldProblem]:
+    """What is missing or wrong, one entry per field, in a form a model can fix."""
+    if validator is None:
+        return []
+    found = [_describe(error) for error in validator.iter_errors(arguments)]
+    return sorted(set(found), key=lambda p: (p.field, p.problem))
+
+
+def _describe(error: schema_exceptions.ValidationError) -> FieldProblem:
+    path = ".".join(str(part) for part in error.absolute_path)
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if error.message.count("'") >= 2 else error.message
+        return FieldProblem(f"{path}.{missing}" if path else missing, "missing: this field is required")
+    if error.validator == "type":
+        return FieldProblem(path or "(arguments)", f"expected {error.validator_value}, got {_show(error.instance)}")
+    if error.validator == "enum":
+        options = ", ".join(repr(v) for v in error.validator_value)
+        return FieldProblem(path or "(arguments)", f"must be one of {options}, got {_show(error.instance)}")
+    if error.validator == "additionalProperties":
+        return FieldProblem(path or "(arguments)", error.message.replace("Additional properties", "unknown fields"))
+    return FieldProblem(path or "(arguments)", error.message)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,244 @@
+"""Tool results as the model reads them: one flat JSON envelope (or plain text), capped in size.
+
+    {"status": "success" | "error", "data": ..., "meta": {"tool", "server", "duration_ms", "truncated"}}
+
+`data` is `structuredContent` when the tool gave it, else the content blocks (JSON text parsed),
+one value when there is one block, a list otherwise. Failures on either side carry a kind the model
+can act on (`invalid_arguments` with the fields, `timeout` with `retry_after`, `unknown_tool` with
+the nearest names, `server_unavailable`, `tool_error`).
+"""
+
+import base64
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal, assert_never
+
+from mcp.types import (
+    AudioContent,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+
+ResultFormat = Literal["envelope", "text"]
+_SYSTEM_HINTS = {
+    "envelope": (
+        "Tool results are JSON objects. Read \"status\" first. If it is \"error\", read data.message: fix "
+        "the arguments and call the tool again, or tell the user what failed. Never invent a tool's result."
+    ),
+    "text": (
+        "A tool result that starts with \"Error:\" means the call failed: fix the arguments and call the "
+        "tool again, or tell the user what failed. Never invent a tool's result."
+    ),
+}
+
+
+def system_hint(result_format: "ResultFormat") -> str:
+    """The short instruction added to the system message when tools are offered."""
+    return _SYSTEM_HINTS[result_format]
+CUT_HINT = (
+    "The result was too long for the model and was cut. To see the rest, ask for less: a narrower "
+    "query, fewer fields, a smaller limit, or the next page."
+)
+
+
+@dataclass(frozen=True)
+class Image:
+    mime_type: str
+    data: str  # base64, as the server sent it
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """A tool call's result: the `tool` message content, and images a vision model may also see."""
+
+    content: str
+    is_error: bool
+    images: tuple[Image, ...] = ()
+
+
+class FailureKind(StrEnum):
+    INVALID_ARGUMENTS = "invalid_arguments"
+    TIMEOUT = "timeout"
+    UNKNOWN_TOOL = "unknown_tool"
+    SERVER_UNAVAILABLE = "server_unavailable"
+    SERVER_ERROR = "server_error"
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    result_format: ResultFormat = "envelope"
+    max_chars: int = 25_000
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    tool: str
+    server: str | None
+    duration_ms: float = 0.0
+    options: RenderOptions = field(default_factory=RenderOptions)
+
+
+def render_result(result: CallToolResult, call: CallInfo) -> ToolOutcome:
+    visible = [block for block in result.content if _for_assistant(block)]
+    images = tuple(Image(b.mime_type, b.data) for b in visible if isinstance(b, ImageContent))
+    if call.options.result_format == "text":
+        return ToolOutcome(_cap_text(_plain_text(result, visible), call.options.max_chars), result.is_error, images)
+    meta: dict[str, Any] = {}
+    if result.is_error:
+        text = "\n".join(b.text for b in visible if isinstance(b, TextContent)) or "The tool failed without a message."
+        return ToolOutcome(_envelope("error", {"error": "tool_error", "message": text}, call, meta), True, images)
+    items = [_item(block) for block in visible]
+    if result.structured_content is not None:
+        data: Any = result.structured_content
+        attachments = [item for item, b in zip(items, visible, strict=True) if not isinstance(b, TextContent)]
+        if attachments:
+            meta["attachments"] = attachments
+    elif not items:
+        data = None
+        meta["note"] = (
+            "The tool's output was meant for the user only." if result.content else "The tool returned no content."
+        )
+    else:
+        data = items[0] if len(items) == 1 else items
+    return ToolOutcome(_envelope("success", data, call, meta), False, images)
+
+
+def render_failure(kind: FailureKind, message: str, call: CallInfo, **details: Any) -> ToolOutcome:
+    """A failure on the gateway's side (bad arguments, timeout, server down) told to the model."""
+    if call.options.result_format == "text":
+        return ToolOutcome(_cap_text(f"Error: {message}", call.options.max_chars), True)
+    data = {"error": kind.value, "message": message, **details}
+    return ToolOutcome(_envelope("error", data, call, {}), True)
+
+
+def _envelope(status: str, data: Any, call: CallInfo, extra_meta: dict[str, Any]) -> str:
+    meta = {"tool": call.tool, "server": call.server, "duration_ms": round(call.duration_ms, 1),
+            "truncated": False, **extra_meta}
+    envelope = {"status": status, "data": data, "meta": meta}
+    text = _dumps(envelope)
+    return text if len(text) <= call.options.max_chars else _cut(envelope, call.options.max_chars)
+
+
+def _cut(envelope: dict[str, Any], limit: int) -> str:
+    """Cuts whole list items where the data has them, else characters; always valid JSON within `limit`."""
+    data = envelope["data"]
+    if isinstance(data, list):
+        return _fit_items(envelope, limit, key=None)
+    if isinstance(data, dict):
+        lists = [k for k, v in data.items() if isinstance(v, list) and v]
+        if lists:
+            return _fit_items(envelope, limit, key=max(lists, key=lambda k: len(_dumps(data[k]))))
+    text = data if isinstance(data, str) else _dumps(data)
+    return _fit_chars(envelope, text, limit)
+
+
+def _fit_items(envelope: dict[str, Any], limit: int, key: str | None) -> str:
+    items = envelope["data"] if key is None else envelope["data"][key]
+
+    def build(kept: int) -> str:
+        data = items[:kept] if key is None else {**envelope["data"], key: items[:kept]}
+        truncated = {"kept_items": kept, "total_items": len(items), "hint": CUT_HINT}
+        if key is not None:
+            truncated["list"] = key
+        return _dumps({**envelope, "data": data, "meta": {**envelope["meta"], "truncated": truncated}})
+
+    best = _largest_fitting(len(items) - 1, lambda kept: len(build(kept)) <= limit)
+    if best is None:
+        return _fit_chars(envelope, _dumps(envelope["data"]), limit)
+    return build(best)
+
+
+def _fit_chars(envelope: dict[str, Any], text: str, limit: int) -> str:
+    def build(kept: int) -> str:
+        truncated = {"kept_chars": kept, "total_chars": len(text), "hint": CUT_HINT}
+        return _dumps({**envelope, "data": text[:kept], "meta": {**envelope["meta"], "truncated": truncated}})
+
+    best = _largest_fitting(len(text), lambda kept: len(build(kept)) <= limit)
+    return build(best or 0)[:limit] if best is None else build(best)
+
+
+def _largest_fitting(upper: int, fits: Any) -> int | None:
+    """Binary search for the largest n in [0, upper] with fits(n); serialisation makes length non-linear."""
+    if upper < 0 or not fits(0):
+        return None
+    low, high = 0, upper
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _item(block: ContentBlock) -> Any:
+    if isinstance(block, TextContent):
+        return _maybe_json(block.text)
+    if isinstance(block, ImageContent):
+        return {"type": "image", "mime_type": block.mime_type, "size_bytes": _decoded_size(block.data)}
+    if isinstance(block, AudioContent):
+        return {"type": "audio", "mime_type": block.mime_type, "size_bytes": _decoded_size(block.data)}
+    if isinstance(block, ResourceLink):
+        link = {"type": "resource_link", "uri": block.uri, "name": block.name}
+        if block.mime_type:
+            link["mime_type"] = block.mime_type
+        if block.description:
+            link["description"] = block.description
+        return link
+    if isinstance(block, EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, TextResourceContents):
+            return resource.text
+        return {"type": "resource", "uri": resource.uri, "mime_type": resource.mime_type or "application/octet-stream",
+                "size_bytes": _decoded_size(resource.blob)}
+    assert_never(block)
+
+
+def _plain_text(result: CallToolResult, visible: list[ContentBlock]) -> str:
+    parts = [item if isinstance(item := _item(b), str) else _dumps(item) for b in visible]
+    text = "\n".join(parts)
+    if not any(isinstance(b, TextContent) for b in visible) and result.structured_content is not None:
+        text = "\n".join([_dumps(result.structured_content), *parts])
+    if result.is_error:
+        return f"Error: {text or 'the tool reported an error without a message'}"
+    return text or "(the tool returned no content)"
+
+
+def _cap_text(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    marker = f"\n[cut: {len(text)} characters in all. {CUT_HINT}]"
+    return text[: max(0, limit - len(marker))] + marker
+
+
+def _for_assistant(block: ContentBlock) -> bool:
+    annotations = getattr(block, "annotations", None)
+    audience = getattr(annotations, "audience", None)
+    return not audience or "assistant" in audience
+
+
+def _maybe_json(text: str) -> Any:
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
+        try:
+            return json.loads(stripped)
+        except ValueError:
+            return text
+    return text
+
+
+def _decoded_size(data: str) -> int:
+    try:
+        return len(base64.b64decode(data, validate=False))
+    except ValueError:
+        return len(data) * 3 // 4
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

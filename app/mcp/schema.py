@@ -1,0 +1,224 @@
+"""Pure JSON Schema rewrites that make MCP input schemas safe for each upstream's tool-call parser.
+
+LM Studio and llama.cpp turn a tool's schema into a grammar and fail on much of JSON Schema
+(`$ref`, `not`, `true` subschemas, unanchored patterns, huge repetition bounds). The grammar-safe
+profile rewrites a copy; the original is kept for validating arguments. Nothing here knows MCP or
+OpenAI types: schemas in, schemas out.
+"""
+
+import copy
+import json
+import re
+from typing import Any, Literal
+
+Profile = Literal["lmstudio", "llamacpp", "openai", "passthrough"]
+
+# Length and item bounds above this make llama.cpp expand huge repetition rules; they are dropped.
+MAX_GRAMMAR_BOUND = 100
+# Numeric bounds this large are sentinels (sys.maxsize, 2**53), not real limits.
+MAX_NUMERIC_BOUND = 10**15
+_ANNOTATION_KEYS = ("$schema", "$id", "$comment", "$anchor", "$dynamicAnchor", "not", "default", "examples")
+_LENGTH_BOUNDS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
+_NUMERIC_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMA_SINGLE = ("items", "additionalProperties", "contains", "if", "then", "else", "propertyNames")
+# Regex features llama.cpp's pattern-to-grammar conversion does not understand.
+_UNSAFE_PATTERN = re.compile(
+    r"\(\?[=!<:PiImMsSxXuUaL-]|\\[1-9bBAzZGpPk]|[*+?}]\?|[*+?}]\+"
+)
+
+
+def to_profile(schema: dict[str, Any] | None, profile: Profile) -> tuple[dict[str, Any], bool]:
+    """The `parameters` to send for `profile`, and whether OpenAI strict mode can be set."""
+    root = object_root(schema)
+    if profile == "passthrough":
+        return root, False
+    if profile == "openai":
+        return root, meets_strict_mode(root)
+    return grammar_safe(root), False
+
+
+def object_root(schema: dict[str, Any] | None) -> dict[str, Any]:
+    """A copy that is always `{"type": "object", "properties": {...}, ...}` at the root."""
+    root = copy.deepcopy(dict(schema or {}))
+    root["type"] = "object"
+    if not isinstance(root.get("properties"), dict):
+        root["properties"] = {}
+    return root
+
+
+def grammar_safe(schema: dict[str, Any]) -> dict[str, Any]:
+    """The lmstudio/llamacpp rewrite: refs inlined, unsupported keywords dropped, hints put into words."""
+    definitions = {**_as_dict(schema.get("definitions")), **_as_dict(schema.get("$defs"))}
+    inlined = _inline_refs(schema, definitions, trail=())
+    safe = _make_safe(inlined)
+    safe["type"] = "object"
+    safe.setdefault("properties", {})
+    return safe
+
+
+def meets_strict_mode(schema: dict[str, Any]) -> bool:
+    """OpenAI strict mode: every object closed with all properties required, no unsupported keywords."""
+    if "anyOf" in schema or "oneOf" in schema:  # the root must be a plain object
+        return False
+    return _strict_ok(schema, depth=0)
+
+
+def _strict_ok(node: Any, depth: int) -> bool:
+    if not isinstance(node, dict) or depth > 10:
+        return False
+    if any(key in node for key in ("allOf", "oneOf", "not", "if", "then", "else", "dependentRequired",
+                                   "dependentSchemas", "patternProperties", "unevaluatedProperties")):
+        return False
+    types = node.get("type")
+    is_object = types == "object" or (isinstance(types, list) and "object" in types) or "properties" in node
+    if is_object:
+        properties = node.get("properties") or {}
+        if node.get("additionalProperties") is not False:
+            return False
+        if sorted(node.get("required") or []) != sorted(properties):
+            return False
+        if not all(_strict_ok(sub, depth + 1) for sub in properties.values()):
+            return False
+    if "items" in node and not _strict_ok(node["items"], depth + 1):
+        return False
+    options = node.get("anyOf") or []
+    return all(_strict_ok(sub, depth + 1) for sub in options)
+
+
+def _inline_refs(node: Any, definitions: dict[str, Any], trail: tuple[str, ...]) -> Any:
+    if isinstance(node, list):
+        return [_inline_refs(item, definitions, trail) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        name = _local_definition(ref)
+        siblings = {k: v for k, v in node.items() if k != "$ref"}
+        if name is None or name not in definitions:
+            return _inline_refs({**siblings, "type": siblings.get("type", "object")}, definitions, trail)
+        if name in trail:
+            # A cycle: the grammar cannot recurse, so the inner level becomes an open object, named in words.
+            note = f"An object of the same shape as '{name}'."
+            return {"type": "object", "description": _join(siblings.get("description"), note)}
+        target = _inline_refs(definitions[name], definitions, (*trail, name))
+        merged = {**target, **_inline_refs(siblings, definitions, trail)} if isinstance(target, dict) else target
+        return merged
+    return {
+        key: _inline_refs(value, definitions, trail)
+        for key, value in node.items()
+        if key not in ("$defs", "definitions")
+    }
+
+
+def _local_definition(ref: str) -> str | None:
+    for prefix in ("#/$defs/", "#/definitions/"):
+        if ref.startswith(prefix):
+            return ref[len(prefix):].replace("~1", "/").replace("~0", "~")
+    return None
+
+
+def _make_safe(node: Any) -> Any:
+    if node is True:
+        return {}
+    if not isinstance(node, dict):
+        return node
+    node = _collapse_nullable(dict(node))
+    out: dict[str, Any] = {}
+    hints: list[str] = []
+    default_hint: list[str] = []
+    for key, value in node.items():
+        if key in _ANNOTATION_KEYS:
+            if key == "default":
+                default_hint.append(f"(default: {_literal(value)})")
+            continue
+        if key in _LENGTH_BOUNDS and (not isinstance(value, int) or value > MAX_GRAMMAR_BOUND):
+            continue
+        if key in _NUMERIC_BOUNDS and (not isinstance(value, int | float) or abs(value) > MAX_NUMERIC_BOUND):
+            continue
+        if key == "additionalProperties" and isinstance(value, bool):
+            continue  # false breaks some grammars; true is the default
+        if key == "pattern":
+            anchored = anchor_pattern(value)
+            if anchored is not None:
+                out[key] = anchored
+            continue
+        if key == "enum" and isinstance(value, list):
+            out[key] = value
+            hints.append("One of: " + ", ".join(_literal(v) for v in value) + ".")
+            continue
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _make_safe(sub) for name, sub in value.items() if sub is not False}
+            continue
+        if key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            kept = [_make_safe(sub) for sub in value if sub is not False]
+            if kept:
+                out[key] = kept
+            continue
+        if key in _SUBSCHEMA_SINGLE:
+            if isinstance(value, bool):
+                continue
+            out[key] = _make_safe(value)
+            continue
+        out[key] = value
+    if "required" in out and isinstance(out.get("properties"), dict):
+        out["required"] = [name for name in out["required"] if name in out["properties"]]
+    hints += default_hint  # "One of: …" reads before "(default: …)" whatever the key order
+    if hints:
+        out["description"] = _join(out.get("description"), " ".join(hints))
+    return out
+
+
+def _collapse_nullable(node: dict[str, Any]) -> dict[str, Any]:
+    """`anyOf: [X, {type: null}]` and `type: [X, "null"]` become plain X; the model may still omit it."""
+    types = node.get("type")
+    if isinstance(types, list) and "null" in types:
+        rest = [t for t in types if t != "null"]
+        node["type"] = rest[0] if len(rest) == 1 else rest
+    for key in ("anyOf", "oneOf"):
+        options = node.get(key)
+        if not isinstance(options, list):
+            continue
+        rest = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
+        if len(rest) == len(options):
+            continue
+        if len(rest) == 1 and isinstance(rest[0], dict):
+            del node[key]
+            merged = {**rest[0], **node}
+            merged["description"] = _join(rest[0].get("description"), node.get("description"))
+            if not merged["description"]:
+                del merged["description"]
+            return _collapse_nullable(merged)
+        node[key] = rest
+    return node
+
+
+def anchor_pattern(pattern: Any) -> str | None:
+    """`pattern` as a whole-string match (`^...$`) with JSON Schema's search meaning kept, or None."""
+    if not isinstance(pattern, str) or _UNSAFE_PATTERN.search(pattern):
+        return None
+    try:
+        re.compile(pattern)
+    except re.error:
+        return None
+    core = pattern
+    starts = core.startswith("^")
+    ends = core.endswith("$") and not core.endswith("\\$")
+    if starts and ends:
+        return core
+    core = core[1:] if starts else core
+    core = core[:-1] if ends else core
+    return f"^{'' if starts else '.*'}({core}){'' if ends else '.*'}$"
+
+
+def _literal(value: Any) -> str:
+    return f"'{value}'" if isinstance(value, str) else json.dumps(value)
+
+
+def _join(*parts: Any) -> str:
+    return " ".join(str(p).strip() for p in parts if isinstance(p, str) and p.strip())
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

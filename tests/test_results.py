@@ -1,0 +1,159 @@
+"""Tool results as the model reads them: the envelope for every content type, failures, and the cap."""
+
+import base64
+import json
+
+import pytest
+from mcp.types import (
+    Annotations,
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+
+from app.mcp.results import CallInfo, FailureKind, Image, RenderOptions, render_failure, render_result
+
+PNG = base64.b64encode(b"\x89PNG" + b"\x00" * 66).decode()
+CALL = CallInfo("get_weather", "weather", 12.34)
+
+
+def text(value: str, **extra: object) -> TextContent:
+    return TextContent(type="text", text=value, **extra)
+
+
+def envelope(result: CallToolResult, call: CallInfo = CALL) -> dict:
+    return json.loads(render_result(result, call).content)
+
+
+@pytest.mark.parametrize(
+    ("result", "data"),
+    [
+        (CallToolResult(content=[text("sunny")]), "sunny"),
+        (CallToolResult(content=[text('{"temp": 21.5}')]), {"temp": 21.5}),
+        (CallToolResult(content=[text("[1, 2]")]), [1, 2]),
+        (CallToolResult(content=[text("{not json}")]), "{not json}"),
+        (CallToolResult(content=[text("a"), text("b")]), ["a", "b"]),
+        (CallToolResult(content=[text('{"t": 1}')], structured_content={"t": 1}), {"t": 1}),
+        (CallToolResult(content=[], structured_content={"only": "structured"}), {"only": "structured"}),
+        (CallToolResult(content=[ImageContent(type="image", data=PNG, mime_type="image/png")]),
+         {"type": "image", "mime_type": "image/png", "size_bytes": 70}),
+        (CallToolResult(content=[AudioContent(type="audio", data=PNG, mime_type="audio/wav")]),
+         {"type": "audio", "mime_type": "audio/wav", "size_bytes": 70}),
+        (CallToolResult(content=[ResourceLink(type="resource_link", uri="file:///a.txt", name="a.txt",
+                                              mime_type="text/plain")]),
+         {"type": "resource_link", "uri": "file:///a.txt", "name": "a.txt", "mime_type": "text/plain"}),
+        (CallToolResult(content=[EmbeddedResource(type="resource", resource=TextResourceContents(
+            uri="file:///n.md", text="# Notes"))]), "# Notes"),
+        (CallToolResult(content=[EmbeddedResource(type="resource", resource=BlobResourceContents(
+            uri="file:///b.zip", blob=PNG, mime_type="application/zip"))]),
+         {"type": "resource", "uri": "file:///b.zip", "mime_type": "application/zip", "size_bytes": 70}),
+        (CallToolResult(content=[text("for you", annotations=Annotations(audience=["assistant"])),
+                                 text("for the user", annotations=Annotations(audience=["user"]))]), "for you"),
+    ],
+)
+def test_every_content_type_becomes_data(result: CallToolResult, data: object) -> None:
+    assert envelope(result) == {
+        "status": "success",
+        "data": data,
+        "meta": {"tool": "get_weather", "server": "weather", "duration_ms": 12.3, "truncated": False},
+    }
+
+
+def test_structured_content_keeps_non_text_blocks_as_attachments() -> None:
+    result = CallToolResult(content=[text("{}"), ImageContent(type="image", data=PNG, mime_type="image/png")],
+                            structured_content={"chart": "attached"})
+    out = envelope(result)
+    assert out["data"] == {"chart": "attached"}
+    assert out["meta"]["attachments"] == [{"type": "image", "mime_type": "image/png", "size_bytes": 70}]
+
+
+@pytest.mark.parametrize(
+    ("content", "note"),
+    [([], "The tool returned no content."),
+     ([text("secret", annotations=Annotations(audience=["user"]))], "The tool's output was meant for the user only.")],
+)
+def test_empty_results_are_null_data_with_a_note(content: list, note: str) -> None:
+    out = envelope(CallToolResult(content=content))
+    assert (out["status"], out["data"], out["meta"]["note"]) == ("success", None, note)
+
+
+def test_is_error_gives_an_error_with_the_servers_message() -> None:
+    outcome = render_result(CallToolResult(content=[text("City not found: Atlantis")], is_error=True), CALL)
+    assert outcome.is_error
+    assert json.loads(outcome.content)["status"] == "error"
+    assert json.loads(outcome.content)["data"] == {"error": "tool_error", "message": "City not found: Atlantis"}
+
+
+def test_images_are_kept_for_a_vision_model() -> None:
+    outcome = render_result(CallToolResult(content=[ImageContent(type="image", data=PNG, mime_type="image/png")]), CALL)
+    assert outcome.images == (Image("image/png", PNG),)
+
+
+@pytest.mark.parametrize(
+    ("kind", "message", "details"),
+    [
+        (FailureKind.INVALID_ARGUMENTS, "fix them", {"fields": [{"field": "city", "problem": "missing"}]}),
+        (FailureKind.TIMEOUT, "too slow", {"retry_after": 5}),
+        (FailureKind.UNKNOWN_TOOL, "no such tool", {"similar_tools": ["weather__get_weather"]}),
+        (FailureKind.SERVER_UNAVAILABLE, "server down", {}),
+    ],
+)
+def test_failures_are_classified(kind: FailureKind, message: str, details: dict) -> None:
+    outcome = render_failure(kind, message, CALL, **details)
+    assert outcome.is_error
+    assert json.loads(outcome.content)["data"] == {"error": kind.value, "message": message, **details}
+
+
+LIMIT = 2_000
+
+
+def capped(data_result: CallToolResult) -> tuple[str, dict]:
+    content = render_result(data_result, CallInfo("t", "s", options=RenderOptions(max_chars=LIMIT))).content
+    return content, json.loads(content)
+
+
+def test_a_long_list_is_cut_by_whole_items() -> None:
+    rows = [{"id": i, "name": f"row {i}"} for i in range(500)]
+    content, out = capped(CallToolResult(content=[text(json.dumps(rows))]))
+    assert len(content) <= LIMIT
+    kept = out["meta"]["truncated"]["kept_items"]
+    assert out["data"] == rows[:kept] and 0 < kept < 500
+    assert out["meta"]["truncated"]["total_items"] == 500
+    assert "ask for less" in out["meta"]["truncated"]["hint"]
+
+
+def test_the_longest_list_inside_an_object_is_cut_by_items() -> None:
+    result = CallToolResult(content=[], structured_content={"query": "q", "results": ["x" * 50] * 200})
+    content, out = capped(result)
+    assert len(content) <= LIMIT
+    assert out["data"]["query"] == "q"
+    assert out["meta"]["truncated"]["list"] == "results"
+    assert len(out["data"]["results"]) == out["meta"]["truncated"]["kept_items"] < 200
+
+
+def test_a_long_text_is_cut_by_characters_and_stays_valid_json() -> None:
+    content, out = capped(CallToolResult(content=[text("é\"\\" * 50_000)]))
+    assert len(content) <= LIMIT
+    assert out["meta"]["truncated"]["total_chars"] == 150_000
+    assert out["data"] == ("é\"\\" * 50_000)[: out["meta"]["truncated"]["kept_chars"]]
+
+
+def test_the_default_cap_is_25000_and_small_results_are_untouched() -> None:
+    assert RenderOptions().max_chars == 25_000
+    _, out = capped(CallToolResult(content=[text("short")]))
+    assert out["meta"]["truncated"] is False
+
+
+def test_text_format_joins_text_and_marks_errors() -> None:
+    options = RenderOptions(result_format="text", max_chars=LIMIT)
+    call = CallInfo("t", "s", options=options)
+    assert render_result(CallToolResult(content=[text("a"), text("b")]), call).content == "a\nb"
+    assert render_result(CallToolResult(content=[text("bad")], is_error=True), call).content == "Error: bad"
+    long = render_result(CallToolResult(content=[text("x" * 5000)]), call).content
+    assert len(long) <= LIMIT and "cut: 5000 characters" in long
+    assert render_failure(FailureKind.TIMEOUT, "too slow", call).content == "Error: too slow"
