@@ -1,5 +1,6 @@
 """MCP tools -> OpenAI tools: names, prefix modes, definitions, and the catalogue that maps back."""
 
+import hashlib
 import re
 
 import pytest
@@ -26,6 +27,7 @@ def names(catalogue) -> list[str]:
         ("github", "repos.list", "github__repos_list"),
         ("my server", "tool/x", "my_server__tool_x"),
         ("café", "größe", "caf___gr__e"),
+        ("weather", "天气", "weather__tool_" + hashlib.sha256("weather\x00天气".encode()).hexdigest()[:8]),
     ],
 )
 def test_names_are_prefixed_and_made_safe(server: str, name: str, expected: str) -> None:

@@ -47,10 +47,13 @@ def obj(**properties: object) -> dict:
         (obj(x={"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]}),
          obj(x={"anyOf": [{"type": "string"}, {"type": "integer"}]})),
         # defaults and enums into words
+        (obj(nick={"type": "string", "default": None}), obj(nick={"type": "string"})),
         (obj(mode={"type": "string", "default": "auto"}),
          obj(mode={"type": "string", "description": "(default: 'auto')"})),
         (obj(mode={"type": "string", "enum": ["a", "b"], "description": "How."}),
          obj(mode={"type": "string", "enum": ["a", "b"], "description": "How. One of: 'a', 'b'."})),
+        (obj(city={"type": "string", "enum": ["Oslo"], "description": "Choose city"}),
+         obj(city={"type": "string", "enum": ["Oslo"], "description": "Choose city. One of: 'Oslo'."})),
         (obj(n={"type": "integer", "enum": [1, 2], "default": 1}),
          obj(n={"type": "integer", "enum": [1, 2], "description": "One of: 1, 2. (default: 1)"})),
         # required names that no longer exist are dropped

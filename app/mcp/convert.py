@@ -80,7 +80,15 @@ def sanitize(name: str) -> str:
 
 def exposed_name(server: str, tool: str) -> str:
     """`{server}__{tool}`, made safe for OpenAI, cut with a stable hash suffix when too long."""
-    return _fit(sanitize(f"{server}__{tool}"), server, tool)
+    return _fit(f"{sanitize(server)}__{_tool_part(server, tool)}", server, tool)
+
+
+def _tool_part(server: str, tool: str) -> str:
+    # A name in another script sanitises to underscores only; a hash keeps it distinct and readable.
+    safe = sanitize(tool)
+    if re.search(r"[a-zA-Z0-9]", safe):
+        return safe
+    return "tool_" + hashlib.sha256(f"{server}\x00{tool}".encode()).hexdigest()[:_HASH_LENGTH]
 
 
 def hashed_name(name: str, server: str, tool: str) -> str:
@@ -136,7 +144,7 @@ def to_openai_tool(name: str, tool: Tool, profile: Profile = "lmstudio") -> dict
 def _names(usable: list[tuple[str, Tool]], prefix: PrefixMode) -> list[str]:
     if prefix == "always":
         return [exposed_name(server, tool.name) for server, tool in usable]
-    bare = [sanitize(tool.name) for _, tool in usable]
+    bare = [_tool_part(server, tool.name) for server, tool in usable]
     owners: dict[str, set[str]] = {}
     for (server, _), name in zip(usable, bare, strict=True):
         owners.setdefault(name, set()).add(server)

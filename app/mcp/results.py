@@ -201,13 +201,18 @@ def _item(block: ContentBlock) -> Any:
 
 
 def _plain_text(result: CallToolResult, visible: list[ContentBlock]) -> str:
-    parts = [item if isinstance(item := _item(b), str) else _dumps(item) for b in visible]
+    parts = [b.text if isinstance(b, TextContent) else _describe(b) for b in visible]
     text = "\n".join(parts)
     if not any(isinstance(b, TextContent) for b in visible) and result.structured_content is not None:
         text = "\n".join([_dumps(result.structured_content), *parts])
     if result.is_error:
         return f"Error: {text or 'the tool reported an error without a message'}"
     return text or "(the tool returned no content)"
+
+
+def _describe(block: ContentBlock) -> str:
+    item = _item(block)
+    return item if isinstance(item, str) else _dumps(item)
 
 
 def _cap_text(text: str, limit: int) -> str:

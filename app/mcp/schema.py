@@ -130,7 +130,7 @@ def _make_safe(node: Any) -> Any:
     default_hint: list[str] = []
     for key, value in node.items():
         if key in _ANNOTATION_KEYS:
-            if key == "default":
+            if key == "default" and value is not None:  # a null default only says "optional"
                 default_hint.append(f"(default: {_literal(value)})")
             continue
         if key in _LENGTH_BOUNDS and (not isinstance(value, int) or value > MAX_GRAMMAR_BOUND):
@@ -166,7 +166,7 @@ def _make_safe(node: Any) -> Any:
         out["required"] = [name for name in out["required"] if name in out["properties"]]
     hints += default_hint  # "One of: …" reads before "(default: …)" whatever the key order
     if hints:
-        out["description"] = _join(out.get("description"), " ".join(hints))
+        out["description"] = _join(_sentence(out.get("description")), " ".join(hints))
     return out
 
 
@@ -214,6 +214,13 @@ def anchor_pattern(pattern: Any) -> str | None:
 
 def _literal(value: Any) -> str:
     return f"'{value}'" if isinstance(value, str) else json.dumps(value)
+
+
+def _sentence(text: Any) -> Any:
+    """A description that the hints can follow: closed with a full stop unless it already ends a clause."""
+    if isinstance(text, str) and text.strip() and text.strip()[-1] not in ".!?:;)":
+        return text.strip() + "."
+    return text
 
 
 def _join(*parts: Any) -> str:

@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 MODEL = "qwen3-8b"
+VISION_MODEL = "gemma-3-12b"
 FRAGMENT = 5
 
 
@@ -58,6 +59,7 @@ class FakeUpstream:
                 Route("/v1/models", self.models, methods=["GET"]),
                 Route("/v1/embeddings", self.embeddings, methods=["POST"]),
                 Route("/v1/completions", self.completions, methods=["POST"]),
+                Route("/api/v1/models", self.lmstudio_models, methods=["GET"]),
             ]
         )
 
@@ -101,6 +103,13 @@ class FakeUpstream:
         return JSONResponse(
             {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "organization_owner"}]}
         )
+
+    async def lmstudio_models(self, request: Request) -> Response:
+        """LM Studio's own REST API (0.4+): what a model can do."""
+        return JSONResponse({"models": [
+            {"type": "llm", "key": MODEL, "capabilities": {"vision": False, "trained_for_tool_use": True}},
+            {"type": "llm", "key": VISION_MODEL, "capabilities": {"vision": True, "trained_for_tool_use": True}},
+        ]})
 
     async def embeddings(self, request: Request) -> Response:
         body = await self._record(request)
@@ -218,10 +227,8 @@ def envelopes(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def last_tool_results(body: dict[str, Any]) -> dict[str, str]:
-    """The tool messages at the end of a request, by tool_call_id."""
-    trailing: list[dict[str, Any]] = []
-    for message in reversed(body["messages"]):
-        if message.get("role") != "tool":
-            break
-        trailing.insert(0, message)
-    return {message["tool_call_id"]: message["content"] for message in trailing}
+    """The tool messages answering the request's last assistant turn, by tool_call_id."""
+    messages = body["messages"]
+    last_assistant = max(i for i, m in enumerate(messages) if m.get("role") == "assistant")
+    answers = [m for m in messages[last_assistant + 1 :] if m.get("role") == "tool"]
+    return {message["tool_call_id"]: message["content"] for message in answers}
