@@ -98,8 +98,9 @@ def test_a_large_result_is_cut_to_the_cap_with_guidance(hard_gateway: Gateway, u
     assert len(content) <= 25_000
     envelope = json.loads(content)
     truncated = envelope["meta"]["truncated"]
-    assert truncated["kept_chars"] < truncated["total_chars"]
-    assert truncated["total_chars"] > 100_000
+    assert truncated["field"] == "result"
+    assert truncated["kept_chars"] < truncated["total_chars"] == 100_000
+    assert envelope["data"]["result"].startswith("line 000000\nline 000001\n")
     assert "ask for less" in truncated["hint"]
 
 

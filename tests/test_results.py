@@ -143,6 +143,15 @@ def test_a_long_text_is_cut_by_characters_and_stays_valid_json() -> None:
     assert out["data"] == ("é\"\\" * 50_000)[: out["meta"]["truncated"]["kept_chars"]]
 
 
+def test_the_longest_text_field_of_an_object_is_cut_and_the_object_kept() -> None:
+    result = CallToolResult(content=[], structured_content={"path": "/big.txt", "content": "line\n" * 10_000})
+    content, out = capped(result)
+    assert len(content) <= LIMIT
+    assert out["data"]["path"] == "/big.txt"
+    assert out["meta"]["truncated"]["field"] == "content"
+    assert out["data"]["content"] == ("line\n" * 10_000)[: out["meta"]["truncated"]["kept_chars"]]
+
+
 def test_the_default_cap_is_25000_and_small_results_are_untouched() -> None:
     assert RenderOptions().max_chars == 25_000
     _, out = capped(CallToolResult(content=[text("short")]))

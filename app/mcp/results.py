@@ -134,8 +134,10 @@ def _cut(envelope: dict[str, Any], limit: int) -> str:
         lists = [k for k, v in data.items() if isinstance(v, list) and v]
         if lists:
             return _fit_items(envelope, limit, key=max(lists, key=lambda k: len(_dumps(data[k]))))
-    text = data if isinstance(data, str) else _dumps(data)
-    return _fit_chars(envelope, text, limit)
+        texts = [k for k, v in data.items() if isinstance(v, str)]
+        if texts:
+            return _fit_chars(envelope, limit, key=max(texts, key=lambda k: len(data[k])))
+    return _fit_chars(envelope, limit, key=None)
 
 
 def _fit_items(envelope: dict[str, Any], limit: int, key: str | None) -> str:
@@ -150,14 +152,21 @@ def _fit_items(envelope: dict[str, Any], limit: int, key: str | None) -> str:
 
     best = _largest_fitting(len(items) - 1, lambda kept: len(build(kept)) <= limit)
     if best is None:
-        return _fit_chars(envelope, _dumps(envelope["data"]), limit)
+        return _fit_chars({**envelope, "data": _dumps(envelope["data"])}, limit, key=None)
     return build(best)
 
 
-def _fit_chars(envelope: dict[str, Any], text: str, limit: int) -> str:
+def _fit_chars(envelope: dict[str, Any], limit: int, key: str | None) -> str:
+    """Cuts the data's text (or its longest text field, keeping the object) to the largest part that fits."""
+    data = envelope["data"]
+    text = (data if isinstance(data, str) else _dumps(data)) if key is None else data[key]
+
     def build(kept: int) -> str:
-        truncated = {"kept_chars": kept, "total_chars": len(text), "hint": CUT_HINT}
-        return _dumps({**envelope, "data": text[:kept], "meta": {**envelope["meta"], "truncated": truncated}})
+        truncated: dict[str, Any] = {"kept_chars": kept, "total_chars": len(text), "hint": CUT_HINT}
+        if key is not None:
+            truncated["field"] = key
+        cut = text[:kept] if key is None else {**data, key: text[:kept]}
+        return _dumps({**envelope, "data": cut, "meta": {**envelope["meta"], "truncated": truncated}})
 
     best = _largest_fitting(len(text), lambda kept: len(build(kept)) <= limit)
     return build(best or 0)[:limit] if best is None else build(best)

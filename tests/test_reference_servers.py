@@ -1,0 +1,112 @@
+"""The reference servers from npm (server-everything, server-filesystem), as a user would configure them.
+
+`npm ci --prefix tests/npm` installs them (the README's test command and CI do). Outside CI the tests
+are skipped when they are not installed; in CI their absence is a failure.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.main import create_app
+from tests.conftest import Gateway, make_settings, servers_ready, wait_for_health
+from tests.conversion_checks import grammar_problems
+from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn, envelopes
+from tests.support.servers import ServerThread
+
+BIN = Path(__file__).parent / "npm" / "node_modules" / ".bin"
+EVERYTHING, FILESYSTEM = BIN / "mcp-server-everything", BIN / "mcp-server-filesystem"
+INSTALLED = EVERYTHING.exists() and FILESYSTEM.exists()
+
+if not INSTALLED and not os.environ.get("CI"):
+    pytest.skip("reference servers not installed: run npm ci --prefix tests/npm", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def files_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    assert INSTALLED, "CI must install the reference servers: npm ci --prefix tests/npm"
+    root = tmp_path_factory.mktemp("files")
+    (root / "big.txt").write_text("".join(f"line {i}\n" for i in range(20_000)))
+    (root / "small.txt").write_text("hello")
+    return root
+
+
+def reference_servers(root: Path) -> dict:
+    return {"everything": {"command": str(EVERYTHING)}, "files": {"command": str(FILESYSTEM), "args": [str(root)]}}
+
+
+def toolbridge_tools(config: Path, *flags: str) -> list[dict]:
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "toolbridge"), "tools", "--mcp-config", str(config), *flags],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_toolbridge_tools_shows_grammar_safe_reference_tools(files_root: Path, tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": reference_servers(files_root)}))
+    raw = toolbridge_tools(config, "--schema-profile", "passthrough")
+    safe = toolbridge_tools(config, "--schema-profile", "lmstudio")
+    assert [t["function"]["name"] for t in safe] == [t["function"]["name"] for t in raw]
+    assert len(safe) >= 20
+    assert any(grammar_problems(t) for t in raw)  # the servers do send what grammars reject ($schema, defaults)
+    assert {t["function"]["name"]: grammar_problems(t) for t in safe if grammar_problems(t)} == {}
+
+
+@pytest.fixture(scope="module")
+def reference_gateway(upstream: FakeUpstream, files_root: Path, tmp_path_factory: pytest.TempPathFactory
+                      ) -> Iterator[Gateway]:
+    tmp = tmp_path_factory.mktemp("reference")
+    settings = make_settings(tmp, reference_servers(files_root), upstream_url=f"{upstream.url}/v1")
+    with ServerThread(create_app(settings)) as thread:
+        wait_for_health(thread.url, servers_ready("everything", "files"))
+        yield Gateway(thread, settings)
+
+
+def received(gateway: Gateway, upstream: FakeUpstream, call: Call) -> dict:
+    upstream.script(Turn(calls=[call]), Turn(content="done"))
+    gateway.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "go"}])
+    [envelope] = envelopes(upstream.chat_requests()[1])
+    return envelope
+
+
+def test_structured_content_reaches_the_model_as_data(reference_gateway: Gateway, upstream: FakeUpstream) -> None:
+    envelope = received(reference_gateway, upstream, Call("everything__get-structured-content", {"location": "Oslo"}))
+    assert envelope["status"] == "error"  # Oslo is not in the tool's enum: the gateway says so before calling
+    assert envelope["data"]["fields"][0]["field"] == "location"
+    chicago = Call("everything__get-structured-content", {"location": "Chicago"})
+    envelope = received(reference_gateway, upstream, chicago)
+    assert envelope["status"] == "success"
+    assert set(envelope["data"]) == {"temperature", "conditions", "humidity"}
+
+
+def test_an_image_is_described_to_the_model(reference_gateway: Gateway, upstream: FakeUpstream) -> None:
+    envelope = received(reference_gateway, upstream, Call("everything__get-tiny-image", {}))
+    images = [item for item in envelope["data"] if isinstance(item, dict) and item.get("type") == "image"]
+    assert images and images[0]["mime_type"] == "image/png" and images[0]["size_bytes"] > 0
+
+
+def test_a_failing_call_reaches_the_model_as_a_tool_error(reference_gateway: Gateway, upstream: FakeUpstream) -> None:
+    envelope = received(reference_gateway, upstream, Call("files__read_text_file", {"path": "/etc/hostname"}))
+    assert envelope["status"] == "error"
+    assert envelope["data"]["error"] == "tool_error"
+    assert "Access denied" in envelope["data"]["message"]
+
+
+def test_a_large_file_is_cut_to_the_cap(
+    reference_gateway: Gateway, upstream: FakeUpstream, files_root: Path
+) -> None:
+    read_big = Call("files__read_text_file", {"path": str(files_root / "big.txt")})
+    envelope = received(reference_gateway, upstream, read_big)
+    content = upstream.chat_requests()[1]["messages"][-1]["content"]
+    assert len(content) <= 25_000
+    assert envelope["meta"]["truncated"]["field"] == "content"
+    assert envelope["data"]["content"].startswith("line 0\nline 1\n")
+    assert envelope["meta"]["truncated"]["total_chars"] == (files_root / "big.txt").stat().st_size
