@@ -140,3 +140,14 @@ def test_logs_carry_request_tool_and_stderr_lines_but_no_secrets(tmp_path: Path,
     )
     requests = [e for e in events if e["event"] == "request" and e["path"] == "/v1/chat/completions"]
     assert [(r["status"], r["rounds"], r["tools_called"]) for r in requests] == [(200, 2, ["basic__echo"])]
+
+
+def test_tools_honours_the_prefix_and_profile_settings(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"basic": stdio_entry("basic.py")})
+    result = run_cli("tools", "--mcp-config", str(config), "--tool-prefix", "on-conflict",
+                     "--schema-profile", "passthrough", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    tools = json.loads(result.stdout)
+    assert [t["function"]["name"] for t in tools] == ["echo", "add", "fail", "get_weather", "rendezvous", "sleep"]
+    rendezvous = next(t for t in tools if t["function"]["name"] == "rendezvous")["function"]["parameters"]
+    assert rendezvous["properties"]["wait_seconds"]["default"] == 10.0  # passthrough keeps what grammar-safe moves

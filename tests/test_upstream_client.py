@@ -113,3 +113,50 @@ async def test_forward_strips_client_credentials_and_relays_the_body(router: res
     assert "authorization" not in sent.headers
     assert sent.headers["x-custom"] == "kept"
     assert sent.url.query == b"a=1"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("routes", "kind"),
+    [
+        ({"http://upstream.test/api/v1/models": httpx.Response(200, json={"models": []})}, "lmstudio"),
+        ({"http://upstream.test/api/v1/models": httpx.Response(404),
+          "http://upstream.test/api/v0/models": httpx.Response(200, json={"data": []})}, "lmstudio"),
+        ({"http://upstream.test/props": httpx.Response(200, json={"default_generation_settings": {}})}, "llamacpp"),
+        ({}, "openai-compatible"),
+    ],
+)
+async def test_the_upstream_kind_is_detected(router: respx.MockRouter, routes: dict, kind: str) -> None:
+    for url, response in routes.items():
+        router.get(url).mock(return_value=response)
+    router.route().mock(return_value=httpx.Response(404))
+    async with UpstreamClient(BASE, transport=httpx.MockTransport(router.handler)) as client:
+        assert await client.server_kind() == kind
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_upstream_is_reported_as_such(router: respx.MockRouter) -> None:
+    router.route().mock(side_effect=httpx.ConnectError("refused"))
+    async with UpstreamClient(BASE, transport=httpx.MockTransport(router.handler)) as client:
+        assert await client.server_kind() == "unreachable"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("routes", "model", "vision"),
+    [
+        ({"api/v1/models": {"models": [{"key": "gemma", "capabilities": {"vision": True}}]}}, "gemma", True),
+        ({"api/v1/models": {"models": [{"key": "qwen", "capabilities": {"vision": False}}]}}, "qwen", False),
+        ({"api/v1/models": {"models": [{"key": "gemma", "loaded_instances": [{"id": "gemma:2"}],
+                                        "capabilities": {"vision": True}}]}}, "gemma:2", True),
+        ({"api/v0/models": {"data": [{"id": "llava", "type": "vlm"}, {"id": "qwen", "type": "llm"}]}}, "llava", True),
+        ({"api/v0/models": {"data": [{"id": "llava", "type": "vlm"}, {"id": "qwen", "type": "llm"}]}}, "qwen", False),
+        ({}, "anything", False),
+    ],
+)
+async def test_vision_is_read_from_lm_studio(router: respx.MockRouter, routes: dict, model: str, vision: bool) -> None:
+    for path, body in routes.items():
+        router.get(f"http://upstream.test/{path}").mock(return_value=httpx.Response(200, json=body))
+    router.route().mock(return_value=httpx.Response(404))
+    async with UpstreamClient(BASE, transport=httpx.MockTransport(router.handler)) as client:
+        assert await client.supports_vision(model) is vision
