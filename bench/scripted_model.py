@@ -3,6 +3,7 @@
 It streams exactly as the test upstream does (LM Studio's quirks included) and decides like a
 tool-using model would, by simple rules:
 - after tool results, it answers with them ("It is 2026-11-22T02:30:00+00:00 in UTC.");
+- told "call TOOL with {json}", it calls that tool with those arguments;
 - asked about the time with a `*get_current_time` tool offered, it calls that tool;
 - otherwise it answers `--words` words.
 
@@ -29,6 +30,9 @@ def decide(body: dict[str, Any], words: int) -> Turn:
         (t["function"]["name"] for t in body.get("tools") or [] if t["function"]["name"].endswith("get_current_time")),
         None,
     )
+    asked = re.match(r"call (\S+) with (\{.*\})\s*$", text, re.DOTALL)
+    if asked and body.get("tool_choice") != "none":
+        return Turn(calls=[Call(asked.group(1), asked.group(2))])
     if time_tool and body.get("tool_choice") != "none" and re.search(r"\btime\b", text, re.IGNORECASE):
         zone = re.search(r"\bin ([A-Z][A-Za-z_/]+)", text)
         return Turn(calls=[Call(time_tool, {"timezone": zone.group(1) if zone else "UTC"})])
