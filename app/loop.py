@@ -7,6 +7,7 @@ as it arrives and tool-call deltas are folded, never passed on, unless they call
 tools. For a non-streaming client each round is one whole upstream answer, folded the same way.
 """
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 import anyio
 
 from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
+from app.trace import strip_trace
 
 
 class ChatUpstream(Protocol):
@@ -71,9 +73,15 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ToolsStarted:
+    calls: list[ToolCall]
+
+
+@dataclass(frozen=True)
 class ToolsRan:
     calls: list[ToolCall]
     outputs: list[ToolOutput]
+    durations_ms: list[float]
 
 
 @dataclass(frozen=True)
@@ -83,7 +91,7 @@ class Finished:
     client_tool_calls: list[ToolCall] = field(default_factory=list)
 
 
-LoopEvent = Started | TextDelta | ToolsRan | Finished
+LoopEvent = Started | TextDelta | ToolsStarted | ToolsRan | Finished
 
 
 @dataclass
@@ -111,7 +119,7 @@ async def run_tool_loop(
     catalogue = tools.catalogue
     client_tool_names = _tool_names(body.get("tools") or [])
     request = _first_request(body, catalogue, client_tool_names)
-    messages: list[dict[str, Any]] = list(body["messages"])
+    messages = clean_history(body["messages"])
     if system_hint and catalogue.openai_tools:
         messages = with_system_hint(messages, system_hint)
     usage: Usage | None = None
@@ -150,9 +158,10 @@ async def run_tool_loop(
             yield Finished("stop", usage)
             return
 
-        outputs = await _run_concurrently(tools, mcp_calls)
+        yield ToolsStarted(mcp_calls)
+        outputs, durations = await _run_concurrently(tools, mcp_calls)
         stats.tools_called.extend(call.name for call in mcp_calls)
-        yield ToolsRan(mcp_calls, outputs)
+        yield ToolsRan(mcp_calls, outputs, durations)
         messages = [*messages, _assistant_message(turn.content, mcp_calls), *_tool_messages(mcp_calls, outputs)]
         images = [image for output in outputs for image in output.images]
         if images and sees_images is not None and await sees_images():
@@ -173,6 +182,19 @@ def _first_request(
     if body.get("stream"):
         request["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     return request
+
+
+def clean_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Assistant turns as the model wrote them: the tool traces clients send back are removed."""
+    cleaned = []
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "assistant" and isinstance(content, str) and content:
+            stripped = strip_trace(content)
+            if stripped != content:
+                message = {**message, "content": stripped}
+        cleaned.append(message)
+    return cleaned
 
 
 def with_system_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
@@ -205,16 +227,19 @@ def _release_forced_choice(request: dict[str, Any]) -> None:
         del request["tool_choice"]
 
 
-async def _run_concurrently(tools: ToolRunner, calls: list[ToolCall]) -> list[ToolOutput]:
+async def _run_concurrently(tools: ToolRunner, calls: list[ToolCall]) -> tuple[list[ToolOutput], list[float]]:
     outputs: list[ToolOutput | None] = [None] * len(calls)
+    durations = [0.0] * len(calls)
 
     async def run(index: int, call: ToolCall) -> None:
+        started = time.perf_counter()
         outputs[index] = await tools.call_tool(call.name, call.arguments)
+        durations[index] = (time.perf_counter() - started) * 1000
 
     async with anyio.create_task_group() as group:
         for index, call in enumerate(calls):
             group.start_soon(run, index, call)
-    return [output for output in outputs if output is not None]
+    return [output for output in outputs if output is not None], durations
 
 
 def _assistant_message(content: str, calls: list[ToolCall]) -> dict[str, Any]:

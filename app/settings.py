@@ -58,6 +58,11 @@ class Settings(BaseSettings):
     system_hint: bool = Field(
         True, description="Add a short note on reading tool results to the system message when tools are offered."
     )
+    tool_trace: Literal["reasoning", "details", "markdown", "off"] = Field(
+        "reasoning",
+        description="How tool work is shown: as reasoning, Open WebUI tool blocks, text lines, or not at all. "
+        "A request can choose with the header X-Toolbridge-Trace.",
+    )
     log_format: Literal["console", "json"] = Field("console", description="Log lines for people or machines.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Lowest level logged.")
 

@@ -14,9 +14,10 @@ from typing import Any
 import structlog
 
 from app.errors import GatewayError, error_envelope
-from app.loop import Finished, LoopEvent, TextDelta
+from app.loop import Finished, LoopEvent, TextDelta, ToolsRan, ToolsStarted
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.sse import DONE, encode
+from app.trace import TraceMode, TraceText, render_finished, render_started
 
 log = structlog.get_logger("toolbridge.stream")
 
@@ -52,7 +53,7 @@ class _Identity:
 
 
 async def stream_payloads(
-    events: AsyncIterator[LoopEvent], *, model: str | None, include_usage: bool
+    events: AsyncIterator[LoopEvent], *, model: str | None, include_usage: bool, trace: TraceMode = "reasoning"
 ) -> AsyncIterator[str]:
     """SSE `data:` payloads for one streamed chat completion."""
     identity = _Identity(model)
@@ -62,6 +63,10 @@ async def stream_payloads(
             async for event in events:
                 if isinstance(event, TextDelta):
                     yield identity.chunk(_text_delta(event))
+                elif isinstance(event, ToolsStarted | ToolsRan):
+                    shown = _trace_text(trace, event)
+                    if shown is not None:
+                        yield identity.chunk({_CHANNEL_FIELD[shown.channel]: shown.text})
                 elif isinstance(event, Finished):
                     if event.client_tool_calls:
                         yield identity.chunk({"tool_calls": _tool_call_deltas(event.client_tool_calls)})
@@ -77,7 +82,9 @@ async def stream_payloads(
     yield DONE
 
 
-async def collect_completion(events: AsyncIterator[LoopEvent], *, model: str | None) -> dict[str, Any]:
+async def collect_completion(
+    events: AsyncIterator[LoopEvent], *, model: str | None, trace: TraceMode = "reasoning"
+) -> dict[str, Any]:
     """The whole `chat.completion` object for a non-streaming request."""
     identity = _Identity(model)
     content: list[str] = []
@@ -88,6 +95,10 @@ async def collect_completion(events: AsyncIterator[LoopEvent], *, model: str | N
             if isinstance(event, TextDelta):
                 content.append(event.content)
                 reasoning.append(event.reasoning)
+            elif isinstance(event, ToolsStarted | ToolsRan):
+                shown = _trace_text(trace, event)
+                if shown is not None:
+                    (content if shown.channel == "content" else reasoning).append(shown.text)
             elif isinstance(event, Finished):
                 finished = event
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
@@ -106,6 +117,15 @@ async def collect_completion(events: AsyncIterator[LoopEvent], *, model: str | N
     if finished.usage is not None:
         completion["usage"] = finished.usage.as_dict()
     return completion
+
+
+_CHANNEL_FIELD = {"content": "content", "reasoning": "reasoning_content"}
+
+
+def _trace_text(mode: TraceMode, event: ToolsStarted | ToolsRan) -> TraceText | None:
+    if isinstance(event, ToolsStarted):
+        return render_started(mode, event.calls)
+    return render_finished(mode, event.calls, event.outputs, event.durations_ms)
 
 
 def _text_delta(event: TextDelta) -> dict[str, Any]:

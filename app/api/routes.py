@@ -1,19 +1,21 @@
 """HTTP in and out: chat completions, pass-through of the rest of /v1, health and the tool list."""
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
 from app.api.deps import PoolDep, SettingsDep, StatsDep, UpstreamDep, require_api_key
+from app.errors import InvalidRequest
 from app.loop import run_tool_loop
 from app.mcp.results import system_hint
 from app.openai.schemas import ChatCompletionRequest
 from app.settings import Settings
 from app.streaming import collect_completion, stream_payloads
+from app.trace import TRACE_MODES, TraceMode
 from app.upstream.client import UpstreamClient
 
 SSE_PING_SECONDS = 15
@@ -24,8 +26,14 @@ public = APIRouter()
 
 @api.post("/v1/chat/completions")
 async def chat_completions(
-    request: ChatCompletionRequest, upstream: UpstreamDep, pool: PoolDep, settings: SettingsDep, stats: StatsDep
+    request: ChatCompletionRequest,
+    upstream: UpstreamDep,
+    pool: PoolDep,
+    settings: SettingsDep,
+    stats: StatsDep,
+    trace_header: Annotated[str | None, Header(alias="X-Toolbridge-Trace")] = None,
 ) -> Response:
+    trace = _trace_mode(trace_header, settings)
     events = run_tool_loop(
         request.to_upstream_body(),
         upstream,
@@ -42,9 +50,20 @@ async def chat_completions(
         await events.aclose()
         raise
     if request.stream:
-        payloads = stream_payloads(events, model=request.model, include_usage=request.include_usage)
+        payloads = stream_payloads(events, model=request.model, include_usage=request.include_usage, trace=trace)
         return EventSourceResponse(payloads, sep="\n", ping=SSE_PING_SECONDS)
-    return JSONResponse(await collect_completion(events, model=request.model))
+    return JSONResponse(await collect_completion(events, model=request.model, trace=trace))
+
+
+def _trace_mode(header: str | None, settings: Settings) -> TraceMode:
+    if header is None:
+        return settings.tool_trace
+    mode = header.strip().lower()
+    if mode not in TRACE_MODES:
+        raise InvalidRequest(
+            f"X-Toolbridge-Trace must be one of {', '.join(TRACE_MODES)}; got '{header}'.", param="X-Toolbridge-Trace"
+        )
+    return mode  # type: ignore[return-value]
 
 
 def _vision_check(settings: Settings, upstream: UpstreamClient, model: str | None) -> Callable[[], Awaitable[bool]]:

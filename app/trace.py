@@ -1,0 +1,125 @@
+"""How tool activity is shown to people: as reasoning, as Open WebUI tool blocks, as text, or not at all.
+
+Pure rendering, no I/O. `reasoning` streams as `delta.reasoning_content` (Open WebUI and Chatbox fold
+it away; SDK clients ignore it). `details` writes Open WebUI's `<details type="tool_calls" ...>` blocks
+into the content, in the exact shape its renderer needs. `markdown` writes one quoted line per call.
+The `details` and `markdown` traces come back in the history clients send; `strip_trace` removes them.
+"""
+
+import html
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+TraceMode = Literal["reasoning", "details", "markdown", "off"]
+TRACE_MODES: tuple[TraceMode, ...] = ("reasoning", "details", "markdown", "off")
+SUMMARY_CHARS = 200
+DETAILS_RESULT_CHARS = 4000
+MARKDOWN_MARK = "> 🔧 "
+_DETAILS_BLOCK = re.compile(r'\n?<details type="tool_calls"[^>]*>.*?</details>\n?', re.DOTALL)
+_MARKDOWN_BLOCK = re.compile(rf"\n?(?:^{re.escape(MARKDOWN_MARK)}.*(?:\n|$))+\n?", re.MULTILINE)
+
+
+class TracedCall(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def arguments(self) -> str: ...
+
+
+class TracedOutput(Protocol):
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def is_error(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class TraceText:
+    """Text for one channel of the message: the visible content or the reasoning."""
+
+    channel: Literal["content", "reasoning"]
+    text: str
+
+
+def render_started(mode: TraceMode, calls: Sequence[TracedCall]) -> TraceText | None:
+    if mode != "reasoning":
+        return None  # the other modes show each call once, finished, so nothing needs replacing
+    return TraceText("reasoning", "".join(f"Calling {c.name}({_short(c.arguments)})\n" for c in calls))
+
+
+def render_finished(
+    mode: TraceMode, calls: Sequence[TracedCall], outputs: Sequence[TracedOutput], durations_ms: Sequence[float]
+) -> TraceText | None:
+    entries = list(zip(calls, outputs, durations_ms, strict=True))
+    if mode == "reasoning":
+        lines = [f"{c.name} {_verdict(o)} in {ms:.0f} ms: {summary(o)}\n" for c, o, ms in entries]
+        return TraceText("reasoning", "".join(lines))
+    if mode == "details":
+        return TraceText("content", "".join(_details_block(c, o, ms) for c, o, ms in entries))
+    if mode == "markdown":
+        lines = [f"{MARKDOWN_MARK}`{c.name}` {_short(c.arguments)} → {_verdict(o)}: {summary(o)} ({ms:.0f} ms)\n"
+                 for c, o, ms in entries]
+        return TraceText("content", "\n" + "".join(lines) + "\n")  # quoted lines must start a line
+    return None
+
+
+def strip_trace(text: str) -> str:
+    """An assistant message as the model wrote it: our details blocks and markdown lines removed."""
+    stripped = _MARKDOWN_BLOCK.sub("", _DETAILS_BLOCK.sub("", text))
+    return stripped.strip("\n") if stripped != text else text
+
+
+def summary(output: TracedOutput) -> str:
+    """A one-line gist of a result: the envelope's data or error message, shortened."""
+    return _short(_gist(output.content))
+
+
+def _details_block(call: TracedCall, output: TracedOutput, duration_ms: float) -> str:
+    # Open WebUI needs the block at the start of a line, a line break after the opening tag,
+    # done="true", and HTML-escaped attributes with no raw line breaks.
+    result = _gist(output.content)[:DETAILS_RESULT_CHARS]
+    attributes = {
+        "type": "tool_calls",
+        "done": "true",
+        "id": call.id,
+        "name": call.name,
+        "arguments": call.arguments or "{}",
+        "result": json.dumps(result, ensure_ascii=False),
+        "duration": f"{duration_ms:.0f}",
+    }
+    rendered = " ".join(f'{key}="{_attribute(value)}"' for key, value in attributes.items())
+    return f"\n<details {rendered}>\n<summary>Tool Executed</summary>\n</details>\n"
+
+
+def _attribute(value: str) -> str:
+    return html.escape(value, quote=True).replace("\n", "&#10;").replace("\r", "&#13;")
+
+
+def _gist(content: str) -> str:
+    try:
+        envelope: Any = json.loads(content)
+    except ValueError:
+        return content
+    if isinstance(envelope, dict) and "status" in envelope and "data" in envelope:
+        data = envelope["data"]
+        if envelope["status"] == "error" and isinstance(data, dict):
+            return str(data.get("message") or data)
+        return data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    return content
+
+
+def _verdict(output: TracedOutput) -> str:
+    return "failed" if output.is_error else "ok"
+
+
+def _short(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= SUMMARY_CHARS else flat[: SUMMARY_CHARS - 1] + "…"

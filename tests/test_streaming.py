@@ -1,0 +1,103 @@
+"""One coherent message in every trace mode, streamed and not, as the SDK and a raw SSE reader see it."""
+
+import json
+import re
+
+import httpx
+import pytest
+
+from tests.conftest import Gateway
+from tests.support.fake_upstream import Call, FakeUpstream, Turn
+
+ASK = [{"role": "user", "content": "Echo hi, please."}]
+ANSWER = "The tool said hi."
+
+
+def script(upstream: FakeUpstream) -> None:
+    upstream.script(Turn(content="Let me check.", calls=[Call("basic__echo", {"text": "hi"})]),
+                    Turn(content=ANSWER))
+
+
+def raw_stream(gateway: Gateway, trace: str) -> list[dict]:
+    body = {"model": "m", "messages": ASK, "stream": True, "stream_options": {"include_usage": True}}
+    with httpx.stream("POST", f"{gateway.url}/v1/chat/completions", json=body,
+                      headers={"X-Toolbridge-Trace": trace}, timeout=30) as response:
+        assert response.status_code == 200
+        lines = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    return [json.loads(line) for line in lines[:-1]]
+
+
+def joined(chunks: list[dict], field: str) -> str:
+    return "".join(c["choices"][0]["delta"].get(field) or "" for c in chunks if c["choices"])
+
+
+@pytest.mark.parametrize("trace", ["reasoning", "details", "markdown", "off"])
+def test_every_trace_mode_streams_one_message(gateway: Gateway, upstream: FakeUpstream, trace: str) -> None:
+    script(upstream)
+    chunks = raw_stream(gateway, trace)
+    assert len({(c["id"], c["created"], c["model"]) for c in chunks}) == 1
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert all("role" not in c["choices"][0]["delta"] for c in chunks[1:] if c["choices"])
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]] \
+        == ["stop"]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] == 30
+    assert all("tool_calls" not in c["choices"][0]["delta"] for c in chunks if c["choices"])
+    content, reasoning = joined(chunks, "content"), joined(chunks, "reasoning_content")
+    assert content.startswith("Let me check.") and content.endswith(ANSWER)
+    if trace == "reasoning":
+        assert content == "Let me check." + ANSWER
+        assert re.fullmatch(r'Calling basic__echo\(\{"text": "hi"\}\)\n'
+                            r'basic__echo ok in \d+ ms: \{"result": "echo: hi"\}\n', reasoning), reasoning
+    elif trace == "details":
+        assert reasoning == ""
+        assert '\n<details type="tool_calls" done="true" ' in content
+        assert 'name="basic__echo"' in content and "</details>\n" + ANSWER in content
+    elif trace == "markdown":
+        assert reasoning == ""
+        assert "\n> 🔧 `basic__echo` " in content
+    else:
+        assert (content, reasoning) == ("Let me check." + ANSWER, "")
+
+
+@pytest.mark.parametrize("trace", ["reasoning", "details", "markdown", "off"])
+def test_streamed_and_whole_answers_are_the_same_message(gateway: Gateway, upstream: FakeUpstream, trace: str) -> None:
+    client = gateway.client(default_headers={"X-Toolbridge-Trace": trace})
+    script(upstream)
+    whole = client.chat.completions.create(model="m", messages=ASK).choices[0].message
+    script(upstream)
+    streamed = {"content": "", "reasoning": ""}
+    for chunk in client.chat.completions.create(model="m", messages=ASK, stream=True):
+        delta = chunk.choices[0].delta
+        streamed["content"] += delta.content or ""
+        streamed["reasoning"] += (delta.model_extra or {}).get("reasoning_content") or ""
+    durations = r" \d+ ms| in \d+ ms|duration=\"\d+\"| \(\d+ ms\)|id=\"[^\"]+\""
+
+    def normal(text: str) -> str:
+        return re.sub(durations, "", text)
+
+    assert normal(streamed["content"]) == normal(whole.content or "")
+    assert normal(streamed["reasoning"]) == normal((whole.model_extra or {}).get("reasoning_content") or "")
+
+
+def test_the_trace_header_must_name_a_mode(gateway: Gateway) -> None:
+    response = httpx.post(f"{gateway.url}/v1/chat/completions", json={"model": "m", "messages": ASK},
+                          headers={"X-Toolbridge-Trace": "loud"})
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "X-Toolbridge-Trace"
+
+
+def test_traces_in_history_are_stripped_before_the_upstream_sees_them(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    script(upstream)
+    first = gateway.client(default_headers={"X-Toolbridge-Trace": "details"}).chat.completions.create(
+        model="m", messages=ASK
+    )
+    assert "<details" in first.choices[0].message.content
+    upstream.script(Turn(content="again"))
+    history = [*ASK, {"role": "assistant", "content": first.choices[0].message.content},
+               {"role": "user", "content": "And now?"}]
+    gateway.client().chat.completions.create(model="m", messages=history)
+    sent = upstream.chat_requests()[0]["messages"]
+    assert sent[-2] == {"role": "assistant", "content": "Let me check." + ANSWER}
