@@ -10,6 +10,8 @@ from typing import Any
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.clients import openwebui_fields
+
 log = structlog.get_logger("toolbridge.http")
 
 
@@ -82,11 +84,14 @@ class RequestLogMiddleware:
                 message.setdefault("headers", []).append((b"x-request-id", request_id.encode()))
             await send(message)
 
-        structlog.contextvars.bind_contextvars(request_id=request_id)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+        client_fields = openwebui_fields(headers)
+        structlog.contextvars.bind_contextvars(request_id=request_id, **client_fields)
         try:
             await self.app(scope, receive, send_with_status)
         finally:
             fields: dict[str, Any] = {
+                **client_fields,
                 "method": scope["method"],
                 "path": scope["path"],
                 "status": status,
@@ -97,4 +102,4 @@ class RequestLogMiddleware:
             # Health probes (Docker, compose) every few seconds would drown the real traffic.
             level = logging.DEBUG if scope["path"] == "/health" else logging.INFO
             log.log(level, "request", **fields)
-            structlog.contextvars.unbind_contextvars("request_id")
+            structlog.contextvars.clear_contextvars()

@@ -94,6 +94,17 @@ class Finished:
 LoopEvent = Started | TextDelta | ToolsStarted | ToolsRan | Finished
 
 
+@dataclass(frozen=True)
+class _EmptyCatalogue:
+    openai_tools: tuple[dict[str, Any], ...] = ()
+
+    def owns(self, name: str) -> bool:
+        return False
+
+
+_NO_TOOLS = _EmptyCatalogue()
+
+
 @dataclass
 class _NoStats:
     rounds: int = 0
@@ -109,6 +120,7 @@ async def run_tool_loop(
     stats: LoopStats | None = None,
     system_hint: str | None = None,
     sees_images: Callable[[], Awaitable[bool]] | None = None,
+    offer_tools: bool = True,
 ) -> AsyncIterator[LoopEvent]:
     """Runs one chat completion with MCP tools to its end, yielding what the client should learn.
 
@@ -116,7 +128,7 @@ async def run_tool_loop(
         GatewayError: from the upstream; before `Started` when the first request fails.
     """
     stats = stats if stats is not None else _NoStats()
-    catalogue = tools.catalogue
+    catalogue = tools.catalogue if offer_tools else _NO_TOOLS
     client_tool_names = _tool_names(body.get("tools") or [])
     request = _first_request(body, catalogue, client_tool_names)
     messages = clean_history(body["messages"])

@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     system_hint: bool = Field(
         True, description="Add a short note on reading tool results to the system message when tools are offered."
     )
+    skip_tools_for_tasks: bool = Field(
+        True, description="Offer no tools to Open WebUI's background task prompts (titles, tags, follow-ups)."
+    )
     tool_trace: Literal["reasoning", "details", "markdown", "off"] = Field(
         "reasoning",
         description="How tool work is shown: as reasoning, Open WebUI tool blocks, text lines, or not at all. "

@@ -9,6 +9,7 @@ from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
 from app.api.deps import PoolDep, SettingsDep, StatsDep, UpstreamDep, require_api_key
+from app.clients import is_background_task
 from app.errors import InvalidRequest
 from app.loop import run_tool_loop
 from app.mcp.results import system_hint
@@ -34,6 +35,9 @@ async def chat_completions(
     trace_header: Annotated[str | None, Header(alias="X-Toolbridge-Trace")] = None,
 ) -> Response:
     trace = _trace_mode(trace_header, settings)
+    background_task = settings.skip_tools_for_tasks and is_background_task(
+        [message.model_dump() for message in request.messages]
+    )
     events = run_tool_loop(
         request.to_upstream_body(),
         upstream,
@@ -42,6 +46,7 @@ async def chat_completions(
         stats=stats,
         system_hint=system_hint(settings.result_format) if settings.system_hint else None,
         sees_images=_vision_check(settings, upstream, request.model),
+        offer_tools=not background_task,
     )
     # Wait until the upstream accepted the request, so its failures still get a real HTTP status.
     try:

@@ -1,0 +1,37 @@
+"""What the gateway knows about particular clients: Open WebUI's background tasks and user headers."""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import unquote
+
+# Open WebUI asks the same model for titles, tags and follow-ups with prompts that start like this.
+TASK_PROMPT_PREFIX = "### Task:"
+_OPENWEBUI_HEADERS = {
+    "x-openwebui-user-name": "owui_user_name",
+    "x-openwebui-user-id": "owui_user_id",
+    "x-openwebui-user-email": "owui_user_email",
+    "x-openwebui-user-role": "owui_user_role",
+    "x-openwebui-chat-id": "owui_chat_id",
+    "x-openwebui-message-id": "owui_message_id",
+}
+
+
+def is_background_task(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """An Open WebUI title/tags/follow-up request: the last user message starts with `### Task:`."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return _text(message.get("content")).lstrip().startswith(TASK_PROMPT_PREFIX)
+    return False
+
+
+def openwebui_fields(headers: Mapping[str, str]) -> dict[str, str]:
+    """Open WebUI's forwarded user and chat headers, as log fields (the name arrives URL-quoted)."""
+    return {field: unquote(headers[name]) for name, field in _OPENWEBUI_HEADERS.items() if name in headers}
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""

@@ -1,0 +1,71 @@
+"""Open WebUI's habits: background task prompts get no tools, and its user headers reach the log."""
+
+from pathlib import Path
+
+import openai
+import pytest
+from structlog.testing import capture_logs
+
+from app.clients import is_background_task, openwebui_fields
+from app.main import create_app
+from tests.conftest import Gateway, make_settings, servers_ready, stdio_entry, wait_for_health
+from tests.support.fake_upstream import FakeUpstream, Turn
+from tests.support.servers import ServerThread
+
+TITLE_PROMPT = "### Task:\nGenerate a concise, 3-5 word title with an emoji summarizing the chat history."
+
+
+@pytest.mark.parametrize(
+    ("messages", "task"),
+    [
+        ([{"role": "user", "content": TITLE_PROMPT}], True),
+        ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"},
+          {"role": "user", "content": [{"type": "text", "text": "  ### Task: tags"}]}], True),
+        ([{"role": "user", "content": "What is ### Task:?"}], False),
+        ([{"role": "user", "content": TITLE_PROMPT}, {"role": "user", "content": "real question"}], False),
+        ([{"role": "system", "content": "### Task: in system only"}], False),
+    ],
+)
+def test_background_tasks_are_recognised(messages: list, task: bool) -> None:
+    assert is_background_task(messages) is task
+
+
+def test_openwebui_headers_become_log_fields() -> None:
+    headers = {"x-openwebui-user-name": "Ana%20Silva", "x-openwebui-chat-id": "c-1", "authorization": "Bearer k"}
+    assert openwebui_fields(headers) == {"owui_user_name": "Ana Silva", "owui_chat_id": "c-1"}
+
+
+def test_task_prompts_get_no_tools_but_chats_do(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.script(Turn(content="🌤 Weather chat"), Turn(content="ok"))
+    client = gateway.client()
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": TITLE_PROMPT}])
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hello"}])
+    task, chat = upstream.chat_requests()
+    assert "tools" not in task and task["messages"] == [{"role": "user", "content": TITLE_PROMPT}]
+    assert chat["tools"] and chat["messages"][0]["role"] == "system"
+
+
+def test_the_task_rule_can_be_turned_off(upstream: FakeUpstream, tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, {"basic": stdio_entry("basic.py")}, upstream_url=f"{upstream.url}/v1",
+                             skip_tools_for_tasks=False)
+    with ServerThread(create_app(settings)) as thread:
+        wait_for_health(thread.url, servers_ready("basic"))
+        upstream.script(Turn(content="title"))
+        client = openai.OpenAI(base_url=f"{thread.url}/v1", api_key="x", max_retries=0)
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": TITLE_PROMPT}])
+    assert upstream.chat_requests()[0]["tools"]
+
+
+def test_openwebui_user_and_chat_are_in_the_request_log(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.script(Turn(content="ok"))
+    headers = {"X-OpenWebUI-User-Name": "Ana%20Silva", "X-OpenWebUI-User-Id": "u-7",
+               "X-OpenWebUI-User-Email": "ana@example.com", "X-OpenWebUI-User-Role": "user",
+               "X-OpenWebUI-Chat-Id": "chat-42"}
+    with capture_logs() as logs:
+        gateway.client(default_headers=headers).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}]
+        )
+    [line] = [e for e in logs if e["event"] == "request" and e["path"] == "/v1/chat/completions"]
+    assert {k: line[k] for k in ("owui_user_name", "owui_user_id", "owui_chat_id")} == {
+        "owui_user_name": "Ana Silva", "owui_user_id": "u-7", "owui_chat_id": "chat-42"
+    }
