@@ -223,3 +223,8 @@ def test_both_upstream_transports_relay_streams_and_pass_through(
         stream = client.chat.completions.create(model="m", messages=ASK, stream=True)
         assert "".join(c.choices[0].delta.content or "" for c in stream) == "streamed through " + transport
         assert [m.id for m in client.models.list().data] == [MODEL]
+
+
+def test_models_carry_the_context_length_lm_studio_reports(gateway: Gateway) -> None:
+    body = httpx.get(f"{gateway.url}/v1/models").json()
+    assert body["data"] == [{"id": MODEL, "object": "model", "owned_by": "organization_owner", "context_length": 8192}]

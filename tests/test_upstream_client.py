@@ -160,3 +160,26 @@ async def test_vision_is_read_from_lm_studio(router: respx.MockRouter, routes: d
     router.route().mock(return_value=httpx.Response(404))
     async with UpstreamClient(BASE, transport=httpx.MockTransport(router.handler)) as client:
         assert await client.supports_vision(model) is vision
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("routes", "contexts"),
+    [
+        ({"api/v1/models": {"models": [
+            {"key": "qwen", "max_context_length": 32768,
+             "loaded_instances": [{"id": "qwen", "config": {"context_length": 8192}}]},
+            {"key": "gemma", "max_context_length": 131072, "loaded_instances": []}]}},
+         {"qwen": 8192, "gemma": 131072}),
+        ({"api/v0/models": {"data": [{"id": "qwen", "max_context_length": 32768, "loaded_context_length": 4096},
+                                     {"id": "bare"}]}},
+         {"qwen": 4096}),
+        ({}, {}),
+    ],
+)
+async def test_context_lengths_come_from_lm_studio(router: respx.MockRouter, routes: dict, contexts: dict) -> None:
+    for path, body in routes.items():
+        router.get(f"http://upstream.test/{path}").mock(return_value=httpx.Response(200, json=body))
+    router.route().mock(return_value=httpx.Response(404))
+    async with UpstreamClient(BASE, transport=httpx.MockTransport(router.handler)) as client:
+        assert await client.context_lengths() == contexts

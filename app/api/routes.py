@@ -1,6 +1,7 @@
 """HTTP in and out: chat completions, pass-through of the rest of /v1, health and the tool list."""
 
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request
@@ -84,6 +85,36 @@ def _vision_check(settings: Settings, upstream: UpstreamClient, model: str | Non
 async def list_tools(pool: PoolDep) -> dict[str, Any]:
     """The tools injected into every request, each with the server and MCP tool it maps to."""
     return {"object": "list", "data": pool.catalogue.describe()}
+
+
+@api.get("/v1/models")
+async def list_models(request: Request, upstream: UpstreamDep) -> Response:
+    """The upstream's models, with `context_length` added where LM Studio reports it (Chatbox reads it)."""
+    proxied = await upstream.forward("GET", "models", query=request.url.query, headers=request.headers, body=_empty())
+    body = b"".join([part async for part in proxied.body])
+    contexts = await upstream.context_lengths() if proxied.status_code == 200 else {}
+    return Response(_with_context_lengths(body, contexts), proxied.status_code, headers=proxied.headers)
+
+
+def _with_context_lengths(body: bytes, contexts: dict[str, int]) -> bytes:
+    if not contexts:
+        return body
+    try:
+        models = json.loads(body)
+    except ValueError:
+        return body
+    entries = models.get("data") if isinstance(models, dict) else None
+    if not isinstance(entries, list):
+        return body
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("id") in contexts and "context_length" not in entry:
+            entry["context_length"] = contexts[entry["id"]]
+    return json.dumps(models).encode()
+
+
+async def _empty() -> AsyncIterator[bytes]:
+    return
+    yield b""
 
 
 @api.api_route("/v1/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])

@@ -76,7 +76,7 @@ class UpstreamClient:
         # LM Studio's and llama.cpp's own endpoints live beside /v1, not under it.
         self._root = (self.base_url.removesuffix("/v1") + "/") if self.base_url.endswith("/v1") else self.base_url + "/"
         self._kind: tuple[ServerKind, float] | None = None
-        self._vision: dict[str | None, tuple[bool, float]] = {}
+        self._models: tuple[list[_ModelInfo], float] | None = None
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.AsyncClient(
             base_url=self.base_url + "/",
@@ -131,13 +131,15 @@ class UpstreamClient:
 
     async def supports_vision(self, model: str | None) -> bool:
         """Whether LM Studio reports vision for this model; False when it cannot tell."""
-        now = time.monotonic()
-        cached = self._vision.get(model)
-        if cached is not None and now - cached[1] < CAPABILITY_TTL:
-            return cached[0]
-        answer = await self._probe_vision(model)
-        self._vision[model] = (answer, now)
-        return answer
+        for entry in await self._lmstudio_models():
+            if model is None or model in entry.names:
+                return entry.vision
+        return False
+
+    async def context_lengths(self) -> dict[str, int]:
+        """Each model's context length as LM Studio reports it (loaded, else maximum); empty elsewhere."""
+        return {name: e.context_length for e in await self._lmstudio_models() if e.context_length
+                for name in e.names}
 
     async def _probe_kind(self) -> ServerKind:
         try:
@@ -151,21 +153,25 @@ class UpstreamClient:
             return "unreachable"
         return "openai-compatible"
 
-    async def _probe_vision(self, model: str | None) -> bool:
+    async def _lmstudio_models(self) -> list["_ModelInfo"]:
+        now = time.monotonic()
+        if self._models is not None and now - self._models[1] < CAPABILITY_TTL:
+            return self._models[0]
+        models = await self._fetch_lmstudio_models()
+        self._models = (models, now)
+        return models
+
+    async def _fetch_lmstudio_models(self) -> list["_ModelInfo"]:
         try:
             response = await self._http.get(self._root + "api/v1/models", timeout=PROBE_TIMEOUT)
             if response.status_code == 200:
-                for entry in response.json().get("models") or []:
-                    if model in (None, entry.get("key"), entry.get("id")) or _loaded_as(entry, model):
-                        return bool((entry.get("capabilities") or {}).get("vision"))
+                return [_ModelInfo.from_v1(entry) for entry in response.json().get("models") or []]
             response = await self._http.get(self._root + "api/v0/models", timeout=PROBE_TIMEOUT)
             if response.status_code == 200:
-                for entry in response.json().get("data") or []:
-                    if model in (None, entry.get("id")):
-                        return entry.get("type") == "vlm"
+                return [_ModelInfo.from_v0(entry) for entry in response.json().get("data") or []]
         except (httpx.TransportError, ValueError, AttributeError):
-            return False
-        return False
+            return []
+        return []
 
     async def _send(self, request: httpx.Request) -> httpx.Response:
         try:
@@ -208,8 +214,33 @@ class UpstreamClient:
             raise UpstreamError(f"The upstream stream broke off: {exc or type(exc).__name__}") from exc
 
 
-def _loaded_as(entry: dict[str, Any], model: str | None) -> bool:
-    return any(instance.get("id") == model for instance in entry.get("loaded_instances") or [])
+@dataclass(frozen=True)
+class _ModelInfo:
+    """What LM Studio's REST API says of one model."""
+
+    names: frozenset[str]
+    vision: bool
+    context_length: int | None
+
+    @classmethod
+    def from_v1(cls, entry: dict[str, Any]) -> "_ModelInfo":
+        instances = entry.get("loaded_instances") or []
+        loaded = [_int((i.get("config") or {}).get("context_length")) for i in instances]
+        names = {entry.get("key"), entry.get("id"), *(i.get("id") for i in instances)}
+        return cls(
+            names=frozenset(n for n in names if isinstance(n, str)),
+            vision=bool((entry.get("capabilities") or {}).get("vision")),
+            context_length=next((c for c in loaded if c), None) or _int(entry.get("max_context_length")),
+        )
+
+    @classmethod
+    def from_v0(cls, entry: dict[str, Any]) -> "_ModelInfo":
+        context = _int(entry.get("loaded_context_length")) or _int(entry.get("max_context_length"))
+        return cls(frozenset([str(entry.get("id"))]), entry.get("type") == "vlm", context)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def _decode(data: str | bytes) -> dict[str, Any]:

@@ -107,8 +107,10 @@ class FakeUpstream:
     async def lmstudio_models(self, request: Request) -> Response:
         """LM Studio's own REST API (0.4+): what a model can do."""
         return JSONResponse({"models": [
-            {"type": "llm", "key": MODEL, "capabilities": {"vision": False, "trained_for_tool_use": True}},
-            {"type": "llm", "key": VISION_MODEL, "capabilities": {"vision": True, "trained_for_tool_use": True}},
+            {"type": "llm", "key": MODEL, "capabilities": {"vision": False, "trained_for_tool_use": True},
+             "max_context_length": 32768, "loaded_instances": [{"id": MODEL, "config": {"context_length": 8192}}]},
+            {"type": "llm", "key": VISION_MODEL, "capabilities": {"vision": True, "trained_for_tool_use": True},
+             "max_context_length": 131072, "loaded_instances": []},
         ]})
 
     async def embeddings(self, request: Request) -> Response:
