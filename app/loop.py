@@ -131,6 +131,7 @@ async def run_tool_loop(
     catalogue = tools.catalogue if offer_tools else _NO_TOOLS
     client_tool_names = _tool_names(body.get("tools") or [])
     request = _first_request(body, catalogue, client_tool_names)
+    offered_names = client_tool_names | {tool["function"]["name"] for tool in catalogue.openai_tools}
     messages = clean_history(body["messages"])
     if system_hint and catalogue.openai_tools:
         messages = with_system_hint(messages, system_hint)
@@ -141,7 +142,7 @@ async def run_tool_loop(
         if last_round and request.get("tools"):
             # Keep the tools so the model still understands the history; only forbid calling them.
             request["tool_choice"] = "none"
-        turn = TurnAccumulator()
+        turn = TurnAccumulator(offered_names)
         async with upstream.stream_chat({**request, "messages": messages}) as chunks:
             if round_number == 1:
                 yield Started()
@@ -149,6 +150,9 @@ async def run_tool_loop(
                 delta = turn.add(chunk)
                 if delta.content or delta.reasoning:
                     yield TextDelta(delta.content, delta.reasoning)
+        tail = turn.finish()
+        if tail.content or tail.reasoning:
+            yield TextDelta(tail.content, tail.reasoning)
         stats.rounds = round_number
         if turn.usage is not None:
             usage = usage or Usage()

@@ -1,13 +1,18 @@
 """Folds one upstream turn's stream of chunk dicts into a message, tolerating each server's quirks.
 
+Thinking and tool calls printed into the content are split out by `markup.ContentSplitter`.
+
 Tool-call deltas are merged by `index`. A name is taken from its first non-empty value (LM Studio
 repeats `name: ""` on continuation chunks), ids likewise, and a call that never got an id is given one.
 """
 
 import json
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
+
+from app.openai.markup import ContentSplitter, Split
 
 
 @dataclass
@@ -57,12 +62,14 @@ class Delta:
 class TurnAccumulator:
     """State of one upstream turn. Feed chunks with `add`; read the folded turn afterwards."""
 
-    def __init__(self) -> None:
+    def __init__(self, tool_names: Collection[str] = ()) -> None:
+        self._splitter = ContentSplitter(tool_names)
         self.content_parts: list[str] = []
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.model: str | None = None
         self._calls: dict[int, _DraftCall] = {}
+        self._text_call_ids: list[str] = []
 
     def add(self, chunk: dict[str, Any]) -> Delta:
         if chunk.get("model") and self.model is None:
@@ -80,23 +87,37 @@ class TurnAccumulator:
             self._add_call_part(part)
         content = delta.get("content")
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        out = Delta(content=content if isinstance(content, str) else "", reasoning=_text(reasoning))
-        if out.content:
-            self.content_parts.append(out.content)
-        return out
+        split = self._splitter.feed(content) if isinstance(content, str) and content else Split()
+        return self._keep(Delta(content=split.content, reasoning=_text(reasoning) + split.reasoning))
+
+    def finish(self) -> Delta:
+        """Ends the turn: text held back in case it was markup is released, or becomes a call."""
+        split = self._splitter.finish()
+        return self._keep(Delta(content=split.content, reasoning=split.reasoning))
+
+    def _keep(self, delta: Delta) -> Delta:
+        if delta.content:
+            self.content_parts.append(delta.content)
+        return delta
 
     @property
     def content(self) -> str:
         return "".join(self.content_parts)
 
     def tool_calls(self) -> list[ToolCall]:
+        """The turn's calls: the structured ones, else those the model printed as text."""
         calls = []
         for index in sorted(self._calls):
             draft = self._calls[index]
             if not draft.name:
                 continue
-            call_id = draft.id or f"call_{uuid.uuid4().hex[:24]}"
-            calls.append(ToolCall(id=call_id, name=draft.name, arguments="".join(draft.arguments)))
+            draft.id = draft.id or _new_call_id()
+            calls.append(ToolCall(id=draft.id, name=draft.name, arguments="".join(draft.arguments)))
+        if not calls:
+            for number, text_call in enumerate(self._splitter.calls):
+                if len(self._text_call_ids) <= number:
+                    self._text_call_ids.append(_new_call_id())
+                calls.append(ToolCall(self._text_call_ids[number], text_call.name, text_call.arguments))
         return calls
 
     def _add_call_part(self, part: dict[str, Any]) -> None:
@@ -123,6 +144,10 @@ class TurnAccumulator:
         if call_id and self._calls[last].id and self._calls[last].id != str(call_id):
             return last + 1
         return last
+
+
+def _new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 def _read_usage(raw: dict[str, Any]) -> Usage:

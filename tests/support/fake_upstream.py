@@ -40,6 +40,9 @@ class Turn:
     error: str = ""
     # The stream pauses after its first content piece until the test sets this (bounded).
     hold_after_first_content: threading.Event | None = None
+    # A recorded stream, played as is: each item is one `data:` payload (dicts are JSON-encoded).
+    raw: list[dict[str, Any] | str] | None = None
+    done: bool = True
 
 
 Reply = Turn | Callable[[dict[str, Any]], Turn]
@@ -155,6 +158,12 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
 
 
 async def _stream(turn: Turn, include_usage: bool) -> AsyncIterator[bytes]:
+    if turn.raw is not None:
+        for item in turn.raw:
+            yield f"data: {item if isinstance(item, str) else json.dumps(item)}\n\n".encode()
+        if turn.done:
+            yield b"data: [DONE]\n\n"
+        return
     yield _chunk({"role": "assistant", "content": ""})
     for piece in _pieces(turn.reasoning):
         yield _chunk({"reasoning_content": piece})
