@@ -4,6 +4,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from sse_starlette import EventSourceResponse
@@ -21,6 +22,7 @@ from app.trace import TRACE_MODES, TraceMode
 from app.upstream.client import UpstreamClient
 
 SSE_PING_SECONDS = 15
+CLIENT_CLOSED_REQUEST = 499  # nginx's status for "the client went away first"; only the log sees it
 
 api = APIRouter(dependencies=[Depends(require_api_key)])
 public = APIRouter()
@@ -28,6 +30,7 @@ public = APIRouter()
 
 @api.post("/v1/chat/completions")
 async def chat_completions(
+    raw: Request,
     request: ChatCompletionRequest,
     upstream: UpstreamDep,
     pool: PoolDep,
@@ -58,7 +61,34 @@ async def chat_completions(
     if request.stream:
         payloads = stream_payloads(events, model=request.model, include_usage=request.include_usage, trace=trace)
         return EventSourceResponse(payloads, sep="\n", ping=SSE_PING_SECONDS)
-    return JSONResponse(await collect_completion(events, model=request.model, trace=trace))
+    completion = await _unless_client_leaves(raw, collect_completion(events, model=request.model, trace=trace))
+    if completion is None:
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    return JSONResponse(completion)
+
+
+async def _unless_client_leaves(raw: Request, work: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:
+    """Runs a non-streamed completion, cancelling it (upstream request, MCP calls, further rounds) when the
+    client disconnects. Streams get the same from sse-starlette."""
+    result: dict[str, Any] | None = None
+
+    async def watch() -> None:
+        while (await raw.receive())["type"] != "http.disconnect":
+            continue
+        group.cancel_scope.cancel()
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            try:
+                result = await work
+            finally:
+                group.cancel_scope.cancel()
+    except BaseExceptionGroup as failure:  # the work's own error, e.g. a GatewayError for the handler
+        if len(failure.exceptions) == 1:
+            raise failure.exceptions[0] from None
+        raise
+    return result
 
 
 def _trace_mode(header: str | None, settings: Settings) -> TraceMode:

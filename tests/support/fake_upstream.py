@@ -40,6 +40,8 @@ class Turn:
     error: str = ""
     # The stream pauses after its first content piece until the test sets this (bounded).
     hold_after_first_content: threading.Event | None = None
+    # Set when the held stream ends, released or cut off by the gateway closing the connection.
+    closed: threading.Event | None = None
     # A recorded stream, played as is: each item is one `data:` payload (dicts are JSON-encoded).
     raw: list[dict[str, Any] | str] | None = None
     done: bool = True
@@ -170,7 +172,13 @@ async def _stream(turn: Turn, include_usage: bool) -> AsyncIterator[bytes]:
     for number, piece in enumerate(_pieces(turn.content)):
         yield _chunk({"content": piece})
         if number == 0 and turn.hold_after_first_content is not None:
-            released = await anyio.to_thread.run_sync(turn.hold_after_first_content.wait, 30)
+            try:
+                released = await anyio.to_thread.run_sync(
+                    turn.hold_after_first_content.wait, 30, abandon_on_cancel=True
+                )
+            finally:
+                if turn.closed is not None:
+                    turn.closed.set()  # reached when the gateway hangs up while we hold (or after release)
             if not released:
                 raise RuntimeError("the test never released the held stream")
     for index, call in enumerate(turn.calls):

@@ -5,6 +5,7 @@ Run: `python basic.py` (stdio), `python basic.py http PORT`, or import `server` 
 """
 
 import sys
+from pathlib import Path
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -65,9 +66,16 @@ async def rendezvous(key: str, parties: int, wait_seconds: float = 10.0) -> str:
 
 
 @server.tool()
-async def sleep(seconds: float) -> str:
-    """Sleeps, for timeouts."""
-    await anyio.sleep(seconds)
+async def sleep(seconds: float, marker: str = "") -> str:
+    """Sleeps, for timeouts. With a marker path, writes `<marker>.started`, and `<marker>` if cancelled."""
+    if marker:
+        Path(marker + ".started").write_text("started")
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        if marker:
+            Path(marker).write_text("cancelled")
+        raise
     return "slept"
 
 
