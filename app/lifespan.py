@@ -8,6 +8,7 @@ from app.mcp.config import McpConfig, load_mcp_config
 from app.mcp.convert import ConversionOptions, resolve_profile
 from app.mcp.pool import McpPool
 from app.mcp.results import RenderOptions
+from app.memory import CallMemory
 from app.settings import Settings
 from app.upstream.client import Transport, UpstreamClient, make_transport
 
@@ -16,6 +17,7 @@ class State(TypedDict):
     settings: Settings
     upstream: UpstreamClient
     pool: McpPool
+    memory: CallMemory
 
 
 def build_pool(settings: Settings, config: McpConfig) -> McpPool:
@@ -45,6 +47,6 @@ def build_lifespan(
                 )
             )
             pool = await stack.enter_async_context(build_pool(settings, config))
-            yield {"settings": settings, "upstream": upstream, "pool": pool}
+            yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": CallMemory()}
 
     return lifespan

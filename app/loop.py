@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from app.memory import CallMemory
 from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
 from app.trace import strip_trace
 
@@ -121,6 +122,7 @@ async def run_tool_loop(
     system_hint: str | None = None,
     sees_images: Callable[[], Awaitable[bool]] | None = None,
     offer_tools: bool = True,
+    memory: CallMemory | None = None,
 ) -> AsyncIterator[LoopEvent]:
     """Runs one chat completion with MCP tools to its end, yielding what the client should learn.
 
@@ -133,6 +135,8 @@ async def run_tool_loop(
     request = _first_request(body, catalogue, client_tool_names)
     offered_names = client_tool_names | {tool["function"]["name"] for tool in catalogue.openai_tools}
     messages = clean_history(body["messages"])
+    if memory is not None:
+        messages = memory.restore(messages)
     if system_hint and catalogue.openai_tools:
         messages = with_system_hint(messages, system_hint)
     usage: Usage | None = None
@@ -163,6 +167,16 @@ async def run_tool_loop(
         client_calls = [c for c in calls if c.name in client_tool_names]
         mcp_calls = [c for c in calls if c.name not in client_tool_names]
         if client_calls:
+            if mcp_calls:
+                # Both kinds in one turn: run ours now, hand the client its own, and remember ours so the
+                # model sees the whole turn when the client comes back with its results.
+                yield ToolsStarted(mcp_calls)
+                outputs, durations = await _run_concurrently(tools, mcp_calls)
+                stats.tools_called.extend(call.name for call in mcp_calls)
+                yield ToolsRan(mcp_calls, outputs, durations)
+                if memory is not None:
+                    memory.remember([c.id for c in client_calls], _assistant_message(turn.content, calls),
+                                    _tool_messages(mcp_calls, outputs))
             yield Finished("tool_calls", usage, client_calls)
             return
         if not mcp_calls:

@@ -12,6 +12,7 @@ from fastapi import Depends, Request
 from app.errors import AuthenticationFailed
 from app.logging import RequestStats
 from app.mcp.pool import McpPool
+from app.memory import CallMemory
 from app.settings import Settings
 from app.upstream.client import UpstreamClient
 
@@ -28,6 +29,10 @@ async def get_pool(request: Request) -> McpPool:
     return request.state.pool
 
 
+async def get_memory(request: Request) -> CallMemory:
+    return request.state.memory
+
+
 async def get_stats(request: Request) -> RequestStats:
     return getattr(request.state, "request_stats", None) or RequestStats()
 
@@ -36,6 +41,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 UpstreamDep = Annotated[UpstreamClient, Depends(get_upstream)]
 PoolDep = Annotated[McpPool, Depends(get_pool)]
 StatsDep = Annotated[RequestStats, Depends(get_stats)]
+MemoryDep = Annotated[CallMemory, Depends(get_memory)]
 
 
 async def require_api_key(request: Request, settings: SettingsDep) -> None:

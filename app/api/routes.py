@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
-from app.api.deps import PoolDep, SettingsDep, StatsDep, UpstreamDep, require_api_key
+from app.api.deps import MemoryDep, PoolDep, SettingsDep, StatsDep, UpstreamDep, require_api_key
 from app.clients import is_background_task
 from app.errors import InvalidRequest
 from app.loop import run_tool_loop
@@ -36,6 +36,7 @@ async def chat_completions(
     pool: PoolDep,
     settings: SettingsDep,
     stats: StatsDep,
+    memory: MemoryDep,
     trace_header: Annotated[str | None, Header(alias="X-Toolbridge-Trace")] = None,
 ) -> Response:
     trace = _trace_mode(trace_header, settings)
@@ -51,6 +52,7 @@ async def chat_completions(
         system_hint=system_hint(settings.result_format) if settings.system_hint else None,
         sees_images=_vision_check(settings, upstream, request.model),
         offer_tools=not background_task,
+        memory=memory,
     )
     # Wait until the upstream accepted the request, so its failures still get a real HTTP status.
     try:
