@@ -7,9 +7,10 @@ as it arrives and tool-call deltas are folded, never passed on, unless they call
 tools. For a non-streaming client each round is one whole upstream answer, folded the same way.
 """
 
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, aclosing
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -50,11 +51,14 @@ class ToolOutput(Protocol):
     def images(self) -> Sequence[ImagePart]: ...
 
 
+ProgressReport = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
 class ToolRunner(Protocol):
     @property
     def catalogue(self) -> ToolCatalogue: ...
 
-    async def call_tool(self, name: str, arguments: str) -> ToolOutput: ...
+    async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None) -> ToolOutput: ...
 
 
 class LoopStats(Protocol):
@@ -79,6 +83,14 @@ class ToolsStarted:
 
 
 @dataclass(frozen=True)
+class ToolProgress:
+    call: ToolCall
+    progress: float
+    total: float | None
+    message: str | None
+
+
+@dataclass(frozen=True)
 class ToolsRan:
     calls: list[ToolCall]
     outputs: list[ToolOutput]
@@ -92,7 +104,8 @@ class Finished:
     client_tool_calls: list[ToolCall] = field(default_factory=list)
 
 
-LoopEvent = Started | TextDelta | ToolsStarted | ToolsRan | Finished
+LoopEvent = Started | TextDelta | ToolsStarted | ToolProgress | ToolsRan | Finished
+PROGRESS_BUFFER = 64  # progress past this many unread notes is dropped, never waited on
 
 
 @dataclass(frozen=True)
@@ -170,10 +183,14 @@ async def run_tool_loop(
             if mcp_calls:
                 # Both kinds in one turn: run ours now, hand the client its own, and remember ours so the
                 # model sees the whole turn when the client comes back with its results.
-                yield ToolsStarted(mcp_calls)
-                outputs, durations = await _run_concurrently(tools, mcp_calls)
+                ran = None
+                async with aclosing(_run_tools(tools, mcp_calls)) as running:
+                    async for event in running:
+                        ran = event if isinstance(event, ToolsRan) else ran
+                        yield event
+                assert ran is not None
+                outputs = ran.outputs
                 stats.tools_called.extend(call.name for call in mcp_calls)
-                yield ToolsRan(mcp_calls, outputs, durations)
                 if memory is not None:
                     memory.remember([c.id for c in client_calls], _assistant_message(turn.content, calls),
                                     _tool_messages(mcp_calls, outputs))
@@ -188,10 +205,14 @@ async def run_tool_loop(
             yield Finished("stop", usage)
             return
 
-        yield ToolsStarted(mcp_calls)
-        outputs, durations = await _run_concurrently(tools, mcp_calls)
+        ran = None
+        async with aclosing(_run_tools(tools, mcp_calls)) as running:
+            async for event in running:
+                ran = event if isinstance(event, ToolsRan) else ran
+                yield event
+        assert ran is not None
+        outputs = ran.outputs
         stats.tools_called.extend(call.name for call in mcp_calls)
-        yield ToolsRan(mcp_calls, outputs, durations)
         messages = [*messages, _assistant_message(turn.content, mcp_calls), *_tool_messages(mcp_calls, outputs)]
         images = [image for output in outputs for image in output.images]
         if images and sees_images is not None and await sees_images():
@@ -257,19 +278,33 @@ def _release_forced_choice(request: dict[str, Any]) -> None:
         del request["tool_choice"]
 
 
-async def _run_concurrently(tools: ToolRunner, calls: list[ToolCall]) -> tuple[list[ToolOutput], list[float]]:
+async def _run_tools(tools: ToolRunner, calls: list[ToolCall]) -> AsyncIterator[ToolsStarted | ToolProgress | ToolsRan]:
+    """Runs the calls at once, passing on their progress as it comes; ends with `ToolsRan`."""
+    yield ToolsStarted(calls)
     outputs: list[ToolOutput | None] = [None] * len(calls)
     durations = [0.0] * len(calls)
+    progress_in, progress_out = anyio.create_memory_object_stream[ToolProgress](PROGRESS_BUFFER)
 
     async def run(index: int, call: ToolCall) -> None:
+        async def report(progress: float, total: float | None, message: str | None) -> None:
+            with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):
+                progress_in.send_nowait(ToolProgress(call, progress, total, message))
+
         started = time.perf_counter()
-        outputs[index] = await tools.call_tool(call.name, call.arguments)
+        outputs[index] = await tools.call_tool(call.name, call.arguments, report)
         durations[index] = (time.perf_counter() - started) * 1000
 
+    async def run_all() -> None:
+        async with progress_in, anyio.create_task_group() as calls_group:
+            for index, call in enumerate(calls):
+                calls_group.start_soon(run, index, call)
+
     async with anyio.create_task_group() as group:
-        for index, call in enumerate(calls):
-            group.start_soon(run, index, call)
-    return [output for output in outputs if output is not None], durations
+        group.start_soon(run_all)
+        async with progress_out:
+            async for progress in progress_out:
+                yield progress
+    yield ToolsRan(calls, [output for output in outputs if output is not None], durations)
 
 
 def _assistant_message(content: str, calls: list[ToolCall]) -> dict[str, Any]:

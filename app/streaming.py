@@ -14,10 +14,10 @@ from typing import Any
 import structlog
 
 from app.errors import GatewayError, error_envelope
-from app.loop import Finished, LoopEvent, TextDelta, ToolsRan, ToolsStarted
+from app.loop import Finished, LoopEvent, TextDelta, ToolProgress, ToolsRan, ToolsStarted
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.sse import DONE, encode
-from app.trace import TraceMode, TraceText, render_finished, render_started
+from app.trace import TraceMode, TraceText, render_finished, render_progress, render_started
 
 log = structlog.get_logger("toolbridge.stream")
 
@@ -63,7 +63,7 @@ async def stream_payloads(
             async for event in events:
                 if isinstance(event, TextDelta):
                     yield identity.chunk(_text_delta(event))
-                elif isinstance(event, ToolsStarted | ToolsRan):
+                elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan):
                     shown = _trace_text(trace, event)
                     if shown is not None:
                         yield identity.chunk({_CHANNEL_FIELD[shown.channel]: shown.text})
@@ -95,7 +95,7 @@ async def collect_completion(
             if isinstance(event, TextDelta):
                 content.append(event.content)
                 reasoning.append(event.reasoning)
-            elif isinstance(event, ToolsStarted | ToolsRan):
+            elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan):
                 shown = _trace_text(trace, event)
                 if shown is not None:
                     (content if shown.channel == "content" else reasoning).append(shown.text)
@@ -122,9 +122,11 @@ async def collect_completion(
 _CHANNEL_FIELD = {"content": "content", "reasoning": "reasoning_content"}
 
 
-def _trace_text(mode: TraceMode, event: ToolsStarted | ToolsRan) -> TraceText | None:
+def _trace_text(mode: TraceMode, event: ToolsStarted | ToolProgress | ToolsRan) -> TraceText | None:
     if isinstance(event, ToolsStarted):
         return render_started(mode, event.calls)
+    if isinstance(event, ToolProgress):
+        return render_progress(mode, event.call, event.progress, event.total, event.message)
     return render_finished(mode, event.calls, event.outputs, event.durations_ms)
 
 

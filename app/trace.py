@@ -71,6 +71,19 @@ def render_finished(
     return None
 
 
+def render_progress(
+    mode: TraceMode, call: TracedCall, progress: float, total: float | None, message: str | None
+) -> TraceText | None:
+    """An MCP progress notification from a call still running."""
+    amount = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+    note = f"{message} " if message else ""
+    if mode == "reasoning":
+        return TraceText("reasoning", f"{call.name}: {note}({amount})\n")
+    if mode == "markdown":
+        return TraceText("content", f"\n{MARKDOWN_MARK}`{call.name}` {note}({amount})\n")
+    return None
+
+
 def strip_trace(text: str) -> str:
     """An assistant message as the model wrote it: our details blocks and markdown lines removed."""
     stripped = _MARKDOWN_BLOCK.sub("", _DETAILS_BLOCK.sub("", text))

@@ -101,3 +101,26 @@ def test_traces_in_history_are_stripped_before_the_upstream_sees_them(
     gateway.client().chat.completions.create(model="m", messages=history)
     sent = upstream.chat_requests()[0]["messages"]
     assert sent[-2] == {"role": "assistant", "content": "Let me check." + ANSWER}
+
+
+def test_progress_of_a_running_tool_appears_in_the_trace(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.script(Turn(calls=[Call("basic__steps", {"count": 2})]), Turn(content=ANSWER))
+    chunks = raw_stream(gateway, "reasoning")
+    reasoning = joined(chunks, "reasoning_content")
+    assert "basic__steps: step 1 (1/2)\nbasic__steps: step 2 (2/2)\n" in reasoning
+    assert reasoning.index("Calling basic__steps") < reasoning.index("step 1") < reasoning.index("basic__steps ok")
+
+
+def test_long_tool_calls_keep_the_stream_alive_with_comment_pings(
+    gateway: Gateway, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.api import routes
+
+    monkeypatch.setattr(routes, "SSE_PING_SECONDS", 0.2)
+    upstream.script(Turn(calls=[Call("basic__sleep", {"seconds": 1})]), Turn(content=ANSWER))
+    body = {"model": "m", "messages": ASK, "stream": True}
+    with httpx.stream("POST", f"{gateway.url}/v1/chat/completions", json=body, timeout=30) as response:
+        lines = list(response.iter_lines())
+    pings = [line for line in lines if line.startswith(":")]
+    assert pings, lines
+    assert lines.index(pings[0]) < next(i for i, line in enumerate(lines) if ANSWER[:5] in line)

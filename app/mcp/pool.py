@@ -14,7 +14,7 @@ import shutil
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -43,6 +43,7 @@ CLIENT_INFO = Implementation(name="toolbridge", version=__version__)
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 # Past the SDK's own read timeout, a call that still has not returned is abandoned.
 CALL_TIMEOUT_SLACK = 5.0
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 # What a model is told to wait before retrying a call that timed out.
 RETRY_AFTER_SECONDS = 5
 # The SDK bounds each stdio shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL); this bounds them all.
@@ -156,7 +157,7 @@ class McpPool:
         """Returns once no server is still starting."""
         await self._settled.wait()
 
-    async def call_tool(self, name: str, arguments: str) -> ToolOutcome:
+    async def call_tool(self, name: str, arguments: str, on_progress: ProgressFn | None = None) -> ToolOutcome:
         """Runs one tool call. Every failure comes back as an error outcome for the model, never raised."""
         route = self._catalogue.route(name)
         if route is None:
@@ -167,7 +168,7 @@ class McpPool:
                 CallInfo(name, None, options=self._rendering), similar_tools=similar,
             )
         started = time.perf_counter()
-        kind, outcome = await self._call(route, arguments, started)
+        kind, outcome = await self._call(route, arguments, started, on_progress)
         log.info(
             "tool_call",
             server=route.server,
@@ -178,7 +179,9 @@ class McpPool:
         )
         return outcome
 
-    async def _call(self, route: ToolRoute, arguments: str, started: float) -> tuple[FailureKind | None, ToolOutcome]:
+    async def _call(
+        self, route: ToolRoute, arguments: str, started: float, on_progress: ProgressFn | None
+    ) -> tuple[FailureKind | None, ToolOutcome]:
         def info() -> CallInfo:
             return CallInfo(route.tool, route.server, (time.perf_counter() - started) * 1000, self._rendering)
 
@@ -208,7 +211,9 @@ class McpPool:
         too_slow = f"The tool did not finish within {timeout:g} s."
         try:
             with anyio.fail_after(timeout + CALL_TIMEOUT_SLACK):
-                result = await client.call_tool(route.tool, parsed, read_timeout_seconds=timeout)
+                result = await client.call_tool(
+                    route.tool, parsed, read_timeout_seconds=timeout, progress_callback=on_progress
+                )
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 return failure(FailureKind.TIMEOUT, too_slow, retry_after=RETRY_AFTER_SECONDS)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ListToolsResult, PaginatedRequestParams
 
@@ -77,6 +77,14 @@ async def sleep(seconds: float, marker: str = "") -> str:
             Path(marker).write_text("cancelled")
         raise
     return "slept"
+
+
+@server.tool()
+async def steps(count: int, ctx: Context) -> str:
+    """Reports progress for each step, as long-running tools do."""
+    for step in range(1, count + 1):
+        await ctx.report_progress(step, total=count, message=f"step {step}")
+    return f"{count} steps done"
 
 
 if __name__ == "__main__":
