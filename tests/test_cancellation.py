@@ -54,7 +54,9 @@ def test_leaving_mid_tool_cancels_the_call_and_starts_no_round(
             if "Calling basic__sleep" in line:
                 break
         assert wait_for_file(Path(f"{marker}.started"))
+        left = time.perf_counter()
     assert wait_for_file(marker), "the MCP server never saw the call cancelled"
+    print(f"MCP call cancelled {1000 * (time.perf_counter() - left):.0f} ms after the client left")
     assert len(upstream.chat_requests()) == 1
 
 
@@ -71,5 +73,7 @@ def test_a_non_streaming_client_that_leaves_stops_its_request_too(
         client.sendall(request)
         assert wait_for_file(Path(f"{marker}.started"))
     # The socket is closed, as a closed browser tab or a killed script would leave it.
+    left = time.perf_counter()
     assert wait_for_file(marker), "the MCP server never saw the call cancelled"
+    print(f"MCP call cancelled {1000 * (time.perf_counter() - left):.0f} ms after the client left")
     assert len(upstream.chat_requests()) == 1

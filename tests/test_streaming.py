@@ -124,3 +124,20 @@ def test_long_tool_calls_keep_the_stream_alive_with_comment_pings(
     pings = [line for line in lines if line.startswith(":")]
     assert pings, lines
     assert lines.index(pings[0]) < next(i for i, line in enumerate(lines) if ANSWER[:5] in line)
+
+
+@pytest.mark.parametrize("trace", ["reasoning", "off"])
+def test_the_sdks_stream_accumulator_rebuilds_the_non_streamed_message(
+    gateway: Gateway, upstream: FakeUpstream, trace: str
+) -> None:
+    client = gateway.client(default_headers={"X-Toolbridge-Trace": trace})
+    script(upstream)
+    whole = client.chat.completions.create(model="m", messages=ASK)
+    script(upstream)
+    with client.chat.completions.stream(model="m", messages=ASK, stream_options={"include_usage": True}) as stream:
+        final = stream.get_final_completion()
+    assert final.id != whole.id
+    assert final.choices[0].message.content == whole.choices[0].message.content
+    assert final.choices[0].finish_reason == whole.choices[0].finish_reason == "stop"
+    assert final.usage is not None and whole.usage is not None
+    assert final.usage.total_tokens == whole.usage.total_tokens
