@@ -50,7 +50,9 @@ def test_leaving_mid_tool_cancels_the_call_and_starts_no_round(
                     Turn(content="never asked for"))
     body = {"model": "m", "messages": ASK, "stream": True}
     with httpx.stream("POST", f"{gateway.url}/v1/chat/completions", json=body, timeout=WAIT) as response:
-        for line in response.iter_lines():
+        # Held in a name: an abandoned line iterator is closed at once, and that would hang up early.
+        lines = response.iter_lines()
+        for line in lines:
             if "Calling basic__sleep" in line:
                 break
         assert wait_for_file(Path(f"{marker}.started"))
