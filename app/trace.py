@@ -98,14 +98,17 @@ def summary(output: TracedOutput) -> str:
 def _details_block(call: TracedCall, output: TracedOutput, duration_ms: float) -> str:
     # Open WebUI needs the block at the start of a line, a line break after the opening tag,
     # done="true", and HTML-escaped attributes with no raw line breaks.
-    result = _gist(output.content)[:DETAILS_RESULT_CHARS]
+    value = _result_value(output.content)
+    result = json.dumps(value, ensure_ascii=False)
+    if len(result) > DETAILS_RESULT_CHARS:  # a cut object is no longer JSON: show it as text
+        result = json.dumps(result[:DETAILS_RESULT_CHARS] + "…", ensure_ascii=False)
     attributes = {
         "type": "tool_calls",
         "done": "true",
         "id": call.id,
         "name": call.name,
         "arguments": call.arguments or "{}",
-        "result": json.dumps(result, ensure_ascii=False),
+        "result": result,
         "duration": f"{duration_ms:.0f}",
     }
     rendered = " ".join(f'{key}="{_attribute(value)}"' for key, value in attributes.items())
@@ -114,6 +117,20 @@ def _details_block(call: TracedCall, output: TracedOutput, duration_ms: float) -
 
 def _attribute(value: str) -> str:
     return html.escape(value, quote=True).replace("\n", "&#10;").replace("\r", "&#13;")
+
+
+def _result_value(content: str) -> Any:
+    """The result as Open WebUI's widget shows it best: the data itself (pretty-printed), or the error."""
+    try:
+        envelope: Any = json.loads(content)
+    except ValueError:
+        return content
+    if isinstance(envelope, dict) and "status" in envelope and "data" in envelope:
+        data = envelope["data"]
+        if envelope["status"] == "error" and isinstance(data, dict):
+            return f"Error: {data.get('message') or data}"
+        return data
+    return envelope
 
 
 def _gist(content: str) -> str:

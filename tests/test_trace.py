@@ -49,7 +49,11 @@ def test_details_trace_is_open_webuis_block_with_escaped_attributes() -> None:
     opening = block.splitlines()[1]
     attributes = dict(re.findall(r'(\w+)="([^"]*)"', opening))
     assert json.loads(html.unescape(attributes["arguments"])) == {"timezone": "UTC"}
-    assert json.loads(html.unescape(attributes["result"])) == "bad zone\nreally"
+    assert json.loads(html.unescape(attributes["result"])) == "Error: bad zone\nreally"
+    ok_block = render_finished("details", [CALL], [OK], [7])
+    assert ok_block is not None
+    ok_attributes = dict(re.findall(r'(\w+)="([^"]*)"', ok_block.text.splitlines()[1]))
+    assert json.loads(html.unescape(ok_attributes["result"])) == {"datetime": "2026-11-22T02:00:00+00:00"}
     assert "\n" not in opening and "&#10;" not in attributes["result"]  # the \n stays JSON-escaped
 
 
