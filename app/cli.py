@@ -60,7 +60,7 @@ def serve(settings: Settings) -> None:
 
 async def print_tools(settings: Settings) -> int:
     """Prints the tools as JSON on stdout; servers that failed are named on stderr (exit status 1)."""
-    pool = build_pool(settings, load_mcp_config(settings.mcp_config))
+    pool = build_pool(settings, load_mcp_config(settings.mcp_config), retry=False)
     async with pool:
         await pool.wait_settled()
         tools = list(pool.catalogue.openai_tools)

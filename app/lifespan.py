@@ -20,10 +20,11 @@ class State(TypedDict):
     memory: CallMemory
 
 
-def build_pool(settings: Settings, config: McpConfig) -> McpPool:
+def build_pool(settings: Settings, config: McpConfig, *, retry: bool = True) -> McpPool:
     """The MCP pool with the conversion and result settings; shared by the app and `toolbridge tools`."""
     return McpPool(
         config,
+        retry=retry,
         connect_timeout=settings.mcp_connect_timeout,
         call_timeout=settings.tool_timeout,
         conversion=ConversionOptions(profile=resolve_profile(settings.schema_profile), prefix=settings.tool_prefix),

@@ -58,7 +58,7 @@ def test_health_reports_each_server(gateway: Gateway) -> None:
     servers = body["servers"]
     assert body["status"] == "degraded"
     assert servers["basic"]["state"] == "ready"
-    assert servers["basic"]["tools"] == 7
+    assert servers["basic"]["tools"] == 8
     assert servers["remote"]["transport"] == "http"
     assert servers["legacy"]["transport"] == "sse"
     assert servers["broken"]["state"] == "failed"

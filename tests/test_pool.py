@@ -3,6 +3,7 @@
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psutil
@@ -93,3 +94,45 @@ async def test_stopping_cancels_servers_that_are_still_starting(tmp_path: Path, 
     assert pool.health()["gated"] == {"state": "failed", "transport": "stdio", "tools": 0,
                                       "error": "stopped while starting"}
     assert gated_children(never_opened) == []
+
+
+async def wait_until(pool: McpPool, name: str, predicate: Any) -> dict:
+    with anyio.fail_after(SETTLE_TIMEOUT):
+        while not predicate(status := pool.health()[name]):
+            await anyio.sleep(0.05)
+    return status
+
+
+async def test_a_crashed_server_is_restarted_and_its_tools_come_back() -> None:
+    pool = McpPool(config(basic=stdio("basic.py")), connect_timeout=60, call_timeout=10)
+    async with pool:
+        with anyio.fail_after(SETTLE_TIMEOUT):
+            await pool.wait_settled()
+        crashed = await pool.call_tool("basic__crash", "{}")
+        assert json.loads(crashed.content)["data"]["error"] == "server_unavailable"
+        status = await wait_until(pool, "basic", lambda s: s["state"] == "ready" and s.get("restarts") == 1)
+        assert "connection was lost" in status["last_error"]
+        assert "crashing on purpose" in status["last_error"]
+        after = await pool.call_tool("basic__echo", '{"text": "back"}')
+        assert (readable(after.content), after.is_error) == ("echo: back", False)
+
+
+async def test_a_server_that_failed_to_start_is_retried_until_it_starts(tmp_path: Path) -> None:
+    gate = tmp_path / "database-up"
+    pool = McpPool(config(flaky=stdio("fails_until.py", str(gate))), connect_timeout=60, call_timeout=10)
+    async with pool:
+        failed = await wait_until(pool, "flaky", lambda s: s["state"] == "failed")
+        assert "the database is down" in failed["error"]
+        gate.touch()
+        await wait_until(pool, "flaky", lambda s: s["state"] == "ready")
+        outcome = await pool.call_tool("flaky__hello", "{}")
+        assert readable(outcome.content) == "hello"
+
+
+async def test_without_retries_a_failed_server_stays_failed(tmp_path: Path) -> None:
+    pool = McpPool(config(flaky=stdio("fails_until.py", str(tmp_path / "never"))), connect_timeout=60,
+                   call_timeout=10, retry=False)
+    async with pool:
+        with anyio.fail_after(SETTLE_TIMEOUT):
+            await pool.wait_settled()
+    assert pool.health()["flaky"]["state"] == "failed"

@@ -29,7 +29,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import REQUEST_TIMEOUT, Implementation, LoggingMessageNotificationParams, Tool
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation, LoggingMessageNotificationParams, Tool
 
 from app import __version__
 from app.mcp.arguments import problems
@@ -44,6 +44,9 @@ HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 # Past the SDK's own read timeout, a call that still has not returned is abandoned.
 CALL_TIMEOUT_SLACK = 5.0
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+# Reconnection after a failed start: 1 s, 2 s, 4 s ... at most a minute apart.
+RETRY_FIRST = 1.0
+RETRY_MAX = 60.0
 # What a model is told to wait before retrying a call that timed out.
 RETRY_AFTER_SECONDS = 5
 # The SDK bounds each stdio shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL); this bounds them all.
@@ -56,6 +59,7 @@ STDERR_SETTLE_TIMEOUT = 1.0
 class ServerState(StrEnum):
     STARTING = "starting"
     READY = "ready"
+    RESTARTING = "restarting"
     FAILED = "failed"
     DISABLED = "disabled"
     STOPPED = "stopped"
@@ -68,11 +72,17 @@ class ServerStatus:
     tools: int = 0
     error: str | None = None
     protocol_version: str | None = None
+    restarts: int = 0
+    last_error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state.value, "transport": self.transport, "tools": self.tools}
         if self.error:
             out["error"] = self.error
+        if self.restarts:
+            out["restarts"] = self.restarts
+        if self.last_error and self.last_error != self.error:
+            out["last_error"] = self.last_error
         if self.protocol_version:
             out["protocol_version"] = self.protocol_version
         return out
@@ -89,8 +99,10 @@ class McpPool:
         call_timeout: float,
         conversion: ConversionOptions | None = None,
         rendering: RenderOptions | None = None,
+        retry: bool = True,
     ) -> None:
         self.config = config
+        self._retry = retry
         self._conversion = conversion or ConversionOptions()
         self._rendering = rendering or RenderOptions()
         self._connect_timeout = connect_timeout
@@ -105,6 +117,7 @@ class McpPool:
         self._clients: dict[str, Client] = {}
         self._stderr: dict[str, _StderrTail] = {}
         self._start_scopes: dict[str, anyio.CancelScope] = {}
+        self._lost: dict[str, anyio.Event] = {}
         self._tools: dict[str, list[Tool]] = {}
         self._catalogue = Catalogue()
         self._stopping = anyio.Event()
@@ -151,7 +164,8 @@ class McpPool:
 
     @property
     def degraded(self) -> bool:
-        return any(s.state in (ServerState.FAILED, ServerState.STARTING) for s in self._status.values())
+        unhealthy = (ServerState.FAILED, ServerState.STARTING, ServerState.RESTARTING)
+        return any(s.state in unhealthy for s in self._status.values())
 
     async def wait_settled(self) -> None:
         """Returns once no server is still starting."""
@@ -217,11 +231,17 @@ class McpPool:
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 return failure(FailureKind.TIMEOUT, too_slow, retry_after=RETRY_AFTER_SECONDS)
+            if exc.code == CONNECTION_CLOSED or exc.message == "Session terminated":
+                self._lost.get(server, anyio.Event()).set()
+                return failure(FailureKind.SERVER_UNAVAILABLE,
+                               f"MCP server '{server}' closed the connection; it is being restarted.")
             return failure(FailureKind.SERVER_ERROR, f"MCP server '{server}' refused the call: {exc.message}")
         except TimeoutError:
             return failure(FailureKind.TIMEOUT, too_slow, retry_after=RETRY_AFTER_SECONDS)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return failure(FailureKind.SERVER_UNAVAILABLE, f"The connection to MCP server '{server}' is closed.")
+            self._lost.get(server, anyio.Event()).set()
+            return failure(FailureKind.SERVER_UNAVAILABLE,
+                           f"MCP server '{server}' closed the connection; it is being restarted.")
         except RuntimeError as exc:  # the SDK's outputSchema validation of the result
             return failure(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
         outcome = render_result(result, info())
@@ -232,10 +252,41 @@ class McpPool:
         return configured if configured is not None else self._call_timeout
 
     async def _run_server(self, name: str, server: ServerConfig) -> None:
+        """Supervises one server: connects, serves until shutdown, and reconnects with capped backoff
+        when it fails to start or its connection is lost."""
+        status = self._status[name]
+        failures = 0
+        try:
+            while not self._stopping.is_set():
+                ended = await self._serve_once(name, server)
+                if self._stopping.is_set() or not self._retry or ended == "stopped":
+                    break
+                if ended == "lost":
+                    status.restarts += 1
+                    failures = 0  # it ran until it died: try again at once, then back off
+                else:
+                    failures += 1
+                delay = 0.0 if failures == 0 else min(RETRY_FIRST * 2 ** (failures - 1), RETRY_MAX)
+                with anyio.move_on_after(delay):
+                    await self._stopping.wait()
+        finally:
+            self._start_scopes.pop(name, None)
+            if status.state is ServerState.STARTING:  # shutdown came before this task first ran
+                self._fail(name, "stopped while starting")
+            if status.state in (ServerState.READY, ServerState.RESTARTING):
+                status.state = ServerState.STOPPED
+            self._running -= 1
+            self._check_settled()
+            if not self._running:
+                self._all_stopped.set()
+
+    async def _serve_once(self, name: str, server: ServerConfig) -> str:
+        """One connection's life: "stopped" (shutdown), "lost" (it died after serving), or "failed"."""
         status = self._status[name]
         started = time.perf_counter()
+        lost = self._lost[name] = anyio.Event()
         try:
-            # One scope for the server's whole life: its deadline covers only the start, and task
+            # One scope for the connection's whole life: its deadline covers only the start, and task
             # groups opened inside the client must close inside the same scope.
             with anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout) as scope:
                 self._start_scopes[name] = scope
@@ -247,31 +298,35 @@ class McpPool:
                     del self._start_scopes[name]
                     self._publish(name, client, tools)
                     status.protocol_version = client.protocol_version
-                    log.info(
-                        "mcp_server_ready",
-                        server=name,
-                        tools=len(tools),
-                        protocol=client.protocol_version,
-                        seconds=round(time.perf_counter() - started, 2),
-                    )
-                    await self._stopping.wait()
-                    self._unpublish(name)
-            if scope.cancelled_caught and status.state is ServerState.STARTING:
-                reason = "stopped while starting" if self._stopping.is_set() else (
-                    f"did not start within {self._connect_timeout:g} s"
-                )
-                self._fail(name, reason + await self._stderr_hint(name))
+                    log.info("mcp_server_ready", server=name, tools=len(tools), protocol=client.protocol_version,
+                             seconds=round(time.perf_counter() - started, 2), restarts=status.restarts)
+                    await _first_of(self._stopping.wait, lost.wait, self._stderr_closed(name))
+                    if self._stopping.is_set():
+                        self._unpublish(name)
+                        return "stopped"
+                    self._lose(name, "the server's connection was lost" + await self._stderr_hint(name))
+                    return "lost"
+            if scope.cancelled_caught and self._stopping.is_set():
+                self._fail(name, "stopped while starting")
+                return "stopped"
+            self._fail(name, f"did not start within {self._connect_timeout:g} s" + await self._stderr_hint(name))
         except Exception as exc:  # boundary: any failure of one server must leave the others running
             command = server.command if isinstance(server, StdioServerConfig) else None
             self._fail(name, _describe(exc, command) + await self._stderr_hint(name))
-        finally:
-            self._start_scopes.pop(name, None)
-            if status.state is ServerState.READY:
-                status.state = ServerState.STOPPED
-            self._running -= 1
-            self._check_settled()
-            if not self._running:
-                self._all_stopped.set()
+        return "failed"
+
+    def _stderr_closed(self, name: str) -> Callable[[], Awaitable[None]]:
+        tail = self._stderr.get(name)
+        if tail is None or not isinstance(self.config.servers[name], StdioServerConfig):
+            return _never
+        return tail.closed.wait  # a stdio server's stderr closes when its process exits
+
+    def _lose(self, name: str, reason: str) -> None:
+        """A served connection died: calls answer `server_unavailable` until the restart lists tools again."""
+        self._clients.pop(name, None)
+        status = self._status[name]
+        status.state, status.error, status.last_error = ServerState.RESTARTING, reason, reason
+        log.warning("mcp_server_lost", server=name, error=reason, restarts=status.restarts + 1)
 
     @asynccontextmanager
     async def _open(self, name: str, server: ServerConfig) -> AsyncIterator[Client]:
@@ -316,6 +371,7 @@ class McpPool:
         self._tools[name] = tools
         status = self._status[name]
         status.state, status.tools, status.error = ServerState.READY, len(tools), None
+        self._check_settled()
         self._rebuild_catalogue()
         self._check_settled()
 
@@ -330,7 +386,7 @@ class McpPool:
 
     def _fail(self, name: str, reason: str) -> None:
         status = self._status[name]
-        status.state, status.error = ServerState.FAILED, reason
+        status.state, status.error, status.last_error = ServerState.FAILED, reason, reason
         self._check_settled()
         log.error("mcp_server_failed", server=name, error=reason)
 
@@ -363,6 +419,21 @@ async def _enter_http(
             raise streamable_error from None
     stack.push_async_exit(attempt.__aexit__)
     return client, "http"
+
+
+async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:
+    """Returns as soon as any of the waits returns."""
+    async with anyio.create_task_group() as group:
+        async def run(wait: Callable[[], Awaitable[Any]]) -> None:
+            await wait()
+            group.cancel_scope.cancel()
+
+        for wait in waits:
+            group.start_soon(run, wait)
+
+
+async def _never() -> None:
+    await anyio.sleep_forever()
 
 
 def _sse(server: HttpServerConfig) -> Any:

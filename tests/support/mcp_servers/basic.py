@@ -4,6 +4,7 @@ Tools are listed two per page, so a client must follow `nextCursor` to see them 
 Run: `python basic.py` (stdio), `python basic.py http PORT`, or import `server` for in-process HTTP.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -77,6 +78,13 @@ async def sleep(seconds: float, marker: str = "") -> str:
             Path(marker).write_text("cancelled")
         raise
     return "slept"
+
+
+@server.tool()
+def crash() -> str:
+    """Kills this server's process mid-call, as a crashing server would."""
+    print("crashing on purpose", file=sys.stderr, flush=True)
+    os._exit(3)
 
 
 @server.tool()
