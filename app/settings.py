@@ -36,7 +36,12 @@ class Settings(BaseSettings):
     max_tool_rounds: PositiveInt = Field(
         8, description="Tool rounds before the model is asked to answer without calling tools."
     )
-    tool_timeout: PositiveFloat = Field(60.0, description="Seconds one MCP tool call may take.")
+    tool_timeout: PositiveFloat = Field(
+        60.0, description="Seconds a tool call may go without finishing or reporting progress."
+    )
+    tool_timeout_max: PositiveFloat = Field(
+        600.0, description="Seconds a tool call may take at most, however often it reports progress."
+    )
     mcp_connect_timeout: PositiveFloat = Field(
         60.0, description="Seconds an MCP server may take to start and list its tools."
     )

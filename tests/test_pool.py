@@ -48,9 +48,9 @@ async def test_a_slow_tool_gets_a_timeout_error_and_the_server_stays_usable() ->
             slow = await pool.call_tool("basic__sleep", '{"seconds": 20}')
             after = await pool.call_tool("basic__add", '{"a": 1, "b": 1}')
     assert slow.is_error
-    assert json.loads(slow.content)["data"] == {
-        "error": "timeout", "message": "The tool did not finish within 0.5 s.", "retry_after": 5
-    }
+    data = json.loads(slow.content)["data"]
+    assert (data["error"], data["retry_after"]) == ("timeout", 5)
+    assert data["message"].startswith("The tool ran without progress for 0.5 s")
     assert (readable(after.content), after.is_error) == ("2", False)
 
 
@@ -136,3 +136,21 @@ async def test_without_retries_a_failed_server_stays_failed(tmp_path: Path) -> N
         with anyio.fail_after(SETTLE_TIMEOUT):
             await pool.wait_settled()
     assert pool.health()["flaky"]["state"] == "failed"
+
+
+async def test_progress_extends_the_timeout_up_to_the_cap() -> None:
+    pool = McpPool(config(basic=stdio("basic.py", timeout=1.0)), connect_timeout=60, call_timeout=30,
+                   call_timeout_max=4.0)
+    async with pool:
+        with anyio.fail_after(SETTLE_TIMEOUT):
+            await pool.wait_settled()
+            # 5 steps 0.5 s apart: 2.5 s in all, never 1 s without progress.
+            steady = await pool.call_tool("basic__steps", '{"count": 5, "every": 0.5}')
+            # 10 steps 0.5 s apart would take 5 s: past the 4 s cap.
+            endless = await pool.call_tool("basic__steps", '{"count": 10, "every": 0.5}')
+            after = await pool.call_tool("basic__add", '{"a": 2, "b": 2}')
+    assert (readable(steady.content), steady.is_error) == ("5 steps done", False)
+    data = json.loads(endless.content)["data"]
+    assert data["error"] == "timeout"
+    assert data["message"].startswith("The tool ran its limit of 4")
+    assert readable(after.content) == "4"

@@ -41,7 +41,7 @@ log = structlog.get_logger("toolbridge.mcp")
 
 CLIENT_INFO = Implementation(name="toolbridge", version=__version__)
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
-# Past the SDK's own read timeout, a call that still has not returned is abandoned.
+# The SDK's own read timeout is a backstop a little past our cap; our deadline normally acts first.
 CALL_TIMEOUT_SLACK = 5.0
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 # Reconnection after a failed start: 1 s, 2 s, 4 s ... at most a minute apart.
@@ -100,9 +100,11 @@ class McpPool:
         conversion: ConversionOptions | None = None,
         rendering: RenderOptions | None = None,
         retry: bool = True,
+        call_timeout_max: float | None = None,
     ) -> None:
         self.config = config
         self._retry = retry
+        self._call_timeout_max = call_timeout_max or call_timeout
         self._conversion = conversion or ConversionOptions()
         self._rendering = rendering or RenderOptions()
         self._connect_timeout = connect_timeout
@@ -223,11 +225,23 @@ class McpPool:
             )
         timeout = self._timeout_for(server)
         too_slow = f"The tool did not finish within {timeout:g} s."
+        deadline = _ProgressDeadline(timeout, max(timeout, self._call_timeout_max))
+
+        async def progressed(progress: float, total: float | None, message: str | None) -> None:
+            deadline.extend()
+            if on_progress is not None:
+                await on_progress(progress, total, message)
+
         try:
-            with anyio.fail_after(timeout + CALL_TIMEOUT_SLACK):
+            with deadline.scope:
                 result = await client.call_tool(
-                    route.tool, parsed, read_timeout_seconds=timeout, progress_callback=on_progress
+                    route.tool, parsed, read_timeout_seconds=deadline.cap + CALL_TIMEOUT_SLACK,
+                    progress_callback=progressed,
                 )
+            if deadline.scope.cancelled_caught:  # cancelling the call sent notifications/cancelled
+                limit = "its limit of" if deadline.capped else "without progress for"
+                return failure(FailureKind.TIMEOUT, f"The tool ran {limit} {deadline.elapsed:g} s and was stopped.",
+                               retry_after=RETRY_AFTER_SECONDS)
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 return failure(FailureKind.TIMEOUT, too_slow, retry_after=RETRY_AFTER_SECONDS)
@@ -236,8 +250,6 @@ class McpPool:
                 return failure(FailureKind.SERVER_UNAVAILABLE,
                                f"MCP server '{server}' closed the connection; it is being restarted.")
             return failure(FailureKind.SERVER_ERROR, f"MCP server '{server}' refused the call: {exc.message}")
-        except TimeoutError:
-            return failure(FailureKind.TIMEOUT, too_slow, retry_after=RETRY_AFTER_SECONDS)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._lost.get(server, anyio.Event()).set()
             return failure(FailureKind.SERVER_UNAVAILABLE,
@@ -419,6 +431,26 @@ async def _enter_http(
             raise streamable_error from None
     stack.push_async_exit(attempt.__aexit__)
     return client, "http"
+
+
+class _ProgressDeadline:
+    """A call's time limit: `timeout` without progress, each progress note restarting it, never past `cap`."""
+
+    def __init__(self, timeout: float, cap: float) -> None:
+        self.timeout, self.cap = timeout, cap
+        self.started = anyio.current_time()
+        self.scope = anyio.CancelScope(deadline=self.started + timeout)
+
+    def extend(self) -> None:
+        self.scope.deadline = min(anyio.current_time() + self.timeout, self.started + self.cap)
+
+    @property
+    def capped(self) -> bool:
+        return self.scope.deadline >= self.started + self.cap
+
+    @property
+    def elapsed(self) -> float:
+        return round(anyio.current_time() - self.started, 1)
 
 
 async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:

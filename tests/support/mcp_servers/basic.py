@@ -88,9 +88,10 @@ def crash() -> str:
 
 
 @server.tool()
-async def steps(count: int, ctx: Context) -> str:
-    """Reports progress for each step, as long-running tools do."""
+async def steps(count: int, ctx: Context, every: float = 0.0) -> str:
+    """Reports progress for each step, `every` seconds apart, as long-running tools do."""
     for step in range(1, count + 1):
+        await anyio.sleep(every)
         await ctx.report_progress(step, total=count, message=f"step {step}")
     return f"{count} steps done"
 
