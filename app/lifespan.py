@@ -28,6 +28,7 @@ def build_pool(settings: Settings, config: McpConfig, *, retry: bool = True) -> 
         connect_timeout=settings.mcp_connect_timeout,
         call_timeout=settings.tool_timeout,
         call_timeout_max=settings.tool_timeout_max,
+        block_changed_tools=settings.block_changed_tools,
         conversion=ConversionOptions(profile=resolve_profile(settings.schema_profile), prefix=settings.tool_prefix),
         rendering=RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars),
     )

@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     tool_timeout_max: PositiveFloat = Field(
         600.0, description="Seconds a tool call may take at most, however often it reports progress."
     )
+    block_changed_tools: bool = Field(
+        False, description="Stop offering a tool whose definition a server changes, until the gateway restarts."
+    )
     mcp_connect_timeout: PositiveFloat = Field(
         60.0, description="Seconds an MCP server may take to start and list its tools."
     )

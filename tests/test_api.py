@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from app.main import create_app
-from tests.conftest import Gateway, make_settings, wait_for_health
+from tests.conftest import BASIC_TOOLS, Gateway, make_settings, wait_for_health
 from tests.support.fake_upstream import MODEL, FakeUpstream, Turn
 from tests.support.servers import ServerThread, free_port
 
@@ -58,7 +58,7 @@ def test_health_reports_each_server(gateway: Gateway) -> None:
     servers = body["servers"]
     assert body["status"] == "degraded"
     assert servers["basic"]["state"] == "ready"
-    assert servers["basic"]["tools"] == 8
+    assert servers["basic"]["tools"] == len(BASIC_TOOLS)
     assert servers["remote"]["transport"] == "http"
     assert servers["legacy"]["transport"] == "sse"
     assert servers["broken"]["state"] == "failed"

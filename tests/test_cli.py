@@ -12,7 +12,7 @@ import openai
 import psutil
 import pytest
 
-from tests.conftest import stdio_entry, wait_for_health
+from tests.conftest import BASIC_TOOLS, stdio_entry, wait_for_health
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.servers import free_port
 
@@ -41,10 +41,7 @@ def test_tools_prints_the_openai_tools_and_exits(tmp_path: Path) -> None:
     result = run_cli("tools", "--mcp-config", str(config), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     tools = json.loads(result.stdout)
-    assert [t["function"]["name"] for t in tools] == [
-        "basic__echo", "basic__add", "basic__fail", "basic__get_weather", "basic__rendezvous", "basic__sleep",
-        "basic__crash", "basic__steps",
-    ]
+    assert [t["function"]["name"] for t in tools] == [f"basic__{name}" for name in BASIC_TOOLS]
     assert all(t["type"] == "function" and t["function"]["parameters"]["type"] == "object" for t in tools)
 
 
@@ -54,7 +51,7 @@ def test_tools_names_failed_servers_and_exits_nonzero(tmp_path: Path) -> None:
     )
     result = run_cli("tools", "--mcp-config", str(config), cwd=tmp_path)
     assert result.returncode == 1
-    assert len(json.loads(result.stdout)) == 8
+    assert len(json.loads(result.stdout)) == len(BASIC_TOOLS)
     assert "'broken' failed" in result.stderr
     assert "command not found: no-such-mcp-server-binary" in result.stderr
 
@@ -73,7 +70,7 @@ def test_settings_come_from_environment_and_dotenv(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text(f"TOOLBRIDGE_MCP_CONFIG={config}\n")
     result = run_cli("tools", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert len(json.loads(result.stdout)) == 8
+    assert len(json.loads(result.stdout)) == len(BASIC_TOOLS)
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
@@ -149,8 +146,6 @@ def test_tools_honours_the_prefix_and_profile_settings(tmp_path: Path) -> None:
                      "--schema-profile", "passthrough", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     tools = json.loads(result.stdout)
-    assert [t["function"]["name"] for t in tools] == [
-        "echo", "add", "fail", "get_weather", "rendezvous", "sleep", "crash", "steps"
-    ]
+    assert [t["function"]["name"] for t in tools] == BASIC_TOOLS
     rendezvous = next(t for t in tools if t["function"]["name"] == "rendezvous")["function"]["parameters"]
     assert rendezvous["properties"]["wait_seconds"]["default"] == 10.0  # passthrough keeps what grammar-safe moves

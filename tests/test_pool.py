@@ -8,10 +8,11 @@ from typing import Any
 import anyio
 import psutil
 import pytest
+from structlog.testing import capture_logs
 
 from app.mcp.config import McpConfig, StdioServerConfig
 from app.mcp.pool import McpPool
-from tests.conftest import SERVERS
+from tests.conftest import BASIC_TOOLS, SERVERS
 from tests.support.fake_upstream import readable
 
 pytestmark = pytest.mark.anyio
@@ -154,3 +155,33 @@ async def test_progress_extends_the_timeout_up_to_the_cap() -> None:
     assert data["error"] == "timeout"
     assert data["message"].startswith("The tool ran its limit of 4")
     assert readable(after.content) == "4"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-listen", "2025-notification"])
+async def test_a_changed_tool_list_is_picked_up_on_both_protocol_eras(mode: str) -> None:
+    pool = McpPool(config(basic=stdio("basic.py", mode=mode)), connect_timeout=60, call_timeout=10)
+    async with pool:
+        with anyio.fail_after(SETTLE_TIMEOUT):
+            await pool.wait_settled()
+            assert not pool.catalogue.owns("basic__late_tool")
+            await pool.call_tool("basic__grow", "{}")
+            while not pool.catalogue.owns("basic__late_tool"):
+                await anyio.sleep(0.02)
+        assert readable((await pool.call_tool("basic__late_tool", "{}")).content) == "late"
+        assert pool.health()["basic"]["tools"] == len(BASIC_TOOLS) + 1
+
+
+@pytest.mark.parametrize("block", [False, True], ids=["flagged", "blocked"])
+async def test_a_changed_definition_is_flagged_and_can_be_withdrawn(block: bool) -> None:
+    pool = McpPool(config(basic=stdio("basic.py")), connect_timeout=60, call_timeout=10, block_changed_tools=block)
+    with capture_logs() as logs:
+        async with pool:
+            with anyio.fail_after(SETTLE_TIMEOUT):
+                await pool.wait_settled()
+                await pool.call_tool("basic__mutate", "{}")
+                while not any(e["event"] == "mcp_tools_changed" for e in logs):
+                    await anyio.sleep(0.02)
+            offered = pool.catalogue.owns("basic__echo")
+    [warning] = [e for e in logs if e["event"] == "mcp_tool_definition_changed"]
+    assert (warning["log_level"], warning["server"], warning["tools"]) == ("warning", "basic", ["echo"])
+    assert offered is not block

@@ -29,7 +29,15 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation, LoggingMessageNotificationParams, Tool
+from mcp.client.subscriptions import ListenNotSupportedError
+from mcp.types import (
+    CONNECTION_CLOSED,
+    REQUEST_TIMEOUT,
+    Implementation,
+    LoggingMessageNotificationParams,
+    Tool,
+    ToolListChangedNotification,
+)
 
 from app import __version__
 from app.mcp.arguments import problems
@@ -101,9 +109,11 @@ class McpPool:
         rendering: RenderOptions | None = None,
         retry: bool = True,
         call_timeout_max: float | None = None,
+        block_changed_tools: bool = False,
     ) -> None:
         self.config = config
         self._retry = retry
+        self._block_changed = block_changed_tools
         self._call_timeout_max = call_timeout_max or call_timeout
         self._conversion = conversion or ConversionOptions()
         self._rendering = rendering or RenderOptions()
@@ -120,6 +130,8 @@ class McpPool:
         self._stderr: dict[str, _StderrTail] = {}
         self._start_scopes: dict[str, anyio.CancelScope] = {}
         self._lost: dict[str, anyio.Event] = {}
+        self._changes: dict[str, anyio.Event] = {}
+        self._blocked: dict[str, set[str]] = {}
         self._tools: dict[str, list[Tool]] = {}
         self._catalogue = Catalogue()
         self._stopping = anyio.Event()
@@ -312,7 +324,10 @@ class McpPool:
                     status.protocol_version = client.protocol_version
                     log.info("mcp_server_ready", server=name, tools=len(tools), protocol=client.protocol_version,
                              seconds=round(time.perf_counter() - started, 2), restarts=status.restarts)
-                    await _first_of(self._stopping.wait, lost.wait, self._stderr_closed(name))
+                    async with anyio.create_task_group() as connection:
+                        connection.start_soon(self._follow_tool_changes, name, client)
+                        await _first_of(self._stopping.wait, lost.wait, self._stderr_closed(name))
+                        connection.cancel_scope.cancel()
                     if self._stopping.is_set():
                         self._unpublish(name)
                         return "stopped"
@@ -326,6 +341,53 @@ class McpPool:
             command = server.command if isinstance(server, StdioServerConfig) else None
             self._fail(name, _describe(exc, command) + await self._stderr_hint(name))
         return "failed"
+
+    def _notification_handler(self, name: str) -> Callable[[Any], Awaitable[None]]:
+        async def handle(message: Any) -> None:
+            if isinstance(message, ToolListChangedNotification):  # 2025-era connections push this
+                self._tools_changed(name).set()
+            elif isinstance(message, Exception):
+                log.warning("mcp_transport_error", server=name, error=str(message))
+
+        return handle
+
+    def _tools_changed(self, name: str) -> anyio.Event:
+        return self._changes.setdefault(name, anyio.Event())
+
+    async def _follow_tool_changes(self, name: str, client: Client) -> None:
+        """Re-lists a server's tools whenever it says they changed, on either protocol era."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(_listen_for_tool_changes, client, lambda: self._tools_changed(name).set())
+            while True:
+                await self._tools_changed(name).wait()
+                self._changes[name] = anyio.Event()
+                try:
+                    tools = await _list_all_tools(client, refresh=True)
+                except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+                    log.warning("mcp_tools_relist_failed", server=name, error=str(exc))
+                    continue
+                self._republish(name, tools)
+
+    def _republish(self, name: str, tools: list[Tool]) -> None:
+        """Swaps in a changed tool list; a changed definition of a known tool is flagged (rug pull)."""
+        before = {tool.name: _definition(tool) for tool in self._tools.get(name, [])}
+        after = {tool.name: _definition(tool) for tool in tools}
+        added, removed = sorted(after.keys() - before.keys()), sorted(before.keys() - after.keys())
+        changed = sorted(n for n in after.keys() & before.keys() if after[n] != before[n])
+        if changed:
+            log.warning("mcp_tool_definition_changed", server=name, tools=changed,
+                        blocked=self._block_changed, note="a server changed a tool it had offered before")
+            if self._block_changed:
+                self._blocked.setdefault(name, set()).update(changed)
+        if added or removed or changed:
+            log.info("mcp_tools_changed", server=name, added=added, removed=removed, changed=changed)
+        self._tools[name] = tools
+        self._status[name].tools = len(self._offered(name, tools))
+        self._rebuild_catalogue()
+
+    def _offered(self, name: str, tools: list[Tool]) -> list[Tool]:
+        blocked = self._blocked.get(name, set())
+        return [tool for tool in tools if tool.name not in blocked]
 
     def _stderr_closed(self, name: str) -> Callable[[], Awaitable[None]]:
         tail = self._stderr.get(name)
@@ -346,6 +408,8 @@ class McpPool:
             "client_info": CLIENT_INFO,
             "read_timeout_seconds": self._connect_timeout,
             "logging_callback": _server_log_forwarder(name),
+            "message_handler": self._notification_handler(name),
+            "mode": server.mode,
         }
         async with AsyncExitStack() as stack:
             if isinstance(server, StdioServerConfig):
@@ -393,7 +457,7 @@ class McpPool:
         self._rebuild_catalogue()
 
     def _rebuild_catalogue(self) -> None:
-        ordered = {name: self._tools[name] for name in self.config.servers if name in self._tools}
+        ordered = {name: self._offered(name, self._tools[name]) for name in self.config.servers if name in self._tools}
         self._catalogue = build_catalogue(ordered, self._conversion)
 
     def _fail(self, name: str, reason: str) -> None:
@@ -472,11 +536,28 @@ def _sse(server: HttpServerConfig) -> Any:
     return sse_client(server.url, headers=server.headers, timeout=30.0, sse_read_timeout=300.0)
 
 
-async def _list_all_tools(client: Client) -> list[Tool]:
+async def _listen_for_tool_changes(client: Client, changed: Callable[[], None]) -> None:
+    """2026-era servers announce tool changes only on a subscriptions/listen stream."""
+    try:
+        async with client.listen(tools_list_changed=True) as subscription:
+            changed()  # a change between the first listing and the subscription would go unseen
+            async for _event in subscription:
+                changed()
+    except ListenNotSupportedError:
+        return  # a 2025-era connection: changes arrive through the message handler instead
+    except MCPError as exc:
+        log.info("mcp_listen_unavailable", error=exc.message)
+
+
+def _definition(tool: Tool) -> str:
+    return json.dumps(tool.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=True)
+
+
+async def _list_all_tools(client: Client, refresh: bool = False) -> list[Tool]:
     tools: list[Tool] = []
     cursor: str | None = None
     while True:
-        page = await client.list_tools(cursor=cursor)
+        page = await client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
         tools.extend(page.tools)
         cursor = page.next_cursor
         if not cursor:
