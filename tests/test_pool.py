@@ -185,3 +185,34 @@ async def test_a_changed_definition_is_flagged_and_can_be_withdrawn(block: bool)
     [warning] = [e for e in logs if e["event"] == "mcp_tool_definition_changed"]
     assert (warning["log_level"], warning["server"], warning["tools"]) == ("warning", "basic", ["echo"])
     assert offered is not block
+
+
+async def test_elicitation_is_declined_politely() -> None:
+    # MCPServer's ctx.elicit is a server-to-client request, which only 2025-era connections carry.
+    pool = McpPool(config(basic=stdio("basic.py", mode="legacy")), connect_timeout=60, call_timeout=10)
+    async with pool:
+        with anyio.fail_after(SETTLE_TIMEOUT):
+            await pool.wait_settled()
+            outcome = await pool.call_tool("basic__ask", "{}")
+    assert readable(outcome.content) == "the client answered: decline"
+
+
+@pytest.mark.parametrize(
+    ("filters", "offered"),
+    [
+        ({"disabledTools": ["crash", "mutate"]}, [t for t in BASIC_TOOLS if t not in ("crash", "mutate")]),
+        ({"enabledTools": ["echo", "add"]}, ["echo", "add"]),
+        ({"enabledTools": ["echo", "add"], "disabledTools": ["add"]}, ["echo"]),
+    ],
+)
+async def test_enabled_and_disabled_tools_filter_what_is_offered(filters: dict, offered: list[str]) -> None:
+    from app.mcp.config import StdioServerConfig as Config
+
+    server = Config.model_validate({"command": sys.executable, "args": [str(SERVERS / "basic.py")], **filters})
+    pool = McpPool(config(basic=server), connect_timeout=60, call_timeout=10)
+    async with pool:
+        with anyio.fail_after(SETTLE_TIMEOUT):
+            await pool.wait_settled()
+        names = [t["function"]["name"] for t in pool.catalogue.openai_tools]
+        assert pool.health()["basic"]["tools"] == len(offered)
+    assert names == [f"basic__{name}" for name in offered]

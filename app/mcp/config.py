@@ -30,6 +30,14 @@ class _ServerBase(BaseModel):
     mode: Literal["auto", "legacy"] = Field(
         "auto", description="auto probes the 2026 protocol first; legacy goes straight to the 2025 handshake."
     )
+    enabled_tools: list[str] | None = Field(None, alias="enabledTools", description="Offer only these tools.")
+    disabled_tools: list[str] = Field(default_factory=list, alias="disabledTools", description="Never offer these.")
+
+    def offers(self, tool: str) -> bool:
+        """Whether mcp.json lets this tool be offered (mcpo's disabledTools, ollama-mcp-bridge's filter)."""
+        if tool in self.disabled_tools:
+            return False
+        return self.enabled_tools is None or tool in self.enabled_tools
 
 
 class StdioServerConfig(_ServerBase):

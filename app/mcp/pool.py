@@ -33,6 +33,8 @@ from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.types import (
     CONNECTION_CLOSED,
     REQUEST_TIMEOUT,
+    ElicitRequestParams,
+    ElicitResult,
     Implementation,
     LoggingMessageNotificationParams,
     Tool,
@@ -387,7 +389,8 @@ class McpPool:
 
     def _offered(self, name: str, tools: list[Tool]) -> list[Tool]:
         blocked = self._blocked.get(name, set())
-        return [tool for tool in tools if tool.name not in blocked]
+        server = self.config.servers[name]
+        return [tool for tool in tools if tool.name not in blocked and server.offers(tool.name)]
 
     def _stderr_closed(self, name: str) -> Callable[[], Awaitable[None]]:
         tail = self._stderr.get(name)
@@ -409,6 +412,7 @@ class McpPool:
             "read_timeout_seconds": self._connect_timeout,
             "logging_callback": _server_log_forwarder(name),
             "message_handler": self._notification_handler(name),
+            "elicitation_callback": _decline_elicitation(name),
             "mode": server.mode,
         }
         async with AsyncExitStack() as stack:
@@ -446,7 +450,7 @@ class McpPool:
         self._clients[name] = client
         self._tools[name] = tools
         status = self._status[name]
-        status.state, status.tools, status.error = ServerState.READY, len(tools), None
+        status.state, status.tools, status.error = ServerState.READY, len(self._offered(name, tools)), None
         self._check_settled()
         self._rebuild_catalogue()
         self._check_settled()
@@ -596,6 +600,16 @@ async def _pump_stderr(server: str, read_fd: int, tail: _StderrTail) -> None:
     finally:
         tail.closed.set()
         transport.close()
+
+
+def _decline_elicitation(server: str) -> Any:
+    """Nobody is there to answer a server's question in the middle of a chat request: decline, and say so."""
+
+    async def decline(_context: Any, params: ElicitRequestParams) -> ElicitResult:
+        log.info("mcp_elicitation_declined", server=server, message=getattr(params, "message", None))
+        return ElicitResult(action="decline")
+
+    return decline
 
 
 def _server_log_forwarder(server: str) -> Any:

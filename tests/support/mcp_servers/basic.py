@@ -13,6 +13,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ListToolsResult, PaginatedRequestParams
+from pydantic import BaseModel
 
 PAGE_SIZE = 2
 
@@ -118,6 +119,17 @@ async def steps(count: int, ctx: Context, every: float = 0.0) -> str:
         await anyio.sleep(every)
         await ctx.report_progress(step, total=count, message=f"step {step}")
     return f"{count} steps done"
+
+
+class Confirmation(BaseModel):
+    confirm: bool
+
+
+@server.tool()
+async def ask(ctx: Context) -> str:
+    """Asks the user a question mid-call (elicitation) and reports what came back."""
+    answer = await ctx.elicit("Really delete everything?", Confirmation)
+    return f"the client answered: {answer.action}"
 
 
 if __name__ == "__main__":
