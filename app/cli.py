@@ -14,7 +14,7 @@ from pydantic_settings import CliApp, CliPositionalArg, SettingsConfigDict
 
 from app.lifespan import build_pool
 from app.logging import configure_logging
-from app.mcp.config import McpConfigError, load_mcp_config
+from app.mcp.config import McpConfigError, config_paths, load_mcp_configs
 from app.mcp.pool import ServerState
 from app.settings import Settings
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = CliApp.run(CommandLine, cli_args=sys.argv[1:] if argv is None else argv)
     configure_logging(args.log_format, args.log_level)
     try:
-        load_mcp_config(args.mcp_config)
+        load_mcp_configs(config_paths(args.mcp_config))
     except McpConfigError as exc:
         print(f"toolbridge: {exc}", file=sys.stderr)
         return 2
@@ -60,7 +60,7 @@ def serve(settings: Settings) -> None:
 
 async def print_tools(settings: Settings) -> int:
     """Prints the tools as JSON on stdout; servers that failed are named on stderr (exit status 1)."""
-    pool = build_pool(settings, load_mcp_config(settings.mcp_config), retry=False)
+    pool = build_pool(settings, load_mcp_configs(config_paths(settings.mcp_config)), retry=False)
     async with pool:
         await pool.wait_settled()
         tools = list(pool.catalogue.openai_tools)

@@ -4,7 +4,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, TypedDict
 
-from app.mcp.config import McpConfig, load_mcp_config
+from app.mcp.config import McpConfig, config_paths, load_mcp_configs
 from app.mcp.convert import ConversionOptions, resolve_profile
 from app.mcp.pool import McpPool
 from app.mcp.results import RenderOptions
@@ -39,7 +39,7 @@ def build_lifespan(
 ) -> Callable[[Any], AbstractAsyncContextManager[State]]:
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[State]:
-        config = load_mcp_config(settings.mcp_config)
+        config = load_mcp_configs(config_paths(settings.mcp_config))
         async with AsyncExitStack() as stack:
             upstream = await stack.enter_async_context(
                 UpstreamClient(

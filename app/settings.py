@@ -27,7 +27,11 @@ class Settings(BaseSettings):
     upstream_timeout: PositiveFloat = Field(
         600.0, description="Seconds to wait for the upstream to answer (read timeout per chunk)."
     )
-    mcp_config: Path = Field(Path("mcp.json"), description="Path of the mcp.json that lists the MCP servers.")
+    mcp_config: str = Field(
+        "mcp.json",
+        description="The mcp.json files listing the MCP servers, comma-separated; later files win. "
+        "The word lmstudio stands for LM Studio's own mcp.json.",
+    )
     host: str = Field("127.0.0.1", description="Address to bind. Keep 127.0.0.1 unless you set API keys.")
     port: int = Field(8000, ge=1, le=65535, description="Port to listen on.")
     api_keys: str = Field(
@@ -76,6 +80,11 @@ class Settings(BaseSettings):
     )
     log_format: Literal["console", "json"] = Field("console", description="Log lines for people or machines.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Lowest level logged.")
+
+    @field_validator("mcp_config", mode="before")
+    @classmethod
+    def _path_as_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, Path) else value
 
     @field_validator("log_level", mode="before")
     @classmethod

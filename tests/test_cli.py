@@ -149,3 +149,17 @@ def test_tools_honours_the_prefix_and_profile_settings(tmp_path: Path) -> None:
     assert [t["function"]["name"] for t in tools] == BASIC_TOOLS
     rendezvous = next(t for t in tools if t["function"]["name"] == "rendezvous")["function"]["parameters"]
     assert rendezvous["properties"]["wait_seconds"]["default"] == 10.0  # passthrough keeps what grammar-safe moves
+
+
+def test_lm_studio_users_existing_servers_are_offered(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".lmstudio").mkdir(parents=True)
+    (home / ".lmstudio" / "mcp.json").write_text(json.dumps({"mcpServers": {"basic": stdio_entry("basic.py")}}))
+    extra = write_config(tmp_path, {"more": stdio_entry("basic.py")})
+    result = subprocess.run(
+        [TOOLBRIDGE, "tools", "--mcp-config", f"lmstudio,{extra}"], capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env=clean_env() | {"HOME": str(home)}, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    names = [t["function"]["name"] for t in json.loads(result.stdout)]
+    assert names == [f"basic__{n}" for n in BASIC_TOOLS] + [f"more__{n}" for n in BASIC_TOOLS]

@@ -5,7 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from app.mcp.config import HttpServerConfig, McpConfigError, StdioServerConfig, load_mcp_config
+from app.mcp.config import (
+    HttpServerConfig,
+    McpConfigError,
+    StdioServerConfig,
+    config_paths,
+    load_mcp_config,
+    load_mcp_configs,
+)
 
 
 def write(tmp_path: Path, content: object) -> Path:
@@ -109,3 +116,28 @@ def test_an_unusable_file_is_fatal_and_named(tmp_path: Path, content: str, fragm
 def test_vscode_servers_key_is_accepted(tmp_path: Path) -> None:
     path = write(tmp_path, {"servers": {"a": {"command": "x"}}})
     assert list(load_mcp_config(path).servers) == ["a"]
+
+
+def test_several_files_merge_and_later_files_win(tmp_path: Path) -> None:
+    first = tmp_path / "a.json"
+    first.write_text(json.dumps({"mcpServers": {"time": {"command": "old-time"}, "files": {"command": "fs"},
+                                                "broken": {"args": []}}}))
+    second = tmp_path / "b.json"
+    second.write_text(json.dumps({"mcpServers": {"time": {"command": "new-time"}, "broken": {"command": "fixed"}}}))
+    config = load_mcp_configs([first, second, tmp_path / "absent.json"])
+    assert {name: s.command for name, s in config.servers.items()} == {  # type: ignore[union-attr]
+        "time": "new-time", "files": "fs", "broken": "fixed"
+    }
+    assert config.problems == {}
+    assert config.found
+    assert config.files == [(first, True), (second, True), (tmp_path / "absent.json", False)]
+
+
+def test_lmstudio_names_lm_studios_own_mcp_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    lmstudio = tmp_path / ".lmstudio" / "mcp.json"
+    assert config_paths("lmstudio, ./mine.json") == [lmstudio, Path("mine.json")]
+    lmstudio_cache = tmp_path / ".cache" / "lm-studio" / "mcp.json"
+    lmstudio_cache.parent.mkdir(parents=True)
+    lmstudio_cache.write_text("{}")
+    assert config_paths("lmstudio") == [lmstudio_cache]  # the location that exists wins

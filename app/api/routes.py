@@ -176,7 +176,11 @@ async def health(pool: PoolDep, upstream: UpstreamDep) -> dict[str, Any]:
         "upstream": {"url": upstream.base_url, "kind": await upstream.server_kind()},
         "servers": servers,
         "tools": len(pool.catalogue.openai_tools),
-        "mcp_config": {"path": str(config.path), "found": config.found},
+        "mcp_config": {
+            "path": str(config.path),
+            "found": config.found,
+            "files": [{"path": str(path), "found": found} for path, found in config.files],
+        },
     }
     if not config.found:
         body["mcp_config"]["note"] = "file not found: no MCP tools are offered"

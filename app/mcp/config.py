@@ -70,6 +70,45 @@ class McpConfig:
     servers: dict[str, ServerConfig] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
     disabled: list[str] = field(default_factory=list)
+    files: list[tuple[Path, bool]] = field(default_factory=list)
+
+
+# Where LM Studio keeps its mcp.json (the word `lmstudio` in TOOLBRIDGE_MCP_CONFIG stands for it).
+LMSTUDIO_CONFIGS = (Path("~/.lmstudio/mcp.json"), Path("~/.cache/lm-studio/mcp.json"))
+
+
+def config_paths(setting: str) -> list[Path]:
+    """The files named by TOOLBRIDGE_MCP_CONFIG: comma-separated; `lmstudio` is LM Studio's own mcp.json."""
+    paths: list[Path] = []
+    for part in (p.strip() for p in setting.split(",")):
+        if part.lower() == "lmstudio":
+            found = [p.expanduser() for p in LMSTUDIO_CONFIGS if p.expanduser().exists()]
+            paths.append(found[0] if found else LMSTUDIO_CONFIGS[0].expanduser())
+        elif part:
+            paths.append(Path(part).expanduser())
+    return paths
+
+
+def load_mcp_configs(paths: list[Path], environ: Mapping[str, str] | None = None) -> McpConfig:
+    """Several mcp.json files as one; a server named in a later file replaces the earlier one.
+
+    Raises:
+        McpConfigError: one of the files cannot be read or is not a JSON object of servers.
+    """
+    merged = McpConfig(path=paths[0] if paths else Path("mcp.json"), found=False)
+    for path in paths:
+        config = load_mcp_config(path, environ)
+        merged.files.append((path, config.found))
+        merged.found = merged.found or config.found
+        for name in (*config.servers, *config.problems, *config.disabled):
+            merged.servers.pop(name, None)
+            merged.problems.pop(name, None)
+            if name in merged.disabled:
+                merged.disabled.remove(name)
+        merged.servers.update(config.servers)
+        merged.problems.update(config.problems)
+        merged.disabled.extend(config.disabled)
+    return merged
 
 
 def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> McpConfig:
@@ -80,7 +119,7 @@ def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> Mcp
     """
     environ = os.environ if environ is None else environ
     if not path.exists():
-        return McpConfig(path=path, found=False)
+        return McpConfig(path=path, found=False, files=[(path, False)])
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -91,7 +130,7 @@ def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> Mcp
     if not isinstance(entries, dict):
         raise McpConfigError(f'{path}: expected an object like {{"mcpServers": {{"name": {{...}}}}}}')
 
-    config = McpConfig(path=path, found=True)
+    config = McpConfig(path=path, found=True, files=[(path, True)])
     for name, entry in entries.items():
         try:
             server = _parse_server(entry, environ, base_dir=path.parent)

@@ -146,7 +146,8 @@ class McpPool:
         for name, problem in self.config.problems.items():
             log.error("mcp_server_config_invalid", server=name, error=problem)
         if not self.config.found:
-            log.warning("mcp_config_missing", path=str(self.config.path), effect="no MCP tools")
+            paths = [str(path) for path, _ in self.config.files] or [str(self.config.path)]
+            log.warning("mcp_config_missing", paths=paths, effect="no MCP tools")
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._running = len(self.config.servers)
