@@ -163,3 +163,29 @@ def test_lm_studio_users_existing_servers_are_offered(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     names = [t["function"]["name"] for t in json.loads(result.stdout)]
     assert names == [f"basic__{n}" for n in BASIC_TOOLS] + [f"more__{n}" for n in BASIC_TOOLS]
+
+
+def test_a_killed_server_is_healed_without_user_action(tmp_path: Path, upstream: FakeUpstream) -> None:
+    config = write_config(tmp_path, {"time": {"command": "mcp-server-time"}, "broken": {"command": "no-such-binary"}})
+    port = free_port()
+    env = clean_env() | {"TOOLBRIDGE_UPSTREAM_URL": f"{upstream.url}/v1"}
+    log_path = tmp_path / "gateway.log"
+    with log_path.open("w") as log_file:
+        gateway = subprocess.Popen([TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config)],
+                                   cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=log_file)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(base, lambda b: b["servers"]["time"]["state"] == "ready")
+        children = psutil.Process(gateway.pid).children(recursive=True)
+        [server] = [c for c in children if "mcp-server-time" in " ".join(c.cmdline())]
+        server.kill()
+        healed = wait_for_health(base, lambda b: b["servers"]["time"].get("restarts") == 1
+                                 and b["servers"]["time"]["state"] == "ready")
+        assert healed["servers"]["broken"]["state"] == "failed"
+        upstream.script(Turn(calls=[Call("time__get_current_time", {"timezone": "UTC"})]), Turn(content="done"))
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "time?"}])
+        assert json.loads(upstream.chat_requests()[1]["messages"][-1]["content"])["status"] == "success"
+    finally:
+        gateway.send_signal(signal.SIGTERM)
+        gateway.wait(timeout=EXIT_TIMEOUT)
