@@ -1,5 +1,7 @@
 """The long-lived resources: one upstream client and the MCP pool, opened and closed on one stack."""
 
+import asyncio
+import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, TypedDict
@@ -20,11 +22,14 @@ class State(TypedDict):
     memory: CallMemory
 
 
-def build_pool(settings: Settings, config: McpConfig, *, retry: bool = True) -> McpPool:
+def build_pool(settings: Settings, config: McpConfig, *, retry: bool = True, reload: bool = False) -> McpPool:
     """The MCP pool with the conversion and result settings; shared by the app and `toolbridge tools`."""
+    paths = config_paths(settings.mcp_config)
     return McpPool(
         config,
         retry=retry,
+        load_config=(lambda: load_mcp_configs(paths)) if reload else None,
+        watch=paths if reload and settings.watch_config else (),
         connect_timeout=settings.mcp_connect_timeout,
         call_timeout=settings.tool_timeout,
         call_timeout_max=settings.tool_timeout_max,
@@ -49,7 +54,18 @@ def build_lifespan(
                     transport=upstream_transport or make_transport(settings.upstream_transport),
                 )
             )
-            pool = await stack.enter_async_context(build_pool(settings, config))
+            pool = await stack.enter_async_context(build_pool(settings, config, reload=True))
+            _reload_on_sighup(pool, stack)
             yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": CallMemory()}
 
     return lifespan
+
+
+def _reload_on_sighup(pool: McpPool, stack: AsyncExitStack) -> None:
+    """`kill -HUP` re-reads mcp.json, as daemons do; on platforms without SIGHUP nothing happens."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGHUP, pool.request_reload)
+    except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not the main thread (tests)
+        return
+    stack.callback(loop.remove_signal_handler, signal.SIGHUP)

@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     tool_timeout_max: PositiveFloat = Field(
         600.0, description="Seconds a tool call may take at most, however often it reports progress."
     )
+    watch_config: bool = Field(
+        False, description="Apply changes to the mcp.json files as soon as they are saved (SIGHUP always works)."
+    )
     block_changed_tools: bool = Field(
         False, description="Stop offering a tool whose definition a server changes, until the gateway restarts."
     )

@@ -1,5 +1,6 @@
 """The `toolbridge` command as a user runs it: printing tools, serving, and stopping cleanly."""
 
+import contextlib
 import json
 import os
 import signal
@@ -189,3 +190,38 @@ def test_a_killed_server_is_healed_without_user_action(tmp_path: Path, upstream:
     finally:
         gateway.send_signal(signal.SIGTERM)
         gateway.wait(timeout=EXIT_TIMEOUT)
+
+
+@pytest.mark.parametrize("trigger", ["sighup", "watch"])
+def test_config_changes_are_applied_without_a_restart(tmp_path: Path, trigger: str) -> None:
+    config = write_config(tmp_path, {"one": stdio_entry("basic.py", "one"), "kept": stdio_entry("basic.py", "kept")})
+    port = free_port()
+    flags = ["--watch-config"] if trigger == "watch" else []
+    with (tmp_path / "gateway.log").open("w") as log_file:
+        gateway = subprocess.Popen([TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config), *flags],
+                                   cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=log_file)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(base, lambda b: b["status"] == "ok")
+        kept_pid = _server_pid(gateway.pid, "kept")
+        one = psutil.Process(_server_pid(gateway.pid, "one"))
+        write_config(tmp_path, {"kept": stdio_entry("basic.py", "kept"), "two": stdio_entry("basic.py", "two")})
+        if trigger == "sighup":
+            gateway.send_signal(signal.SIGHUP)
+        body = wait_for_health(base, lambda b: set(b["servers"]) == {"kept", "two"} and b["status"] == "ok")
+        assert body["tools"] == 2 * len(BASIC_TOOLS)
+        assert _server_pid(gateway.pid, "kept") == kept_pid  # unchanged servers keep running
+        _, alive = psutil.wait_procs([one], timeout=10)
+        assert alive == []
+    finally:
+        gateway.send_signal(signal.SIGTERM)
+        gateway.wait(timeout=EXIT_TIMEOUT)
+
+
+def _server_pid(gateway_pid: int, tag: str) -> int:
+    """The pid of the test server started for the mcp.json entry whose last argument is `tag`."""
+    for child in psutil.Process(gateway_pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if child.cmdline()[-1] == tag:
+                return child.pid
+    raise AssertionError(f"no server process for {tag}")

@@ -14,7 +14,7 @@ import shutil
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -40,10 +40,11 @@ from mcp.types import (
     Tool,
     ToolListChangedNotification,
 )
+from watchfiles import awatch
 
 from app import __version__
 from app.mcp.arguments import problems
-from app.mcp.config import HttpServerConfig, McpConfig, ServerConfig, StdioServerConfig
+from app.mcp.config import HttpServerConfig, McpConfig, McpConfigError, ServerConfig, StdioServerConfig
 from app.mcp.convert import Catalogue, ConversionOptions, ToolRoute, build_catalogue
 from app.mcp.results import CallInfo, FailureKind, RenderOptions, ToolOutcome, render_failure, render_result
 
@@ -112,6 +113,8 @@ class McpPool:
         retry: bool = True,
         call_timeout_max: float | None = None,
         block_changed_tools: bool = False,
+        load_config: Callable[[], McpConfig] | None = None,
+        watch: Sequence[Path] = (),
     ) -> None:
         self.config = config
         self._retry = retry
@@ -122,7 +125,7 @@ class McpPool:
         self._connect_timeout = connect_timeout
         self._call_timeout = call_timeout
         self._status: dict[str, ServerStatus] = {}
-        for name, server in config.servers.items():
+        for name, server in config.servers.items():  # replaced by _start once the pool is entered
             self._status[name] = ServerStatus(ServerState.STARTING, _transport_name(server))
         for name, problem in config.problems.items():
             self._status[name] = ServerStatus(ServerState.FAILED, "unknown", error=problem)
@@ -135,6 +138,12 @@ class McpPool:
         self._changes: dict[str, anyio.Event] = {}
         self._blocked: dict[str, set[str]] = {}
         self._tools: dict[str, list[Tool]] = {}
+        self._configs: dict[str, ServerConfig] = {}
+        self._server_stops: dict[str, anyio.Event] = {}
+        self._server_done: dict[str, anyio.Event] = {}
+        self._reload_requested = anyio.Event()
+        self._load_config = load_config
+        self._watch = [path.resolve() for path in watch]
         self._catalogue = Catalogue()
         self._stopping = anyio.Event()
         self._settled = anyio.Event()
@@ -150,13 +159,78 @@ class McpPool:
             log.warning("mcp_config_missing", paths=paths, effect="no MCP tools")
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
-        self._running = len(self.config.servers)
         for name, server in self.config.servers.items():
-            self._task_group.start_soon(self._run_server, name, server, name=f"mcp:{name}")
+            self._start(name, server)
         self._check_settled()
         if not self._running:
             self._all_stopped.set()
+        if self._load_config is not None:
+            self._task_group.start_soon(self._reload_when_asked, name="mcp:reload")
+            if self._watch:
+                self._task_group.start_soon(self._reload_on_change, name="mcp:watch")
         return self
+
+    async def _reload_on_change(self) -> None:
+        """Asks for a reload whenever one of the config files is written (TOOLBRIDGE_WATCH_CONFIG)."""
+        folders = sorted({str(path.parent) for path in self._watch if path.parent.exists()})
+        watched = {str(path) for path in self._watch}
+        async for changes in awatch(*folders, debounce=200, recursive=False):
+            if any(changed in watched for _, changed in changes):
+                log.info("mcp_config_changed", files=sorted(c for _, c in changes if c in watched))
+                self.request_reload()
+
+    def request_reload(self) -> None:
+        """Re-reads the config soon: new servers start, removed ones stop, changed ones restart."""
+        self._reload_requested.set()
+
+    def _start(self, name: str, server: ServerConfig) -> None:
+        assert self._task_group is not None
+        self._configs[name] = server
+        self._status[name] = ServerStatus(ServerState.STARTING, _transport_name(server))
+        self._server_stops[name], self._server_done[name] = anyio.Event(), anyio.Event()
+        if not self._running and self._all_stopped.is_set():
+            self._all_stopped = anyio.Event()
+        self._running += 1
+        self._task_group.start_soon(self._run_server, name, server, name=f"mcp:{name}")
+
+    async def _reload_when_asked(self) -> None:
+        assert self._load_config is not None
+        while True:
+            await self._reload_requested.wait()
+            self._reload_requested = anyio.Event()
+            try:
+                new = await anyio.to_thread.run_sync(self._load_config)
+            except McpConfigError as exc:
+                log.error("mcp_config_reload_failed", error=str(exc), effect="the running servers are kept")
+                continue
+            await self._apply(new)
+
+    async def _apply(self, new: McpConfig) -> None:
+        old_servers = dict(self._configs)
+        going = [n for n, s in old_servers.items() if new.servers.get(n) != s]
+        coming = [n for n, s in new.servers.items() if old_servers.get(n) != s]
+        log.info("mcp_config_reloaded", stopping=going, starting=coming, unchanged=len(old_servers) - len(going))
+        for name in going:
+            self._server_stops[name].set()
+        for name in going:
+            with anyio.move_on_after(SHUTDOWN_TIMEOUT):
+                await self._server_done[name].wait()
+            self._forget(name)
+        self.config = new
+        for name, problem in new.problems.items():
+            self._status[name] = ServerStatus(ServerState.FAILED, "unknown", error=problem)
+        for name in new.disabled:
+            self._status[name] = ServerStatus(ServerState.DISABLED, "none")
+        for name in [n for n in self._status if n not in new.servers and n not in new.problems
+                     and n not in new.disabled and n not in self._configs]:
+            del self._status[name]
+        for name in coming:
+            self._start(name, new.servers[name])
+        self._rebuild_catalogue()
+
+    def _forget(self, name: str) -> None:
+        for table in (self._configs, self._clients, self._tools, self._blocked, self._status):
+            table.pop(name, None)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -275,18 +349,19 @@ class McpPool:
         return None, outcome
 
     def _timeout_for(self, server: str) -> float:
-        configured = self.config.servers[server].timeout
+        configured = self._configs[server].timeout
         return configured if configured is not None else self._call_timeout
 
     async def _run_server(self, name: str, server: ServerConfig) -> None:
         """Supervises one server: connects, serves until shutdown, and reconnects with capped backoff
         when it fails to start or its connection is lost."""
         status = self._status[name]
+        stop = self._server_stops[name]
         failures = 0
         try:
-            while not self._stopping.is_set():
+            while not (self._stopping.is_set() or stop.is_set()):
                 ended = await self._serve_once(name, server)
-                if self._stopping.is_set() or not self._retry or ended == "stopped":
+                if self._stopping.is_set() or stop.is_set() or not self._retry or ended == "stopped":
                     break
                 if ended == "lost":
                     status.restarts += 1
@@ -295,8 +370,9 @@ class McpPool:
                     failures += 1
                 delay = 0.0 if failures == 0 else min(RETRY_FIRST * 2 ** (failures - 1), RETRY_MAX)
                 with anyio.move_on_after(delay):
-                    await self._stopping.wait()
+                    await _first_of(self._stopping.wait, stop.wait)
         finally:
+            self._server_done[name].set()
             self._start_scopes.pop(name, None)
             if status.state is ServerState.STARTING:  # shutdown came before this task first ran
                 self._fail(name, "stopped while starting")
@@ -329,9 +405,10 @@ class McpPool:
                              seconds=round(time.perf_counter() - started, 2), restarts=status.restarts)
                     async with anyio.create_task_group() as connection:
                         connection.start_soon(self._follow_tool_changes, name, client)
-                        await _first_of(self._stopping.wait, lost.wait, self._stderr_closed(name))
+                        stop = self._server_stops[name]
+                        await _first_of(self._stopping.wait, stop.wait, lost.wait, self._stderr_closed(name))
                         connection.cancel_scope.cancel()
-                    if self._stopping.is_set():
+                    if self._stopping.is_set() or stop.is_set():
                         self._unpublish(name)
                         return "stopped"
                     self._lose(name, "the server's connection was lost" + await self._stderr_hint(name))
@@ -390,12 +467,12 @@ class McpPool:
 
     def _offered(self, name: str, tools: list[Tool]) -> list[Tool]:
         blocked = self._blocked.get(name, set())
-        server = self.config.servers[name]
+        server = self._configs[name]
         return [tool for tool in tools if tool.name not in blocked and server.offers(tool.name)]
 
     def _stderr_closed(self, name: str) -> Callable[[], Awaitable[None]]:
         tail = self._stderr.get(name)
-        if tail is None or not isinstance(self.config.servers[name], StdioServerConfig):
+        if tail is None or not isinstance(self._configs.get(name), StdioServerConfig):
             return _never
         return tail.closed.wait  # a stdio server's stderr closes when its process exits
 
@@ -462,7 +539,7 @@ class McpPool:
         self._rebuild_catalogue()
 
     def _rebuild_catalogue(self) -> None:
-        ordered = {name: self._offered(name, self._tools[name]) for name in self.config.servers if name in self._tools}
+        ordered = {name: self._offered(name, self._tools[name]) for name in self._configs if name in self._tools}
         self._catalogue = build_catalogue(ordered, self._conversion)
 
     def _fail(self, name: str, reason: str) -> None:
