@@ -225,3 +225,24 @@ def _server_pid(gateway_pid: int, tag: str) -> int:
             if child.cmdline()[-1] == tag:
                 return child.pid
     raise AssertionError(f"no server process for {tag}")
+
+
+def test_helpers_a_server_leaves_behind_are_ended_at_shutdown(tmp_path: Path) -> None:
+    helper_file = tmp_path / "helper.pid"
+    config = write_config(tmp_path, {"spawner": stdio_entry("spawner.py", str(helper_file))})
+    port = free_port()
+    gateway = subprocess.Popen([TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config)],
+                               cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_health(f"http://127.0.0.1:{port}", lambda b: b["status"] == "ok")
+        helper = psutil.Process(int(helper_file.read_text()))
+        assert helper.is_running()
+        gateway.send_signal(signal.SIGTERM)
+        gateway.wait(timeout=EXIT_TIMEOUT)
+        _, alive = psutil.wait_procs([helper], timeout=5)
+        assert alive == []
+    finally:
+        if gateway.poll() is None:
+            gateway.kill()
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(int(helper_file.read_text())).kill()

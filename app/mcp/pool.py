@@ -7,10 +7,12 @@ so HTTP serves while slow servers are still starting.
 """
 
 import asyncio
+import contextlib
 import json
 import math
 import os
 import shutil
+import signal
 import sys
 import time
 from collections import deque
@@ -24,6 +26,7 @@ from typing import Any, Self
 
 import anyio
 import httpx2
+import psutil
 import structlog
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.sse import sse_client
@@ -63,6 +66,7 @@ RETRY_AFTER_SECONDS = 5
 # The SDK bounds each stdio shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL); this bounds them all.
 SHUTDOWN_TIMEOUT = 10.0
 STDERR_TAIL_LINES = 5
+GROUP_KILL_TIMEOUT = 2.0  # left-over helpers get this long after SIGTERM before SIGKILL
 # A server that died has flushed its stderr; this bounds the wait for our reader to catch up.
 STDERR_SETTLE_TIMEOUT = 1.0
 
@@ -135,6 +139,7 @@ class McpPool:
         self._stderr: dict[str, _StderrTail] = {}
         self._start_scopes: dict[str, anyio.CancelScope] = {}
         self._lost: dict[str, anyio.Event] = {}
+        self._process_groups: set[int] = set()
         self._changes: dict[str, anyio.Event] = {}
         self._blocked: dict[str, set[str]] = {}
         self._tools: dict[str, list[Tool]] = {}
@@ -244,6 +249,7 @@ class McpPool:
         # What is left are stderr readers of pipes a stray grandchild may hold open.
         self._task_group.cancel_scope.cancel()
         await self._task_group.__aexit__(exc_type, exc, tb)
+        await _end_process_groups(self._process_groups)
 
     @property
     def catalogue(self) -> Catalogue:
@@ -511,10 +517,14 @@ class McpPool:
         tail = self._stderr[name] = _StderrTail()
         assert self._task_group is not None
         self._task_group.start_soon(_pump_stderr, name, read_fd, tail, name=f"mcp-stderr:{name}")
+        before = _session_children()
         try:
-            return await stack.enter_async_context(Client(stdio_client(params, errlog=errlog), **options))
+            client = await stack.enter_async_context(Client(stdio_client(params, errlog=errlog), **options))
         finally:
             errlog.close()  # the child holds its own copy; ours would keep the pipe open forever
+        # Each stdio server leads its own process group; remember ours to end what it leaves behind.
+        self._process_groups.update(_spawned_since(before, server.args))
+        return client
 
     async def _stderr_hint(self, name: str) -> str:
         tail = self._stderr.get(name)
@@ -577,6 +587,45 @@ async def _enter_http(
             raise streamable_error from None
     stack.push_async_exit(attempt.__aexit__)
     return client, "http"
+
+
+def _session_children() -> dict[int, list[str]]:
+    """Our child processes that lead their own process group (stdio servers are started that way)."""
+    found = {}
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            if os.getpgid(child.pid) == child.pid:
+                found[child.pid] = child.cmdline()
+    return found
+
+
+def _spawned_since(before: dict[int, list[str]], args: list[str]) -> set[int]:
+    """The group of the server just started: new since `before`, and run with these arguments."""
+    return {
+        pid for pid, cmdline in _session_children().items()
+        if pid not in before and (not args or cmdline[-len(args):] == args)
+    }
+
+
+async def _end_process_groups(groups: set[int]) -> None:
+    """SIGTERM, then SIGKILL after a bounded wait, to whatever is left in our servers' process groups:
+    helpers a server started and did not stop when it exited."""
+    alive = {group for group in groups if _signal_group(group, signal.SIGTERM)}
+    deadline = anyio.current_time() + GROUP_KILL_TIMEOUT
+    while alive and anyio.current_time() < deadline:
+        await anyio.sleep(0.05)
+        alive = {group for group in alive if _signal_group(group, 0)}
+    for group in alive:
+        log.warning("mcp_process_group_killed", process_group=group)
+        _signal_group(group, signal.SIGKILL)
+
+
+def _signal_group(group: int, sig: int) -> bool:
+    try:
+        os.killpg(group, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 class _ProgressDeadline:
