@@ -10,7 +10,9 @@ from app.mcp.config import McpConfig, config_paths, load_mcp_configs
 from app.mcp.convert import ConversionOptions, resolve_profile
 from app.mcp.pool import McpPool
 from app.mcp.results import RenderOptions
+from app.mcp.sampling import Complete
 from app.memory import CallMemory
+from app.openai.accumulate import TurnAccumulator
 from app.settings import Settings
 from app.upstream.client import Transport, UpstreamClient, make_transport
 
@@ -22,12 +24,22 @@ class State(TypedDict):
     memory: CallMemory
 
 
-def build_pool(settings: Settings, config: McpConfig, *, retry: bool = True, reload: bool = False) -> McpPool:
+def build_pool(
+    settings: Settings,
+    config: McpConfig,
+    *,
+    retry: bool = True,
+    reload: bool = False,
+    upstream: UpstreamClient | None = None,
+) -> McpPool:
     """The MCP pool with the conversion and result settings; shared by the app and `toolbridge tools`."""
     paths = config_paths(settings.mcp_config)
+    sampling = upstream is not None and settings.sampling
     return McpPool(
         config,
         retry=retry,
+        complete=_completer(upstream) if sampling and upstream is not None else None,
+        sampling_model=settings.sampling_model or None,
         load_config=(lambda: load_mcp_configs(paths)) if reload else None,
         watch=paths if reload and settings.watch_config else (),
         connect_timeout=settings.mcp_connect_timeout,
@@ -54,11 +66,25 @@ def build_lifespan(
                     transport=upstream_transport or make_transport(settings.upstream_transport),
                 )
             )
-            pool = await stack.enter_async_context(build_pool(settings, config, reload=True))
+            pool = await stack.enter_async_context(build_pool(settings, config, reload=True, upstream=upstream))
             _reload_on_sighup(pool, stack)
             yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": CallMemory()}
 
     return lifespan
+
+
+def _completer(upstream: UpstreamClient) -> Complete:
+    """One whole (non-streamed) answer from the upstream, for MCP sampling requests."""
+
+    async def complete(body: dict[str, Any]) -> tuple[str, str | None, str | None]:
+        turn = TurnAccumulator()
+        async with upstream.stream_chat(body) as chunks:
+            async for chunk in chunks:
+                turn.add(chunk)
+        turn.finish()
+        return turn.content, turn.finish_reason, turn.model
+
+    return complete
 
 
 def _reload_on_sighup(pool: McpPool, stack: AsyncExitStack) -> None:

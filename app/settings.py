@@ -49,6 +49,12 @@ class Settings(BaseSettings):
     watch_config: bool = Field(
         False, description="Apply changes to the mcp.json files as soon as they are saved (SIGHUP always works)."
     )
+    sampling: bool = Field(
+        True, description="Answer MCP servers' sampling requests (sampling/createMessage) with the upstream model."
+    )
+    sampling_model: str = Field(
+        "", description="Model for sampling requests when the server names none; empty: the upstream's default."
+    )
     block_changed_tools: bool = Field(
         False, description="Stop offering a tool whose definition a server changes, until the gateway restarts."
     )

@@ -20,7 +20,8 @@ SERVERS = Path(__file__).parent / "support" / "mcp_servers"
 READY_TIMEOUT = 60.0
 # The tools of tests/support/mcp_servers/basic.py as exposed (sanitised), in the order it lists them.
 BASIC_TOOLS = [
-    "echo", "add", "fail", "get_weather", "rendezvous", "sleep", "grow", "mutate", "crash", "steps", "ask"
+    "echo", "add", "fail", "get_weather", "rendezvous", "sleep", "grow", "mutate", "crash", "steps", "ask",
+    "ask_model",
 ]
 
 

@@ -50,6 +50,7 @@ from app.mcp.arguments import problems
 from app.mcp.config import HttpServerConfig, McpConfig, McpConfigError, ServerConfig, StdioServerConfig
 from app.mcp.convert import Catalogue, ConversionOptions, ToolRoute, build_catalogue
 from app.mcp.results import CallInfo, FailureKind, RenderOptions, ToolOutcome, render_failure, render_result
+from app.mcp.sampling import Complete, sampling_handler
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -119,6 +120,8 @@ class McpPool:
         block_changed_tools: bool = False,
         load_config: Callable[[], McpConfig] | None = None,
         watch: Sequence[Path] = (),
+        complete: Complete | None = None,
+        sampling_model: str | None = None,
     ) -> None:
         self.config = config
         self._retry = retry
@@ -148,6 +151,7 @@ class McpPool:
         self._server_done: dict[str, anyio.Event] = {}
         self._reload_requested = anyio.Event()
         self._load_config = load_config
+        self._complete, self._sampling_model = complete, sampling_model
         self._watch = [path.resolve() for path in watch]
         self._catalogue = Catalogue()
         self._stopping = anyio.Event()
@@ -499,6 +503,8 @@ class McpPool:
             "elicitation_callback": _decline_elicitation(name),
             "mode": server.mode,
         }
+        if self._complete is not None:  # registering the callback is what declares the capability
+            options["sampling_callback"] = sampling_handler(name, self._complete, self._sampling_model, log)
         async with AsyncExitStack() as stack:
             if isinstance(server, StdioServerConfig):
                 client = await self._enter_stdio(stack, name, server, options)

@@ -12,7 +12,14 @@ from pathlib import Path
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ListToolsResult, PaginatedRequestParams
+from mcp.types import (
+    ListToolsResult,
+    ModelHint,
+    ModelPreferences,
+    PaginatedRequestParams,
+    SamplingMessage,
+    TextContent,
+)
 from pydantic import BaseModel
 
 PAGE_SIZE = 2
@@ -130,6 +137,18 @@ async def ask(ctx: Context) -> str:
     """Asks the user a question mid-call (elicitation) and reports what came back."""
     answer = await ctx.elicit("Really delete everything?", Confirmation)
     return f"the client answered: {answer.action}"
+
+
+@server.tool()
+async def ask_model(question: str, ctx: Context) -> str:
+    """Asks the client's model (MCP sampling) and returns its answer."""
+    result = await ctx.session.create_message(
+        messages=[SamplingMessage(role="user", content=TextContent(type="text", text=question))],
+        max_tokens=50,
+        system_prompt="Answer in one word.",
+        model_preferences=ModelPreferences(hints=[ModelHint(name="tiny-model")]),
+    )
+    return f"model said: {result.content.text}"
 
 
 if __name__ == "__main__":

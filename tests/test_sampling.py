@@ -1,0 +1,50 @@
+"""MCP sampling: a server asks for a completion mid-call, and the upstream model answers it."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.main import create_app
+from tests.conftest import Gateway, make_settings, servers_ready, stdio_entry, wait_for_health
+from tests.support.fake_upstream import Call, FakeUpstream, Turn, envelopes
+from tests.support.servers import ServerThread
+
+ASK = [{"role": "user", "content": "ask the model"}]
+
+
+@pytest.fixture
+def sampling_gateway(upstream: FakeUpstream, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Gateway]:
+    # MCPServer sends sampling as a server-to-client request, which 2025-era connections carry.
+    servers = {"basic": {**stdio_entry("basic.py"), "mode": "legacy"}}
+    settings = make_settings(tmp_path, servers, upstream_url=f"{upstream.url}/v1", **request.param)
+    with ServerThread(create_app(settings)) as thread:
+        wait_for_health(thread.url, servers_ready("basic"))
+        yield Gateway(thread, settings)
+
+
+@pytest.mark.parametrize("sampling_gateway", [{}], indirect=True)
+def test_a_servers_sampling_request_is_answered_by_the_upstream(
+    sampling_gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    upstream.script(Turn(calls=[Call("basic__ask_model", {"question": "Capital of France?"})]),
+                    Turn(content="Paris", usage=(7, 1)), Turn(content="done"))
+    reply = sampling_gateway.client().chat.completions.create(model="qwen3-8b", messages=ASK)
+    assert reply.choices[0].message.content == "done"
+    _, sampled, final = upstream.chat_requests()
+    assert sampled["model"] == "tiny-model"
+    assert sampled["max_tokens"] == 50
+    assert sampled["messages"] == [{"role": "system", "content": "Answer in one word."},
+                                   {"role": "user", "content": "Capital of France?"}]
+    assert "tools" not in sampled
+    [envelope] = envelopes(final)
+    assert envelope["data"] == {"result": "model said: Paris"}
+
+
+@pytest.mark.parametrize("sampling_gateway", [{"sampling": False}], indirect=True)
+def test_sampling_can_be_turned_off(sampling_gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.script(Turn(calls=[Call("basic__ask_model", {"question": "?"})]), Turn(content="done"))
+    sampling_gateway.client().chat.completions.create(model="qwen3-8b", messages=ASK)
+    assert len(upstream.chat_requests()) == 2  # the server's request was refused, not sent upstream
+    [envelope] = envelopes(upstream.chat_requests()[1])
+    assert envelope["status"] == "error"
