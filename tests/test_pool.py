@@ -216,3 +216,17 @@ async def test_enabled_and_disabled_tools_filter_what_is_offered(filters: dict, 
         names = [t["function"]["name"] for t in pool.catalogue.openai_tools]
         assert pool.health()["basic"]["tools"] == len(offered)
     assert names == [f"basic__{name}" for name in offered]
+
+
+@pytest.mark.parametrize("how", ["garbage", "flood", "stubborn"])
+async def test_misbehaving_servers_serve_and_shut_down_within_bounds(how: str) -> None:
+    pool = McpPool(config(bad=stdio("misbehaving.py", how)), connect_timeout=60, call_timeout=10)
+    with anyio.fail_after(SETTLE_TIMEOUT):
+        async with pool:
+            await wait_until(pool, "bad", lambda s: s["state"] == "ready")
+            outcome = await pool.call_tool("bad__ping", "{}")
+            assert readable(outcome.content) == "pong"
+            processes = [c for c in psutil.Process().children() if c.cmdline()[-1:] == [how]]
+            assert len(processes) == 1
+    _, alive = psutil.wait_procs(processes, timeout=5)
+    assert alive == []
