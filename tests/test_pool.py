@@ -1,6 +1,7 @@
 """The MCP pool on its own: start failures, timeouts and routing, against real stdio servers."""
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,10 +11,11 @@ import psutil
 import pytest
 from structlog.testing import capture_logs
 
-from app.mcp.config import McpConfig, StdioServerConfig
+from app.mcp.config import HttpServerConfig, McpConfig, StdioServerConfig
 from app.mcp.pool import McpPool
 from tests.conftest import BASIC_TOOLS, SERVERS
 from tests.support.fake_upstream import readable
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.anyio
 SETTLE_TIMEOUT = 60
@@ -230,3 +232,42 @@ async def test_misbehaving_servers_serve_and_shut_down_within_bounds(how: str) -
             assert len(processes) == 1
     _, alive = psutil.wait_procs(processes, timeout=5)
     assert alive == []
+
+
+async def _listening(port: int) -> None:
+    with anyio.fail_after(SETTLE_TIMEOUT):
+        while True:
+            try:
+                await (await anyio.connect_tcp("127.0.0.1", port)).aclose()
+                return
+            except OSError:
+                await anyio.sleep(0.05)
+
+
+async def test_a_restarted_remote_server_is_reconnected_and_a_safe_call_retried() -> None:
+    port = free_port()
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, str(SERVERS / "basic.py"), "http", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    remote = start()
+    try:
+        await _listening(port)
+        server = HttpServerConfig(url=f"http://127.0.0.1:{port}/mcp", mode="legacy")
+        pool = McpPool(McpConfig(path=Path("t.json"), found=True, servers={"remote": server}),
+                       connect_timeout=30, call_timeout=10)
+        async with pool:
+            await wait_until(pool, "remote", lambda s: s["state"] == "ready")
+            assert readable((await pool.call_tool("remote__echo", '{"text": "one"}')).content) == "echo: one"
+            remote.kill()
+            remote.wait(timeout=10)
+            remote = start()
+            await _listening(port)
+            # The old session is gone; echo is read-only, so the call waits for the reconnection and runs again.
+            again = await pool.call_tool("remote__echo", '{"text": "two"}')
+            assert (readable(again.content), again.is_error) == ("echo: two", False)
+            assert pool.health()["remote"]["restarts"] == 1
+    finally:
+        remote.kill()
+        remote.wait(timeout=10)

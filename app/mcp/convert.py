@@ -41,6 +41,12 @@ class ToolRoute:
     tool: str
     validator: Validator | None = field(default=None, compare=False, repr=False)
     read_only: bool = False
+    idempotent: bool = False
+
+    @property
+    def safe_to_retry(self) -> bool:
+        """Whether calling the tool twice does no harm (its server says it only reads, or is idempotent)."""
+        return self.read_only or self.idempotent
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,7 @@ def build_catalogue(
             tool=tool.name,
             validator=compile_validator(tool.input_schema),
             read_only=bool(annotations and annotations.read_only_hint),
+            idempotent=bool(annotations and annotations.idempotent_hint),
         )
         openai_tools.append(to_openai_tool(name, tool, options.profile))
     return Catalogue(openai_tools=tuple(openai_tools), routes=routes)

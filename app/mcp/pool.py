@@ -59,6 +59,8 @@ HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 # The SDK's own read timeout is a backstop a little past our cap; our deadline normally acts first.
 CALL_TIMEOUT_SLACK = 5.0
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+# How long a safe call whose remote session expired waits for the reconnection before its one retry.
+RECONNECT_WAIT = 10.0
 # Reconnection after a failed start: 1 s, 2 s, 4 s ... at most a minute apart.
 RETRY_FIRST = 1.0
 RETRY_MAX = 60.0
@@ -143,6 +145,7 @@ class McpPool:
         self._start_scopes: dict[str, anyio.CancelScope] = {}
         self._lost: dict[str, anyio.Event] = {}
         self._process_groups: set[int] = set()
+        self._published: dict[str, anyio.Event] = {}
         self._changes: dict[str, anyio.Event] = {}
         self._blocked: dict[str, set[str]] = {}
         self._tools: dict[str, list[Tool]] = {}
@@ -295,7 +298,7 @@ class McpPool:
         return outcome
 
     async def _call(
-        self, route: ToolRoute, arguments: str, started: float, on_progress: ProgressFn | None
+        self, route: ToolRoute, arguments: str, started: float, on_progress: ProgressFn | None, retried: bool = False
     ) -> tuple[FailureKind | None, ToolOutcome]:
         def info() -> CallInfo:
             return CallInfo(route.tool, route.server, (time.perf_counter() - started) * 1000, self._rendering)
@@ -344,8 +347,10 @@ class McpPool:
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 return failure(FailureKind.TIMEOUT, too_slow, retry_after=RETRY_AFTER_SECONDS)
-            if exc.code == CONNECTION_CLOSED or exc.message == "Session terminated":
+            if exc.code == CONNECTION_CLOSED or _session_gone(exc):
                 self._lost.get(server, anyio.Event()).set()
+                if route.safe_to_retry and not retried and await self._reconnected(server, client):
+                    return await self._call(route, arguments, started, on_progress, retried=True)
                 return failure(FailureKind.SERVER_UNAVAILABLE,
                                f"MCP server '{server}' closed the connection; it is being restarted.")
             return failure(FailureKind.SERVER_ERROR, f"MCP server '{server}' refused the call: {exc.message}")
@@ -357,6 +362,20 @@ class McpPool:
             return failure(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
         outcome = render_result(result, info())
         return None, outcome
+
+    async def _reconnected(self, server: str, old: Client) -> bool:
+        """Waits, bounded, for the server's next connection after `old` was lost."""
+        with anyio.move_on_after(RECONNECT_WAIT):
+            while self._clients.get(server) in (None, old):
+                await self._published_event(server).wait()
+            return True
+        return False
+
+    def _published_event(self, server: str) -> anyio.Event:
+        event = self._published.get(server)
+        if event is None or event.is_set():
+            event = self._published[server] = anyio.Event()
+        return event
 
     def _timeout_for(self, server: str) -> float:
         configured = self._configs[server].timeout
@@ -542,6 +561,7 @@ class McpPool:
 
     def _publish(self, name: str, client: Client, tools: list[Tool]) -> None:
         self._clients[name] = client
+        self._published_event(name).set()
         self._tools[name] = tools
         status = self._status[name]
         status.state, status.tools, status.error = ServerState.READY, len(self._offered(name, tools)), None
@@ -632,6 +652,11 @@ def _signal_group(group: int, sig: int) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+def _session_gone(error: MCPError) -> bool:
+    # A restarted or expired remote server: the SDK's 404 mapping, or the server's own JSON-RPC error.
+    return error.message.lower() in ("session terminated", "session not found")
 
 
 class _ProgressDeadline:

@@ -19,6 +19,7 @@ from mcp.types import (
     PaginatedRequestParams,
     SamplingMessage,
     TextContent,
+    ToolAnnotations,
 )
 from pydantic import BaseModel
 
@@ -38,7 +39,7 @@ _arrivals: dict[str, int] = {}
 _all_arrived: dict[str, anyio.Event] = {}
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 def echo(text: str) -> str:
     """Return the text unchanged."""
     return f"echo: {text}"
