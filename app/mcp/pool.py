@@ -6,33 +6,22 @@ layout gives that for free. Servers start in parallel and the pool's `__aenter__
 so HTTP serves while slow servers are still starting.
 """
 
-import asyncio
-import contextlib
 import json
 import math
 import os
-import shutil
-import signal
-import sys
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 import anyio
-import httpx2
-import psutil
 import structlog
 from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.types import (
     CONNECTION_CLOSED,
     REQUEST_TIMEOUT,
@@ -47,15 +36,23 @@ from watchfiles import awatch
 
 from app import __version__
 from app.mcp.arguments import problems
-from app.mcp.config import HttpServerConfig, McpConfig, McpConfigError, ServerConfig, StdioServerConfig
+from app.mcp.config import McpConfig, McpConfigError, ServerConfig, StdioServerConfig
+from app.mcp.connect import definition, enter_http, list_all_tools, listen_for_tool_changes
 from app.mcp.convert import Catalogue, ConversionOptions, ToolRoute, build_catalogue
+from app.mcp.processes import (
+    StderrTail,
+    end_process_groups,
+    pump_stderr,
+    resolve_command,
+    session_children,
+    spawned_since,
+)
 from app.mcp.results import CallInfo, FailureKind, RenderOptions, ToolOutcome, render_failure, render_result
 from app.mcp.sampling import Complete, sampling_handler
 
 log = structlog.get_logger("toolbridge.mcp")
 
 CLIENT_INFO = Implementation(name="toolbridge", version=__version__)
-HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 # The SDK's own read timeout is a backstop a little past our cap; our deadline normally acts first.
 CALL_TIMEOUT_SLACK = 5.0
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -68,8 +65,6 @@ RETRY_MAX = 60.0
 RETRY_AFTER_SECONDS = 5
 # The SDK bounds each stdio shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL); this bounds them all.
 SHUTDOWN_TIMEOUT = 10.0
-STDERR_TAIL_LINES = 5
-GROUP_KILL_TIMEOUT = 2.0  # left-over helpers get this long after SIGTERM before SIGKILL
 # A server that died has flushed its stderr; this bounds the wait for our reader to catch up.
 STDERR_SETTLE_TIMEOUT = 1.0
 
@@ -141,7 +136,7 @@ class McpPool:
         for name in config.disabled:
             self._status[name] = ServerStatus(ServerState.DISABLED, "none")
         self._clients: dict[str, Client] = {}
-        self._stderr: dict[str, _StderrTail] = {}
+        self._stderr: dict[str, StderrTail] = {}
         self._start_scopes: dict[str, anyio.CancelScope] = {}
         self._lost: dict[str, anyio.Event] = {}
         self._process_groups: set[int] = set()
@@ -256,7 +251,7 @@ class McpPool:
         # What is left are stderr readers of pipes a stray grandchild may hold open.
         self._task_group.cancel_scope.cancel()
         await self._task_group.__aexit__(exc_type, exc, tb)
-        await _end_process_groups(self._process_groups)
+        await end_process_groups(self._process_groups)
 
     @property
     def catalogue(self) -> Catalogue:
@@ -425,7 +420,7 @@ class McpPool:
                 if self._stopping.is_set():  # shutdown came before this task first ran
                     scope.cancel()
                 async with self._open(name, server) as client:
-                    tools = await _list_all_tools(client)
+                    tools = await list_all_tools(client)
                     scope.deadline = math.inf
                     del self._start_scopes[name]
                     self._publish(name, client, tools)
@@ -466,12 +461,12 @@ class McpPool:
     async def _follow_tool_changes(self, name: str, client: Client) -> None:
         """Re-lists a server's tools whenever it says they changed, on either protocol era."""
         async with anyio.create_task_group() as group:
-            group.start_soon(_listen_for_tool_changes, client, lambda: self._tools_changed(name).set())
+            group.start_soon(listen_for_tool_changes, client, lambda: self._tools_changed(name).set())
             while True:
                 await self._tools_changed(name).wait()
                 self._changes[name] = anyio.Event()
                 try:
-                    tools = await _list_all_tools(client, refresh=True)
+                    tools = await list_all_tools(client, refresh=True)
                 except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
                     log.warning("mcp_tools_relist_failed", server=name, error=str(exc))
                     continue
@@ -479,8 +474,8 @@ class McpPool:
 
     def _republish(self, name: str, tools: list[Tool]) -> None:
         """Swaps in a changed tool list; a changed definition of a known tool is flagged (rug pull)."""
-        before = {tool.name: _definition(tool) for tool in self._tools.get(name, [])}
-        after = {tool.name: _definition(tool) for tool in tools}
+        before = {tool.name: definition(tool) for tool in self._tools.get(name, [])}
+        after = {tool.name: definition(tool) for tool in tools}
         added, removed = sorted(after.keys() - before.keys()), sorted(before.keys() - after.keys())
         changed = sorted(n for n in after.keys() & before.keys() if after[n] != before[n])
         if changed:
@@ -528,27 +523,27 @@ class McpPool:
             if isinstance(server, StdioServerConfig):
                 client = await self._enter_stdio(stack, name, server, options)
             else:
-                client, self._status[name].transport = await _enter_http(stack, server, options)
+                client, self._status[name].transport = await enter_http(stack, server, options)
             yield client
 
     async def _enter_stdio(
         self, stack: AsyncExitStack, name: str, server: StdioServerConfig, options: dict[str, Any]
     ) -> Client:
         params = StdioServerParameters(
-            command=_resolve_command(server.command), args=server.args, env=server.env, cwd=server.cwd
+            command=resolve_command(server.command), args=server.args, env=server.env, cwd=server.cwd
         )
         read_fd, write_fd = os.pipe()
         errlog = os.fdopen(write_fd, "w")
-        tail = self._stderr[name] = _StderrTail()
+        tail = self._stderr[name] = StderrTail()
         assert self._task_group is not None
-        self._task_group.start_soon(_pump_stderr, name, read_fd, tail, name=f"mcp-stderr:{name}")
-        before = _session_children()
+        self._task_group.start_soon(pump_stderr, name, read_fd, tail, name=f"mcp-stderr:{name}")
+        before = session_children()
         try:
             client = await stack.enter_async_context(Client(stdio_client(params, errlog=errlog), **options))
         finally:
             errlog.close()  # the child holds its own copy; ours would keep the pipe open forever
         # Each stdio server leads its own process group; remember ours to end what it leaves behind.
-        self._process_groups.update(_spawned_since(before, server.args))
+        self._process_groups.update(spawned_since(before, server.args))
         return client
 
     async def _stderr_hint(self, name: str) -> str:
@@ -589,71 +584,6 @@ class McpPool:
             self._settled.set()
 
 
-async def _enter_http(
-    stack: AsyncExitStack, server: HttpServerConfig, options: dict[str, Any]
-) -> tuple[Client, str]:
-    """Streamable HTTP, falling back to legacy SSE when no `type` says which one the server speaks."""
-    if server.is_legacy_sse:
-        return await stack.enter_async_context(Client(_sse(server), **options)), "sse"
-    attempt = AsyncExitStack()
-    try:
-        http = await attempt.enter_async_context(
-            httpx2.AsyncClient(headers=server.headers, timeout=HTTP_TIMEOUT, follow_redirects=True)
-        )
-        client = await attempt.enter_async_context(
-            Client(streamable_http_client(server.url, http_client=http), **options)
-        )
-    except Exception as streamable_error:  # boundary: any failure here means "try legacy SSE"
-        await attempt.aclose()
-        if server.type is not None:
-            raise
-        try:
-            return await stack.enter_async_context(Client(_sse(server), **options)), "sse"
-        except Exception:  # boundary: report the streamable error, the more likely intent
-            raise streamable_error from None
-    stack.push_async_exit(attempt.__aexit__)
-    return client, "http"
-
-
-def _session_children() -> dict[int, list[str]]:
-    """Our child processes that lead their own process group (stdio servers are started that way)."""
-    found = {}
-    for child in psutil.Process().children():
-        with contextlib.suppress(psutil.Error, ProcessLookupError):
-            if os.getpgid(child.pid) == child.pid:
-                found[child.pid] = child.cmdline()
-    return found
-
-
-def _spawned_since(before: dict[int, list[str]], args: list[str]) -> set[int]:
-    """The group of the server just started: new since `before`, and run with these arguments."""
-    return {
-        pid for pid, cmdline in _session_children().items()
-        if pid not in before and (not args or cmdline[-len(args):] == args)
-    }
-
-
-async def _end_process_groups(groups: set[int]) -> None:
-    """SIGTERM, then SIGKILL after a bounded wait, to whatever is left in our servers' process groups:
-    helpers a server started and did not stop when it exited."""
-    alive = {group for group in groups if _signal_group(group, signal.SIGTERM)}
-    deadline = anyio.current_time() + GROUP_KILL_TIMEOUT
-    while alive and anyio.current_time() < deadline:
-        await anyio.sleep(0.05)
-        alive = {group for group in alive if _signal_group(group, 0)}
-    for group in alive:
-        log.warning("mcp_process_group_killed", process_group=group)
-        _signal_group(group, signal.SIGKILL)
-
-
-def _signal_group(group: int, sig: int) -> bool:
-    try:
-        os.killpg(group, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
 def _session_gone(error: MCPError) -> bool:
     # A restarted or expired remote server: the SDK's 404 mapping, or the server's own JSON-RPC error.
     return error.message.lower() in ("session terminated", "session not found")
@@ -692,72 +622,6 @@ async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:
 
 async def _never() -> None:
     await anyio.sleep_forever()
-
-
-def _sse(server: HttpServerConfig) -> Any:
-    return sse_client(server.url, headers=server.headers, timeout=30.0, sse_read_timeout=300.0)
-
-
-async def _listen_for_tool_changes(client: Client, changed: Callable[[], None]) -> None:
-    """2026-era servers announce tool changes only on a subscriptions/listen stream."""
-    try:
-        async with client.listen(tools_list_changed=True) as subscription:
-            changed()  # a change between the first listing and the subscription would go unseen
-            async for _event in subscription:
-                changed()
-    except ListenNotSupportedError:
-        return  # a 2025-era connection: changes arrive through the message handler instead
-    except MCPError as exc:
-        log.info("mcp_listen_unavailable", error=exc.message)
-
-
-def _definition(tool: Tool) -> str:
-    return json.dumps(tool.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=True)
-
-
-async def _list_all_tools(client: Client, refresh: bool = False) -> list[Tool]:
-    tools: list[Tool] = []
-    cursor: str | None = None
-    while True:
-        page = await client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
-
-
-def _resolve_command(command: str) -> str:
-    """Finds commands installed beside toolbridge (its venv's bin) even when that venv is not on PATH."""
-    if os.sep in command or shutil.which(command):
-        return command
-    beside = Path(sys.executable).parent / command
-    return str(beside) if beside.exists() else command
-
-
-@dataclass
-class _StderrTail:
-    lines: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
-    closed: anyio.Event = field(default_factory=anyio.Event)
-
-
-async def _pump_stderr(server: str, read_fd: int, tail: _StderrTail) -> None:
-    """Logs a stdio server's stderr line by line under its name until the pipe closes."""
-    server_log = log.bind(server=server)
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 20)
-    pipe = os.fdopen(read_fd, "rb")
-    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
-    try:
-        while line := await reader.readline():
-            text = line.decode("utf-8", "replace").rstrip()
-            if text:
-                tail.lines.append(text)
-                server_log.info("mcp_server_stderr", line=text)
-    except ValueError:  # a line past the 1 MiB limit: stop reading rather than buffer without bound
-        server_log.warning("mcp_server_stderr_line_too_long")
-    finally:
-        tail.closed.set()
-        transport.close()
 
 
 def _decline_elicitation(server: str) -> Any:

@@ -1,0 +1,78 @@
+"""Connecting to remote MCP servers and reading their tool lists: the transports and pagination."""
+
+import json
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import httpx2
+import structlog
+from mcp import Client, MCPError
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError
+from mcp.types import Tool
+
+from app.mcp.config import HttpServerConfig
+
+log = structlog.get_logger("toolbridge.mcp")
+
+HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+
+
+async def enter_http(
+    stack: AsyncExitStack, server: HttpServerConfig, options: dict[str, Any]
+) -> tuple[Client, str]:
+    """Streamable HTTP, falling back to legacy SSE when no `type` says which one the server speaks."""
+    if server.is_legacy_sse:
+        return await stack.enter_async_context(Client(sse_transport(server), **options)), "sse"
+    attempt = AsyncExitStack()
+    try:
+        http = await attempt.enter_async_context(
+            httpx2.AsyncClient(headers=server.headers, timeout=HTTP_TIMEOUT, follow_redirects=True)
+        )
+        client = await attempt.enter_async_context(
+            Client(streamable_http_client(server.url, http_client=http), **options)
+        )
+    except Exception as streamable_error:  # boundary: any failure here means "try legacy SSE"
+        await attempt.aclose()
+        if server.type is not None:
+            raise
+        try:
+            return await stack.enter_async_context(Client(sse_transport(server), **options)), "sse"
+        except Exception:  # boundary: report the streamable error, the more likely intent
+            raise streamable_error from None
+    stack.push_async_exit(attempt.__aexit__)
+    return client, "http"
+
+
+def sse_transport(server: HttpServerConfig) -> Any:
+    return sse_client(server.url, headers=server.headers, timeout=30.0, sse_read_timeout=300.0)
+
+
+async def listen_for_tool_changes(client: Client, changed: Callable[[], None]) -> None:
+    """2026-era servers announce tool changes only on a subscriptions/listen stream."""
+    try:
+        async with client.listen(tools_list_changed=True) as subscription:
+            changed()  # a change between the first listing and the subscription would go unseen
+            async for _event in subscription:
+                changed()
+    except ListenNotSupportedError:
+        return  # a 2025-era connection: changes arrive through the message handler instead
+    except MCPError as exc:
+        log.info("mcp_listen_unavailable", error=exc.message)
+
+
+def definition(tool: Tool) -> str:
+    return json.dumps(tool.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=True)
+
+
+async def list_all_tools(client: Client, refresh: bool = False) -> list[Tool]:
+    tools: list[Tool] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools

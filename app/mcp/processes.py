@@ -1,0 +1,94 @@
+"""The operating-system side of stdio servers: finding their commands, reading their stderr, and ending
+whatever they leave behind (each server leads its own process group)."""
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import sys
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import psutil
+import structlog
+
+log = structlog.get_logger("toolbridge.mcp")
+
+STDERR_TAIL_LINES = 5
+GROUP_KILL_TIMEOUT = 2.0  # left-over helpers get this long after SIGTERM before SIGKILL
+
+
+def resolve_command(command: str) -> str:
+    """Finds commands installed beside toolbridge (its venv's bin) even when that venv is not on PATH."""
+    if os.sep in command or shutil.which(command):
+        return command
+    beside = Path(sys.executable).parent / command
+    return str(beside) if beside.exists() else command
+
+
+@dataclass
+class StderrTail:
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
+    closed: anyio.Event = field(default_factory=anyio.Event)
+
+
+async def pump_stderr(server: str, read_fd: int, tail: StderrTail) -> None:
+    """Logs a stdio server's stderr line by line under its name until the pipe closes."""
+    server_log = log.bind(server=server)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 20)
+    pipe = os.fdopen(read_fd, "rb")
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    try:
+        while line := await reader.readline():
+            text = line.decode("utf-8", "replace").rstrip()
+            if text:
+                tail.lines.append(text)
+                server_log.info("mcp_server_stderr", line=text)
+    except ValueError:  # a line past the 1 MiB limit: stop reading rather than buffer without bound
+        server_log.warning("mcp_server_stderr_line_too_long")
+    finally:
+        tail.closed.set()
+        transport.close()
+
+
+def session_children() -> dict[int, list[str]]:
+    """Our child processes that lead their own process group (stdio servers are started that way)."""
+    found = {}
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            if os.getpgid(child.pid) == child.pid:
+                found[child.pid] = child.cmdline()
+    return found
+
+
+def spawned_since(before: dict[int, list[str]], args: list[str]) -> set[int]:
+    """The group of the server just started: new since `before`, and run with these arguments."""
+    return {
+        pid for pid, cmdline in session_children().items()
+        if pid not in before and (not args or cmdline[-len(args):] == args)
+    }
+
+
+async def end_process_groups(groups: set[int]) -> None:
+    """SIGTERM, then SIGKILL after a bounded wait, to whatever is left in our servers' process groups:
+    helpers a server started and did not stop when it exited."""
+    alive = {group for group in groups if signal_group(group, signal.SIGTERM)}
+    deadline = anyio.current_time() + GROUP_KILL_TIMEOUT
+    while alive and anyio.current_time() < deadline:
+        await anyio.sleep(0.05)
+        alive = {group for group in alive if signal_group(group, 0)}
+    for group in alive:
+        log.warning("mcp_process_group_killed", process_group=group)
+        signal_group(group, signal.SIGKILL)
+
+
+def signal_group(group: int, sig: int) -> bool:
+    try:
+        os.killpg(group, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
