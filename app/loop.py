@@ -179,40 +179,32 @@ async def run_tool_loop(
         # A name neither side owns is a model's slip: the runner answers it with an error it can fix.
         client_calls = [c for c in calls if c.name in client_tool_names]
         mcp_calls = [c for c in calls if c.name not in client_tool_names]
-        if client_calls:
-            if mcp_calls:
-                # Both kinds in one turn: run ours now, hand the client its own, and remember ours so the
-                # model sees the whole turn when the client comes back with its results.
-                ran = None
-                async with aclosing(_run_tools(tools, mcp_calls)) as running:
-                    async for event in running:
-                        ran = event if isinstance(event, ToolsRan) else ran
-                        yield event
-                assert ran is not None
-                outputs = ran.outputs
-                stats.tools_called.extend(call.name for call in mcp_calls)
-                if memory is not None:
-                    memory.remember([c.id for c in client_calls], _assistant_message(turn.content, calls),
-                                    _tool_messages(mcp_calls, outputs))
-            yield Finished("tool_calls", usage, client_calls)
-            return
-        if not mcp_calls:
+        if not calls:
             yield Finished(_plain_finish_reason(turn.finish_reason), usage)
             return
-        if last_round:
+        if last_round and not client_calls:
             if not turn.content:
                 yield TextDelta(f"(Stopped: the model kept calling tools after {max_tool_rounds} rounds.)")
             yield Finished("stop", usage)
             return
 
-        ran = None
-        async with aclosing(_run_tools(tools, mcp_calls)) as running:
-            async for event in running:
-                ran = event if isinstance(event, ToolsRan) else ran
-                yield event
-        assert ran is not None
-        outputs = ran.outputs
-        stats.tools_called.extend(call.name for call in mcp_calls)
+        outputs: list[ToolOutput] = []
+        if mcp_calls:
+            async with aclosing(_run_tools(tools, mcp_calls)) as running:
+                async for event in running:
+                    if isinstance(event, ToolsRan):
+                        outputs = event.outputs
+                    yield event
+            stats.tools_called.extend(call.name for call in mcp_calls)
+        if client_calls:
+            # Ours ran; the client gets its own. Remember ours so the model sees the whole turn again when
+            # the client comes back with its results.
+            if mcp_calls and memory is not None:
+                memory.remember([c.id for c in client_calls], _assistant_message(turn.content, calls),
+                                _tool_messages(mcp_calls, outputs))
+            yield Finished("tool_calls", usage, client_calls)
+            return
+
         messages = [*messages, _assistant_message(turn.content, mcp_calls), *_tool_messages(mcp_calls, outputs)]
         images = [image for output in outputs for image in output.images]
         if images and sees_images is not None and await sees_images():

@@ -119,7 +119,7 @@ def _attribute(value: str) -> str:
     return html.escape(value, quote=True).replace("\n", "&#10;").replace("\r", "&#13;")
 
 
-def _result_value(content: str) -> Any:
+def _result_value(content: str, label_errors: bool = True) -> Any:
     """The result as Open WebUI's widget shows it best: the data itself (pretty-printed), or the error."""
     try:
         envelope: Any = json.loads(content)
@@ -128,22 +128,15 @@ def _result_value(content: str) -> Any:
     if isinstance(envelope, dict) and "status" in envelope and "data" in envelope:
         data = envelope["data"]
         if envelope["status"] == "error" and isinstance(data, dict):
-            return f"Error: {data.get('message') or data}"
+            message = data.get("message") or data
+            return f"Error: {message}" if label_errors else str(message)
         return data
     return envelope
 
 
 def _gist(content: str) -> str:
-    try:
-        envelope: Any = json.loads(content)
-    except ValueError:
-        return content
-    if isinstance(envelope, dict) and "status" in envelope and "data" in envelope:
-        data = envelope["data"]
-        if envelope["status"] == "error" and isinstance(data, dict):
-            return str(data.get("message") or data)
-        return data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    return content
+    value = _result_value(content, label_errors=False)  # the line already says "failed"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _verdict(output: TracedOutput) -> str:
