@@ -40,11 +40,10 @@ async def chat_completions(
     trace_header: Annotated[str | None, Header(alias="X-Toolbridge-Trace")] = None,
 ) -> Response:
     trace = _trace_mode(trace_header, settings)
-    background_task = settings.skip_tools_for_tasks and is_background_task(
-        [message.model_dump() for message in request.messages]
-    )
+    body = request.to_upstream_body()
+    background_task = settings.skip_tools_for_tasks and is_background_task(body["messages"])
     events = run_tool_loop(
-        request.to_upstream_body(),
+        body,
         upstream,
         pool,
         max_tool_rounds=settings.max_tool_rounds,

@@ -50,7 +50,7 @@ def sse_transport(server: HttpServerConfig) -> Any:
     return sse_client(server.url, headers=server.headers, timeout=30.0, sse_read_timeout=300.0)
 
 
-async def listen_for_tool_changes(client: Client, changed: Callable[[], None]) -> None:
+async def listen_for_tool_changes(server: str, client: Client, changed: Callable[[], None]) -> None:
     """2026-era servers announce tool changes only on a subscriptions/listen stream."""
     try:
         async with client.listen(tools_list_changed=True) as subscription:
@@ -60,7 +60,8 @@ async def listen_for_tool_changes(client: Client, changed: Callable[[], None]) -
     except ListenNotSupportedError:
         return  # a 2025-era connection: changes arrive through the message handler instead
     except MCPError as exc:
-        log.info("mcp_listen_unavailable", error=exc.message)
+        # Servers without subscriptions/listen just never announce changes; nothing else is lost.
+        log.info("mcp_listen_unavailable", server=server, error=exc.message)
 
 
 def definition(tool: Tool) -> str:

@@ -131,10 +131,7 @@ class McpPool:
         self._status: dict[str, ServerStatus] = {}
         for name, server in config.servers.items():  # replaced by _start once the pool is entered
             self._status[name] = ServerStatus(ServerState.STARTING, _transport_name(server))
-        for name, problem in config.problems.items():
-            self._status[name] = ServerStatus(ServerState.FAILED, "unknown", error=problem)
-        for name in config.disabled:
-            self._status[name] = ServerStatus(ServerState.DISABLED, "none")
+        self._record_unrun(config)
         self._clients: dict[str, Client] = {}
         self._stderr: dict[str, StderrTail] = {}
         self._start_scopes: dict[str, anyio.CancelScope] = {}
@@ -224,16 +221,20 @@ class McpPool:
                 await self._server_done[name].wait()
             self._forget(name)
         self.config = new
-        for name, problem in new.problems.items():
-            self._status[name] = ServerStatus(ServerState.FAILED, "unknown", error=problem)
-        for name in new.disabled:
-            self._status[name] = ServerStatus(ServerState.DISABLED, "none")
+        self._record_unrun(new)
         for name in [n for n in self._status if n not in new.servers and n not in new.problems
                      and n not in new.disabled and n not in self._configs]:
             del self._status[name]
         for name in coming:
             self._start(name, new.servers[name])
         self._rebuild_catalogue()
+
+    def _record_unrun(self, config: McpConfig) -> None:
+        """Statuses for the entries that never run: broken ones and disabled ones."""
+        for name, problem in config.problems.items():
+            self._status[name] = ServerStatus(ServerState.FAILED, "unknown", error=problem)
+        for name in config.disabled:
+            self._status[name] = ServerStatus(ServerState.DISABLED, "none")
 
     def _forget(self, name: str) -> None:
         for table in (self._configs, self._clients, self._tools, self._blocked, self._status):
@@ -461,7 +462,7 @@ class McpPool:
     async def _follow_tool_changes(self, name: str, client: Client) -> None:
         """Re-lists a server's tools whenever it says they changed, on either protocol era."""
         async with anyio.create_task_group() as group:
-            group.start_soon(listen_for_tool_changes, client, lambda: self._tools_changed(name).set())
+            group.start_soon(listen_for_tool_changes, name, client, lambda: self._tools_changed(name).set())
             while True:
                 await self._tools_changed(name).wait()
                 self._changes[name] = anyio.Event()
