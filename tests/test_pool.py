@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -244,30 +245,119 @@ async def _listening(port: int) -> None:
                 await anyio.sleep(0.05)
 
 
-async def test_a_restarted_remote_server_is_reconnected_and_a_safe_call_retried() -> None:
-    port = free_port()
+class RemoteServer:
+    """basic.py over streamable HTTP in its own process, to be killed and started again on one port."""
 
-    def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, str(SERVERS / "basic.py"), "http", str(port)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.process: subprocess.Popen[bytes] | None = None
 
-    remote = start()
+    async def start(self) -> None:
+        self.process = subprocess.Popen([sys.executable, str(SERVERS / "basic.py"), "http", str(self.port)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        await _listening(self.port)
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    async def restart_when_it_exits(self) -> None:
+        assert self.process is not None
+        await anyio.to_thread.run_sync(self.process.wait)
+        await self.start()
+
+
+@pytest.fixture
+async def remote_server() -> AsyncIterator[RemoteServer]:
+    remote = RemoteServer()
+    await remote.start()
     try:
-        await _listening(port)
-        server = HttpServerConfig(url=f"http://127.0.0.1:{port}/mcp", mode="legacy")
-        pool = McpPool(McpConfig(path=Path("t.json"), found=True, servers={"remote": server}),
-                       connect_timeout=30, call_timeout=10)
-        async with pool:
-            await wait_until(pool, "remote", lambda s: s["state"] == "ready")
-            assert readable((await pool.call_tool("remote__echo", '{"text": "one"}')).content) == "echo: one"
-            remote.kill()
-            remote.wait(timeout=10)
-            remote = start()
-            await _listening(port)
-            # The old session is gone; echo is read-only, so the call waits for the reconnection and runs again.
-            again = await pool.call_tool("remote__echo", '{"text": "two"}')
-            assert (readable(again.content), again.is_error) == ("echo: two", False)
-            assert pool.health()["remote"]["restarts"] == 1
+        yield remote
     finally:
         remote.kill()
-        remote.wait(timeout=10)
+
+
+def remote_pool(remote: RemoteServer) -> McpPool:
+    # 2025-era sessions: a restarted server no longer knows the session, and its loss goes unseen until a call.
+    server = HttpServerConfig(url=remote.url, mode="legacy")
+    return McpPool(McpConfig(path=Path("t.json"), found=True, servers={"remote": server}),
+                   connect_timeout=30, call_timeout=10)
+
+
+@pytest.mark.parametrize("tool", ["echo", "add"])
+async def test_a_call_to_an_expired_remote_session_is_retried_once_reconnected(
+    remote_server: RemoteServer, tool: str
+) -> None:
+    # echo is read-only; add is neither read-only nor idempotent, but an expired session (404) means
+    # the server refused the call before running it, so it is retried too.
+    arguments = '{"text": "two"}' if tool == "echo" else '{"a": 2, "b": 2}'
+    async with remote_pool(remote_server) as pool:
+        await wait_until(pool, "remote", lambda s: s["state"] == "ready")
+        assert not (await pool.call_tool("remote__echo", '{"text": "one"}')).is_error
+        remote_server.kill()
+        await remote_server.start()
+        again = await pool.call_tool(f"remote__{tool}", arguments)
+        assert (readable(again.content), again.is_error) == ("echo: two" if tool == "echo" else "4", False)
+        assert pool.health()["remote"]["restarts"] == 1
+
+
+async def test_a_call_that_never_reached_a_down_server_is_retried_once_it_is_back(
+    remote_server: RemoteServer,
+) -> None:
+    async with remote_pool(remote_server) as pool:
+        await wait_until(pool, "remote", lambda s: s["state"] == "ready")
+        remote_server.kill()
+        async with anyio.create_task_group() as group:
+            outcomes = []
+
+            async def call() -> None:
+                outcomes.append(await pool.call_tool("remote__add", '{"a": 2, "b": 3}'))
+
+            group.start_soon(call)
+            # The call's POST was refused (nothing sent), which ended the connection; bring the server back.
+            await wait_until(pool, "remote", lambda s: s["state"] != "ready")
+            assert outcomes == []
+            await remote_server.start()
+        assert (readable(outcomes[0].content), outcomes[0].is_error) == ("5", False)
+
+
+async def test_a_call_lost_mid_way_is_not_repeated_unless_safe(remote_server: RemoteServer, tmp_path: Path) -> None:
+    # crash is neither read-only nor idempotent: it reached the server, which died running it. Repeating
+    # it on the restarted server would return "survived"; the model must hear of the failure instead.
+    marker = tmp_path / "crashed"
+    async with remote_pool(remote_server) as pool:
+        await wait_until(pool, "remote", lambda s: s["state"] == "ready")
+        async with anyio.create_task_group() as group:
+            group.start_soon(remote_server.restart_when_it_exits)
+            outcome = await pool.call_tool("remote__crash", json.dumps({"once_marker": str(marker)}))
+        assert outcome.is_error
+        assert json.loads(outcome.content)["data"]["error"] == "server_unavailable"
+        assert marker.read_text() == "crashed"
+        await wait_until(pool, "remote", lambda s: s["state"] == "ready")
+        again = await pool.call_tool("remote__crash", json.dumps({"once_marker": str(marker)}))
+        assert (readable(again.content), again.is_error) == ("survived", False)
+
+
+async def test_a_stateless_remote_server_that_goes_away_is_seen_at_once_and_reconnected(
+    remote_server: RemoteServer,
+) -> None:
+    # On 2026-era connections the tool-change subscription is the only stream held open between calls:
+    # its end is how the pool learns that the server is gone, without waiting for a call to fail.
+    server = HttpServerConfig(url=remote_server.url)
+    pool = McpPool(McpConfig(path=Path("t.json"), found=True, servers={"remote": server}),
+                   connect_timeout=30, call_timeout=10)
+    async with pool:
+        status = await wait_until(pool, "remote", lambda s: s["state"] == "ready")
+        assert status["protocol_version"] == "2026-07-28"
+        remote_server.kill()
+        gone = await wait_until(pool, "remote", lambda s: s["state"] != "ready")
+        assert (gone["state"], gone["restarts"]) in {("restarting", 1), ("failed", 1)}
+        outcome = await pool.call_tool("remote__add", '{"a": 1, "b": 1}')
+        assert json.loads(outcome.content)["data"]["error"] == "server_unavailable"
+        await remote_server.start()
+        back = await wait_until(pool, "remote", lambda s: s["state"] == "ready")
+        assert back["restarts"] == 1
+        outcome = await pool.call_tool("remote__add", '{"a": 1, "b": 1}')
+        assert (readable(outcome.content), outcome.is_error) == ("2", False)

@@ -1,8 +1,10 @@
 """Connecting to remote MCP servers and reading their tool lists: the transports and pagination."""
 
 import json
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -10,7 +12,7 @@ import structlog
 from mcp import Client, MCPError
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ListenNotSupportedError
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.types import Tool
 
 from app.mcp.config import HttpServerConfig
@@ -18,6 +20,51 @@ from app.mcp.config import HttpServerConfig
 log = structlog.get_logger("toolbridge.mcp")
 
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+
+
+@dataclass
+class Delivery:
+    """How far one tool call's request got on a streamable HTTP connection.
+
+    The SDK reports a refused connection and a connection lost mid-call alike (connection closed);
+    only the HTTP layer knows whether the server can have seen the request.
+    """
+
+    posted: bool = False  # the request was handed to the HTTP client
+    refused: bool = False  # ... which could not connect, so nothing was sent
+
+    @property
+    def reached_server(self) -> bool:
+        return self.posted and not self.refused
+
+
+# The SDK posts each request from a task started in the sender's context, so this reaches it.
+_delivery: ContextVar[Delivery | None] = ContextVar("toolbridge_mcp_delivery", default=None)
+
+
+@contextmanager
+def tracking_delivery() -> Iterator[Delivery]:
+    """Records what becomes of the HTTP requests sent within the block."""
+    delivery = Delivery()
+    token = _delivery.set(delivery)
+    try:
+        yield delivery
+    finally:
+        _delivery.reset(token)
+
+
+class _DeliveryTrackingClient(httpx2.AsyncClient):
+    # Overriding send, not the transport, keeps httpx's own transport choice (proxies from the environment).
+    async def send(self, request: httpx2.Request, **options: Any) -> httpx2.Response:
+        delivery = _delivery.get()
+        if delivery is None or request.method != "POST":
+            return await super().send(request, **options)
+        delivery.posted = True
+        try:
+            return await super().send(request, **options)
+        except httpx2.ConnectError:  # raised before a byte of the request is written
+            delivery.refused = True
+            raise
 
 
 async def enter_http(
@@ -29,7 +76,7 @@ async def enter_http(
     attempt = AsyncExitStack()
     try:
         http = await attempt.enter_async_context(
-            httpx2.AsyncClient(headers=server.headers, timeout=HTTP_TIMEOUT, follow_redirects=True)
+            _DeliveryTrackingClient(headers=server.headers, timeout=HTTP_TIMEOUT, follow_redirects=True)
         )
         client = await attempt.enter_async_context(
             Client(streamable_http_client(server.url, http_client=http), **options)
@@ -50,13 +97,23 @@ def sse_transport(server: HttpServerConfig) -> Any:
     return sse_client(server.url, headers=server.headers, timeout=30.0, sse_read_timeout=300.0)
 
 
-async def listen_for_tool_changes(server: str, client: Client, changed: Callable[[], None]) -> None:
-    """2026-era servers announce tool changes only on a subscriptions/listen stream."""
+async def listen_for_tool_changes(
+    server: str, client: Client, changed: Callable[[], None], lost: Callable[[], None]
+) -> None:
+    """2026-era servers announce tool changes only on a subscriptions/listen stream.
+
+    That stream is also the only sign of life of a stateless server between calls: when it ends, the
+    connection counts as lost and is made again, which lists the tools and listens anew.
+    """
     try:
         async with client.listen(tools_list_changed=True) as subscription:
             changed()  # a change between the first listing and the subscription would go unseen
             async for _event in subscription:
                 changed()
+        log.info("mcp_listen_closed", server=server)
+        lost()
+    except SubscriptionLost:
+        lost()
     except ListenNotSupportedError:
         return  # a 2025-era connection: changes arrive through the message handler instead
     except MCPError as exc:

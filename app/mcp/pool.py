@@ -37,7 +37,7 @@ from watchfiles import awatch
 from app import __version__
 from app.mcp.arguments import problems
 from app.mcp.config import McpConfig, McpConfigError, ServerConfig, StdioServerConfig
-from app.mcp.connect import definition, enter_http, list_all_tools, listen_for_tool_changes
+from app.mcp.connect import definition, enter_http, list_all_tools, listen_for_tool_changes, tracking_delivery
 from app.mcp.convert import Catalogue, ConversionOptions, ToolRoute, build_catalogue
 from app.mcp.processes import (
     StderrTail,
@@ -330,8 +330,10 @@ class McpPool:
             if on_progress is not None:
                 await on_progress(progress, total, message)
 
+        # Only a streamable HTTP connection can tell a request that never reached the server from one lost.
+        tracked = self._status[server].transport == "http"
         try:
-            with deadline.scope:
+            with deadline.scope, tracking_delivery() as delivery:
                 result = await client.call_tool(
                     route.tool, parsed, read_timeout_seconds=deadline.cap + CALL_TIMEOUT_SLACK,
                     progress_callback=progressed,
@@ -343,21 +345,22 @@ class McpPool:
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 return failure(FailureKind.TIMEOUT, too_slow, retry_after=RETRY_AFTER_SECONDS)
-            if exc.code == CONNECTION_CLOSED or _session_gone(exc):
-                self._lost.get(server, anyio.Event()).set()
-                if route.safe_to_retry and not retried and await self._reconnected(server, client):
-                    return await self._call(route, arguments, started, on_progress, retried=True)
-                return failure(FailureKind.SERVER_UNAVAILABLE,
-                               f"MCP server '{server}' closed the connection; it is being restarted.")
-            return failure(FailureKind.SERVER_ERROR, f"MCP server '{server}' refused the call: {exc.message}")
+            if exc.code != CONNECTION_CLOSED and not _session_gone(exc):
+                return failure(FailureKind.SERVER_ERROR, f"MCP server '{server}' refused the call: {exc.message}")
+            # An expired session is refused before the tool runs, like a connection that was never made.
+            never_ran = _session_gone(exc) or (tracked and not delivery.reached_server)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._lost.get(server, anyio.Event()).set()
-            return failure(FailureKind.SERVER_UNAVAILABLE,
-                           f"MCP server '{server}' closed the connection; it is being restarted.")
+            never_ran = tracked and not delivery.reached_server
         except RuntimeError as exc:  # the SDK's outputSchema validation of the result
             return failure(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
-        outcome = render_result(result, info())
-        return None, outcome
+        else:
+            return None, render_result(result, info())
+        self._lost.get(server, anyio.Event()).set()
+        # Once, after the reconnection: when running it twice does no harm, or it never ran at all.
+        if (route.safe_to_retry or never_ran) and not retried and await self._reconnected(server, client):
+            return await self._call(route, arguments, started, on_progress, retried=True)
+        return failure(FailureKind.SERVER_UNAVAILABLE,
+                       f"MCP server '{server}' closed the connection; it is being restarted.")
 
     async def _reconnected(self, server: str, old: Client) -> bool:
         """Waits, bounded, for the server's next connection after `old` was lost."""
@@ -413,6 +416,7 @@ class McpPool:
         status = self._status[name]
         started = time.perf_counter()
         lost = self._lost[name] = anyio.Event()
+        served = False
         try:
             # One scope for the connection's whole life: its deadline covers only the start, and task
             # groups opened inside the client must close inside the same scope.
@@ -425,6 +429,7 @@ class McpPool:
                     scope.deadline = math.inf
                     del self._start_scopes[name]
                     self._publish(name, client, tools)
+                    served = True
                     status.protocol_version = client.protocol_version
                     log.info("mcp_server_ready", server=name, tools=len(tools), protocol=client.protocol_version,
                              seconds=round(time.perf_counter() - started, 2), restarts=status.restarts)
@@ -444,7 +449,15 @@ class McpPool:
             self._fail(name, f"did not start within {self._connect_timeout:g} s" + await self._stderr_hint(name))
         except Exception as exc:  # boundary: any failure of one server must leave the others running
             command = server.command if isinstance(server, StdioServerConfig) else None
-            self._fail(name, _describe(exc, command) + await self._stderr_hint(name))
+            reason = _describe(exc, command) + await self._stderr_hint(name)
+            if not served:
+                self._fail(name, reason)
+            elif self._stopping.is_set() or self._server_stops[name].is_set():
+                self._unpublish(name)
+                return "stopped"
+            else:  # it served, then its transport broke: the same as any other lost connection
+                self._lose(name, reason)
+                return "lost"
         return "failed"
 
     def _notification_handler(self, name: str) -> Callable[[Any], Awaitable[None]]:
@@ -462,7 +475,7 @@ class McpPool:
     async def _follow_tool_changes(self, name: str, client: Client) -> None:
         """Re-lists a server's tools whenever it says they changed, on either protocol era."""
         async with anyio.create_task_group() as group:
-            group.start_soon(listen_for_tool_changes, name, client, lambda: self._tools_changed(name).set())
+            group.start_soon(listen_for_tool_changes, name, client, self._tools_changed(name).set, self._lost[name].set)
             while True:
                 await self._tools_changed(name).wait()
                 self._changes[name] = anyio.Event()

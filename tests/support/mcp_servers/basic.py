@@ -114,8 +114,13 @@ async def mutate(ctx: Context) -> str:
 
 
 @server.tool()
-def crash() -> str:
-    """Kills this server's process mid-call, as a crashing server would."""
+def crash(once_marker: str | None = None) -> str:
+    """Kills this server's process mid-call, as a crashing server would; with a marker file, only once."""
+    if once_marker is not None:
+        marker = Path(once_marker)
+        if marker.exists():
+            return "survived"
+        marker.write_text("crashed")
     print("crashing on purpose", file=sys.stderr, flush=True)
     os._exit(3)
 
