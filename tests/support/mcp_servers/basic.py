@@ -8,11 +8,13 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import (
+    CreateMessageResult,
     ListToolsResult,
     ModelHint,
     ModelPreferences,
@@ -138,23 +140,32 @@ class Confirmation(BaseModel):
     confirm: bool
 
 
+# Resolvers, not ctx.elicit/ctx.session.create_message: the SDK then asks the way the negotiated protocol
+# wants, a request to the client mid-call (2025) or an InputRequiredResult the client answers and
+# retries with (2026), so one tool serves both eras.
+def _confirmation() -> Elicit[Confirmation]:
+    return Elicit("Really delete everything?", Confirmation)
+
+
 @server.tool()
-async def ask(ctx: Context) -> str:
+async def ask(answer: Annotated[ElicitationResult[Confirmation], Resolve(_confirmation)]) -> str:
     """Asks the user a question mid-call (elicitation) and reports what came back."""
-    answer = await ctx.elicit("Really delete everything?", Confirmation)
     return f"the client answered: {answer.action}"
 
 
-@server.tool()
-async def ask_model(question: str, ctx: Context) -> str:
-    """Asks the client's model (MCP sampling) and returns its answer."""
-    result = await ctx.session.create_message(
-        messages=[SamplingMessage(role="user", content=TextContent(type="text", text=question))],
+def _sampled(question: str) -> Sample:
+    return Sample(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=question))],
         max_tokens=50,
         system_prompt="Answer in one word.",
         model_preferences=ModelPreferences(hints=[ModelHint(name="tiny-model")]),
     )
-    return f"model said: {result.content.text}"
+
+
+@server.tool()
+async def ask_model(question: str, answer: Annotated[CreateMessageResult, Resolve(_sampled)]) -> str:
+    """Asks the client's model (MCP sampling) and returns its answer."""
+    return f"model said: {answer.content.text}"
 
 
 if __name__ == "__main__":
