@@ -1,4 +1,5 @@
-"""Connecting to remote MCP servers and reading their tool lists: the transports and pagination."""
+"""Connecting to MCP servers: the remote transports, tool lists and their pagination, tool-change
+subscriptions, what became of a call's request, and readable reasons when connecting fails."""
 
 import json
 from collections.abc import Callable, Iterator
@@ -134,3 +135,25 @@ async def list_all_tools(client: Client, refresh: bool = False) -> list[Tool]:
         cursor = page.next_cursor
         if not cursor:
             return tools
+
+
+def describe_failure(exc: BaseException, command: str | None = None) -> str:
+    """A readable reason from whatever the SDK raised, exception groups unwrapped."""
+    leaves = list(_leaves(exc))
+    parts = []
+    for leaf in leaves:
+        if isinstance(leaf, FileNotFoundError):
+            parts.append(f"command not found: {leaf.filename or command}")
+        elif isinstance(leaf, MCPError):
+            parts.append(f"{leaf.message} (MCP error {leaf.code})")
+        else:
+            parts.append(f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__)
+    return "; ".join(dict.fromkeys(parts)) or type(exc).__name__
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc

@@ -1,4 +1,4 @@
-"""The MCP servers of mcp.json, connected for the gateway's lifetime. The only module using the mcp SDK.
+"""The MCP servers of mcp.json, connected for the gateway's lifetime, supervised, and their tools routed to.
 
 Each server runs in its own task of the pool's task group: it connects, lists its tools, publishes
 them, and waits for shutdown. anyio requires a client to be opened and closed in one task, and this
@@ -6,11 +6,10 @@ layout gives that for free. Servers start in parallel and the pool's `__aenter__
 so HTTP serves while slow servers are still starting.
 """
 
-import json
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -23,22 +22,18 @@ import structlog
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import (
-    CONNECTION_CLOSED,
-    REQUEST_TIMEOUT,
-    ElicitRequestParams,
-    ElicitResult,
     Implementation,
-    LoggingMessageNotificationParams,
     Tool,
     ToolListChangedNotification,
 )
 from watchfiles import awatch
 
 from app import __version__
-from app.mcp.arguments import problems
+from app.mcp.callbacks import decline_elicitation, server_log_forwarder
+from app.mcp.calling import ConnectionLost, Finished, Limits, ProgressFn, ToolCall
 from app.mcp.config import McpConfig, McpConfigError, ServerConfig, StdioServerConfig
-from app.mcp.connect import definition, enter_http, list_all_tools, listen_for_tool_changes, tracking_delivery
-from app.mcp.convert import Catalogue, ConversionOptions, ToolRoute, build_catalogue
+from app.mcp.connect import definition, describe_failure, enter_http, list_all_tools, listen_for_tool_changes
+from app.mcp.convert import Catalogue, ConversionOptions, build_catalogue
 from app.mcp.processes import (
     StderrTail,
     end_process_groups,
@@ -47,22 +42,17 @@ from app.mcp.processes import (
     session_children,
     spawned_since,
 )
-from app.mcp.results import CallInfo, FailureKind, RenderOptions, ToolOutcome, render_failure, render_result
+from app.mcp.results import CallInfo, FailureKind, RenderOptions, ToolOutcome, render_failure
 from app.mcp.sampling import Complete, sampling_handler
 
 log = structlog.get_logger("toolbridge.mcp")
 
 CLIENT_INFO = Implementation(name="toolbridge", version=__version__)
-# The SDK's own read timeout is a backstop a little past our cap; our deadline normally acts first.
-CALL_TIMEOUT_SLACK = 5.0
-ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 # How long a safe call whose remote session expired waits for the reconnection before its one retry.
 RECONNECT_WAIT = 10.0
 # Reconnection after a failed start: 1 s, 2 s, 4 s ... at most a minute apart.
 RETRY_FIRST = 1.0
 RETRY_MAX = 60.0
-# What a model is told to wait before retrying a call that timed out.
-RETRY_AFTER_SECONDS = 5
 # The SDK bounds each stdio shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL); this bounds them all.
 SHUTDOWN_TIMEOUT = 10.0
 # A server that died has flushed its stderr; this bounds the wait for our reader to catch up.
@@ -281,86 +271,40 @@ class McpPool:
                 FailureKind.UNKNOWN_TOOL, f"There is no tool named '{name}'.{hint}",
                 CallInfo(name, None, options=self._rendering), similar_tools=similar,
             )
-        started = time.perf_counter()
-        kind, outcome = await self._call(route, arguments, started, on_progress)
+        call = ToolCall(route, self._rendering, on_progress)
+        finished = await self._run(call, arguments)
         log.info(
             "tool_call",
             server=route.server,
             tool=route.tool,
-            duration_ms=round((time.perf_counter() - started) * 1000, 1),
-            ok=not outcome.is_error,
-            **({"failure": kind.value} if kind else {}),
+            duration_ms=round(call.duration_ms, 1),
+            ok=not finished.outcome.is_error,
+            **({"failure": finished.failure.value} if finished.failure else {}),
         )
-        return outcome
+        return finished.outcome
 
-    async def _call(
-        self, route: ToolRoute, arguments: str, started: float, on_progress: ProgressFn | None, retried: bool = False
-    ) -> tuple[FailureKind | None, ToolOutcome]:
-        def info() -> CallInfo:
-            return CallInfo(route.tool, route.server, (time.perf_counter() - started) * 1000, self._rendering)
-
-        def failure(kind: FailureKind, message: str, **details: Any) -> tuple[FailureKind, ToolOutcome]:
-            return kind, render_failure(kind, message, info(), **details)
-
-        server = route.server
+    async def _run(self, call: ToolCall, arguments: str) -> Finished:
+        server = call.route.server
         client = self._clients.get(server)
         if client is None:
             status = self._status[server]
             reason = f" ({status.error})" if status.error else ""
-            return failure(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' is {status.state.value}{reason}.")
-        try:
-            parsed = json.loads(arguments) if arguments.strip() else {}
-        except ValueError as exc:
-            return failure(FailureKind.INVALID_ARGUMENTS,
-                           f"The arguments are not valid JSON ({exc.msg}). Send one JSON object.")
-        if not isinstance(parsed, dict):
-            return failure(FailureKind.INVALID_ARGUMENTS, "The arguments must be one JSON object.")
-        wrong = problems(route.validator, parsed)
-        if wrong:
-            return failure(
-                FailureKind.INVALID_ARGUMENTS, "Some arguments are missing or wrong; fix them and call again.",
-                fields=[problem.as_dict() for problem in wrong],
-            )
-        timeout = self._timeout_for(server)
-        too_slow = f"The tool did not finish within {timeout:g} s."
-        deadline = _ProgressDeadline(timeout, max(timeout, self._call_timeout_max))
-
-        async def progressed(progress: float, total: float | None, message: str | None) -> None:
-            deadline.extend()
-            if on_progress is not None:
-                await on_progress(progress, total, message)
-
-        # Only a streamable HTTP connection can tell a request that never reached the server from one lost.
-        tracked = self._status[server].transport == "http"
-        try:
-            with deadline.scope, tracking_delivery() as delivery:
-                result = await client.call_tool(
-                    route.tool, parsed, read_timeout_seconds=deadline.cap + CALL_TIMEOUT_SLACK,
-                    progress_callback=progressed,
-                )
-            if deadline.scope.cancelled_caught:  # cancelling the call sent notifications/cancelled
-                limit = "its limit of" if deadline.capped else "without progress for"
-                return failure(FailureKind.TIMEOUT, f"The tool ran {limit} {deadline.elapsed:g} s and was stopped.",
-                               retry_after=RETRY_AFTER_SECONDS)
-        except MCPError as exc:
-            if exc.code == REQUEST_TIMEOUT:
-                return failure(FailureKind.TIMEOUT, too_slow, retry_after=RETRY_AFTER_SECONDS)
-            if exc.code != CONNECTION_CLOSED and not _session_gone(exc):
-                return failure(FailureKind.SERVER_ERROR, f"MCP server '{server}' refused the call: {exc.message}")
-            # An expired session is refused before the tool runs, like a connection that was never made.
-            never_ran = _session_gone(exc) or (tracked and not delivery.reached_server)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            never_ran = tracked and not delivery.reached_server
-        except RuntimeError as exc:  # the SDK's outputSchema validation of the result
-            return failure(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
-        else:
-            return None, render_result(result, info())
-        self._lost.get(server, anyio.Event()).set()
-        # Once, after the reconnection: when running it twice does no harm, or it never ran at all.
-        if (route.safe_to_retry or never_ran) and not retried and await self._reconnected(server, client):
-            return await self._call(route, arguments, started, on_progress, retried=True)
-        return failure(FailureKind.SERVER_UNAVAILABLE,
-                       f"MCP server '{server}' closed the connection; it is being restarted.")
+            return call.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' is {status.state.value}{reason}.")
+        parsed = call.checked_arguments(arguments)
+        if isinstance(parsed, Finished):
+            return parsed
+        limits = Limits(self._timeout_for(server), self._call_timeout_max, self._status[server].transport == "http")
+        ended = await call.send(client, parsed, limits)
+        if isinstance(ended, ConnectionLost):
+            self._lost[server].set()
+            # Once more, on the next connection: when running it twice does no harm, or it never ran at all.
+            if (call.route.safe_to_retry or ended.never_ran) and await self._reconnected(server, client):
+                ended = await call.send(self._clients[server], parsed, limits)
+        if isinstance(ended, ConnectionLost):
+            self._lost[server].set()
+            return call.fail(FailureKind.SERVER_UNAVAILABLE,
+                             f"MCP server '{server}' closed the connection; it is being restarted.")
+        return ended
 
     async def _reconnected(self, server: str, old: Client) -> bool:
         """Waits, bounded, for the server's next connection after `old` was lost."""
@@ -449,7 +393,7 @@ class McpPool:
             self._fail(name, f"did not start within {self._connect_timeout:g} s" + await self._stderr_hint(name))
         except Exception as exc:  # boundary: any failure of one server must leave the others running
             command = server.command if isinstance(server, StdioServerConfig) else None
-            reason = _describe(exc, command) + await self._stderr_hint(name)
+            reason = describe_failure(exc, command) + await self._stderr_hint(name)
             if not served:
                 self._fail(name, reason)
             elif self._stopping.is_set() or self._server_stops[name].is_set():
@@ -526,9 +470,9 @@ class McpPool:
         options: dict[str, Any] = {
             "client_info": CLIENT_INFO,
             "read_timeout_seconds": self._connect_timeout,
-            "logging_callback": _server_log_forwarder(name),
+            "logging_callback": server_log_forwarder(name),
             "message_handler": self._notification_handler(name),
-            "elicitation_callback": _decline_elicitation(name),
+            "elicitation_callback": decline_elicitation(name),
             "mode": server.mode,
         }
         if self._complete is not None:  # registering the callback is what declares the capability
@@ -598,31 +542,6 @@ class McpPool:
             self._settled.set()
 
 
-def _session_gone(error: MCPError) -> bool:
-    # A restarted or expired remote server: the SDK's 404 mapping, or the server's own JSON-RPC error.
-    return error.message.lower() in ("session terminated", "session not found")
-
-
-class _ProgressDeadline:
-    """A call's time limit: `timeout` without progress, each progress note restarting it, never past `cap`."""
-
-    def __init__(self, timeout: float, cap: float) -> None:
-        self.timeout, self.cap = timeout, cap
-        self.started = anyio.current_time()
-        self.scope = anyio.CancelScope(deadline=self.started + timeout)
-
-    def extend(self) -> None:
-        self.scope.deadline = min(anyio.current_time() + self.timeout, self.started + self.cap)
-
-    @property
-    def capped(self) -> bool:
-        return self.scope.deadline >= self.started + self.cap
-
-    @property
-    def elapsed(self) -> float:
-        return round(anyio.current_time() - self.started, 1)
-
-
 async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:
     """Returns as soon as any of the waits returns."""
     async with anyio.create_task_group() as group:
@@ -638,48 +557,7 @@ async def _never() -> None:
     await anyio.sleep_forever()
 
 
-def _decline_elicitation(server: str) -> Any:
-    """Nobody is there to answer a server's question in the middle of a chat request: decline, and say so."""
-
-    async def decline(_context: Any, params: ElicitRequestParams) -> ElicitResult:
-        log.info("mcp_elicitation_declined", server=server, message=getattr(params, "message", None))
-        return ElicitResult(action="decline")
-
-    return decline
-
-
-def _server_log_forwarder(server: str) -> Any:
-    server_log = log.bind(server=server)
-
-    async def forward(params: LoggingMessageNotificationParams) -> None:
-        server_log.info("mcp_server_log", level=params.level, logger=params.logger, data=params.data)
-
-    return forward
-
-
 def _transport_name(server: ServerConfig) -> str:
     if isinstance(server, StdioServerConfig):
         return "stdio"
     return "sse" if server.is_legacy_sse else "http"
-
-
-def _describe(exc: BaseException, command: str | None = None) -> str:
-    """A readable reason from whatever the SDK raised, exception groups unwrapped."""
-    leaves = list(_leaves(exc))
-    parts = []
-    for leaf in leaves:
-        if isinstance(leaf, FileNotFoundError):
-            parts.append(f"command not found: {leaf.filename or command}")
-        elif isinstance(leaf, MCPError):
-            parts.append(f"{leaf.message} (MCP error {leaf.code})")
-        else:
-            parts.append(f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__)
-    return "; ".join(dict.fromkeys(parts)) or type(exc).__name__
-
-
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield exc

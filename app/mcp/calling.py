@@ -1,0 +1,140 @@
+"""One tool call on one live connection: arguments checked, a deadline that progress extends, and
+whatever the SDK raises sorted into what the model is told, or into "the connection was lost".
+
+Which connection to use, and whether to try again after a loss, is the pool's business.
+"""
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from mcp import Client, MCPError
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+from app.mcp.arguments import problems
+from app.mcp.connect import tracking_delivery
+from app.mcp.convert import ToolRoute
+from app.mcp.results import CallInfo, FailureKind, RenderOptions, ToolOutcome, render_failure, render_result
+
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+# The SDK's own read timeout is a backstop a little past our cap; our deadline normally acts first.
+CALL_TIMEOUT_SLACK = 5.0
+# What a model is told to wait before retrying a call that timed out.
+RETRY_AFTER_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The call ended, well or not; `failure` says how it failed, for the log."""
+
+    outcome: ToolOutcome
+    failure: FailureKind | None = None
+
+
+@dataclass(frozen=True)
+class ConnectionLost:
+    """The connection died under the call. `never_ran`: the server cannot have run it."""
+
+    never_ran: bool
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float  # without progress
+    cap: float  # with progress
+    tracked: bool  # a streamable HTTP connection, which can tell a refused request from a lost one
+
+
+class ToolCall:
+    """One call of one tool, possibly sent twice (once per connection): the clock runs from creation."""
+
+    def __init__(self, route: ToolRoute, rendering: RenderOptions, on_progress: ProgressFn | None) -> None:
+        self.route, self._rendering, self._on_progress = route, rendering, on_progress
+        self.started = time.perf_counter()
+
+    @property
+    def duration_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+    def fail(self, kind: FailureKind, message: str, **details: Any) -> Finished:
+        info = CallInfo(self.route.tool, self.route.server, self.duration_ms, self._rendering)
+        return Finished(render_failure(kind, message, info, **details), kind)
+
+    def checked_arguments(self, arguments: str) -> dict[str, Any] | Finished:
+        """The arguments as one JSON object that fits the tool's schema, or the failure to tell the model."""
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except ValueError as exc:
+            return self.fail(FailureKind.INVALID_ARGUMENTS,
+                             f"The arguments are not valid JSON ({exc.msg}). Send one JSON object.")
+        if not isinstance(parsed, dict):
+            return self.fail(FailureKind.INVALID_ARGUMENTS, "The arguments must be one JSON object.")
+        wrong = problems(self.route.validator, parsed)
+        if wrong:
+            return self.fail(
+                FailureKind.INVALID_ARGUMENTS, "Some arguments are missing or wrong; fix them and call again.",
+                fields=[problem.as_dict() for problem in wrong],
+            )
+        return parsed
+
+    async def send(self, client: Client, arguments: dict[str, Any], limits: Limits) -> Finished | ConnectionLost:
+        server = self.route.server
+        deadline = _ProgressDeadline(limits.timeout, max(limits.timeout, limits.cap))
+
+        async def progressed(progress: float, total: float | None, message: str | None) -> None:
+            deadline.extend()
+            if self._on_progress is not None:
+                await self._on_progress(progress, total, message)
+
+        try:
+            with deadline.scope, tracking_delivery() as delivery:
+                result = await client.call_tool(
+                    self.route.tool, arguments, read_timeout_seconds=deadline.cap + CALL_TIMEOUT_SLACK,
+                    progress_callback=progressed,
+                )
+            if deadline.scope.cancelled_caught:  # cancelling the call sent notifications/cancelled
+                limit = "its limit of" if deadline.capped else "without progress for"
+                return self.fail(FailureKind.TIMEOUT, f"The tool ran {limit} {deadline.elapsed:g} s and was stopped.",
+                                 retry_after=RETRY_AFTER_SECONDS)
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                return self.fail(FailureKind.TIMEOUT, f"The tool did not finish within {limits.timeout:g} s.",
+                                 retry_after=RETRY_AFTER_SECONDS)
+            if exc.code != CONNECTION_CLOSED and not _session_gone(exc):
+                return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' refused the call: {exc.message}")
+            # An expired session is refused before the tool runs, like a connection that was never made.
+            return ConnectionLost(never_ran=_session_gone(exc) or (limits.tracked and not delivery.reached_server))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return ConnectionLost(never_ran=limits.tracked and not delivery.reached_server)
+        except RuntimeError as exc:  # the SDK's outputSchema validation of the result
+            return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
+        info = CallInfo(self.route.tool, server, self.duration_ms, self._rendering)
+        return Finished(render_result(result, info))
+
+
+def _session_gone(error: MCPError) -> bool:
+    # A restarted or expired remote server: the SDK's 404 mapping, or the server's own JSON-RPC error.
+    return error.message.lower() in ("session terminated", "session not found")
+
+
+class _ProgressDeadline:
+    """A call's time limit: `timeout` without progress, each progress note restarting it, never past `cap`."""
+
+    def __init__(self, timeout: float, cap: float) -> None:
+        self.timeout, self.cap = timeout, cap
+        self.started = anyio.current_time()
+        self.scope = anyio.CancelScope(deadline=self.started + timeout)
+
+    def extend(self) -> None:
+        self.scope.deadline = min(anyio.current_time() + self.timeout, self.started + self.cap)
+
+    @property
+    def capped(self) -> bool:
+        return self.scope.deadline >= self.started + self.cap
+
+    @property
+    def elapsed(self) -> float:
+        return round(anyio.current_time() - self.started, 1)
