@@ -141,3 +141,15 @@ def test_lmstudio_names_lm_studios_own_mcp_json(tmp_path: Path, monkeypatch: pyt
     lmstudio_cache.parent.mkdir(parents=True)
     lmstudio_cache.write_text("{}")
     assert config_paths("lmstudio") == [lmstudio_cache]  # the location that exists wins
+
+
+def test_per_server_options_are_read(tmp_path: Path) -> None:
+    path = write(tmp_path, {"mcpServers": {
+        "slow": {"command": "npx", "timeout": 30, "connectTimeout": 120, "mode": "legacy",
+                 "enabledTools": ["read"], "disabledTools": ["write"]},
+        "plain": {"command": "uvx"},
+    }})
+    slow, plain = load_mcp_config(path).servers.values()
+    assert (slow.timeout, slow.connect_timeout, slow.mode) == (30, 120, "legacy")
+    assert (slow.offers("read"), slow.offers("write"), slow.offers("other")) == (True, False, False)
+    assert (plain.timeout, plain.connect_timeout, plain.mode, plain.offers("other")) == (None, None, "auto", True)

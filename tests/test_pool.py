@@ -44,6 +44,17 @@ async def test_a_server_that_never_answers_fails_at_the_connect_timeout_and_othe
         assert (readable(outcome.content), outcome.is_error) == ("echo: still fine", False)
 
 
+async def test_a_servers_own_connect_timeout_overrides_the_default() -> None:
+    hang = ["-c", "import time; time.sleep(60)"]
+    impatient = StdioServerConfig(command=sys.executable, args=hang, connect_timeout=1)
+    patient = StdioServerConfig(command=sys.executable, args=hang)
+    pool = McpPool(config(impatient=impatient, patient=patient), connect_timeout=60, call_timeout=5)
+    async with pool:
+        failed = await wait_until(pool, "impatient", lambda s: s["state"] == "failed")
+        assert failed["error"] == "did not start within 1 s"
+        assert pool.health()["patient"]["state"] == "starting"
+
+
 async def test_a_slow_tool_gets_a_timeout_error_and_the_server_stays_usable() -> None:
     pool = McpPool(config(basic=stdio("basic.py", timeout=0.5)), connect_timeout=60, call_timeout=30)
     async with pool:

@@ -27,6 +27,9 @@ class _ServerBase(BaseModel):
 
     disabled: bool = False
     timeout: PositiveFloat | None = Field(None, description="Seconds per tool call, overriding TOOL_TIMEOUT.")
+    connect_timeout: PositiveFloat | None = Field(
+        None, alias="connectTimeout", description="Seconds to connect and list tools, overriding MCP_CONNECT_TIMEOUT."
+    )
     mode: Literal["auto", "legacy"] = Field(
         "auto", description="auto probes the 2026 protocol first; legacy goes straight to the 2025 handshake."
     )

@@ -324,6 +324,10 @@ class McpPool:
         configured = self._configs[server].timeout
         return configured if configured is not None else self._call_timeout
 
+    def _connect_timeout_for(self, server: str) -> float:
+        configured = self._configs[server].connect_timeout
+        return configured if configured is not None else self._connect_timeout
+
     async def _run_server(self, name: str, server: ServerConfig) -> None:
         """Supervises one server: connects, serves until shutdown, and reconnects with capped backoff
         when it fails to start or its connection is lost."""
@@ -358,13 +362,14 @@ class McpPool:
     async def _serve_once(self, name: str, server: ServerConfig) -> str:
         """One connection's life: "stopped" (shutdown), "lost" (it died after serving), or "failed"."""
         status = self._status[name]
+        connect_timeout = self._connect_timeout_for(name)
         started = time.perf_counter()
         lost = self._lost[name] = anyio.Event()
         served = False
         try:
             # One scope for the connection's whole life: its deadline covers only the start, and task
             # groups opened inside the client must close inside the same scope.
-            with anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout) as scope:
+            with anyio.CancelScope(deadline=anyio.current_time() + connect_timeout) as scope:
                 self._start_scopes[name] = scope
                 if self._stopping.is_set():  # shutdown came before this task first ran
                     scope.cancel()
@@ -390,7 +395,7 @@ class McpPool:
             if scope.cancelled_caught and self._stopping.is_set():
                 self._fail(name, "stopped while starting")
                 return "stopped"
-            self._fail(name, f"did not start within {self._connect_timeout:g} s" + await self._stderr_hint(name))
+            self._fail(name, f"did not start within {connect_timeout:g} s" + await self._stderr_hint(name))
         except Exception as exc:  # boundary: any failure of one server must leave the others running
             command = server.command if isinstance(server, StdioServerConfig) else None
             reason = describe_failure(exc, command) + await self._stderr_hint(name)
@@ -469,7 +474,7 @@ class McpPool:
     async def _open(self, name: str, server: ServerConfig) -> AsyncIterator[Client]:
         options: dict[str, Any] = {
             "client_info": CLIENT_INFO,
-            "read_timeout_seconds": self._connect_timeout,
+            "read_timeout_seconds": self._connect_timeout_for(name),
             "logging_callback": server_log_forwarder(name),
             "message_handler": self._notification_handler(name),
             "elicitation_callback": decline_elicitation(name),
