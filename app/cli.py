@@ -19,7 +19,6 @@ from app.mcp.pool import ServerState
 from app.settings import Settings
 
 # In-flight requests get this long after SIGTERM/Ctrl-C before they are cut.
-GRACEFUL_SHUTDOWN_SECONDS = 10
 
 
 class CommandLine(Settings):
@@ -54,7 +53,7 @@ def serve(settings: Settings) -> None:
         host=settings.host,
         port=settings.port,
         log_config=None,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        timeout_graceful_shutdown=settings.shutdown_grace,
     )
 
 

@@ -25,13 +25,6 @@ class ChatUpstream(Protocol):
     def stream_chat(self, body: dict[str, Any]) -> AbstractAsyncContextManager[AsyncIterator[dict[str, Any]]]: ...
 
 
-class ToolCatalogue(Protocol):
-    @property
-    def openai_tools(self) -> Sequence[dict[str, Any]]: ...
-
-    def owns(self, name: str) -> bool: ...
-
-
 class ImagePart(Protocol):
     @property
     def mime_type(self) -> str: ...
@@ -54,11 +47,18 @@ class ToolOutput(Protocol):
 ProgressReport = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
-class ToolRunner(Protocol):
+class RequestTools(Protocol):
+    """The MCP tools of one request, fixed for its whole life: a tool list that changes meanwhile
+    reaches the next request, so the model is never offered one list and called with another."""
+
     @property
-    def catalogue(self) -> ToolCatalogue: ...
+    def openai_tools(self) -> Sequence[dict[str, Any]]: ...
 
     async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None) -> ToolOutput: ...
+
+
+class ToolRunner(Protocol):
+    def tools_for_request(self, offered: bool) -> RequestTools: ...
 
 
 class LoopStats(Protocol):
@@ -108,17 +108,6 @@ LoopEvent = Started | TextDelta | ToolsStarted | ToolProgress | ToolsRan | Finis
 PROGRESS_BUFFER = 64  # progress past this many unread notes is dropped, never waited on
 
 
-@dataclass(frozen=True)
-class _EmptyCatalogue:
-    openai_tools: tuple[dict[str, Any], ...] = ()
-
-    def owns(self, name: str) -> bool:
-        return False
-
-
-_NO_TOOLS = _EmptyCatalogue()
-
-
 @dataclass
 class _NoStats:
     rounds: int = 0
@@ -143,14 +132,14 @@ async def run_tool_loop(
         GatewayError: from the upstream; before `Started` when the first request fails.
     """
     stats = stats if stats is not None else _NoStats()
-    catalogue = tools.catalogue if offer_tools else _NO_TOOLS
+    mcp_tools = tools.tools_for_request(offered=offer_tools)
     client_tool_names = _tool_names(body.get("tools") or [])
-    request = _first_request(body, catalogue, client_tool_names)
-    offered_names = client_tool_names | {tool["function"]["name"] for tool in catalogue.openai_tools}
+    request = _first_request(body, mcp_tools.openai_tools, client_tool_names)
+    offered_names = client_tool_names | {tool["function"]["name"] for tool in mcp_tools.openai_tools}
     messages = clean_history(body["messages"])
     if memory is not None:
         messages = memory.restore(messages)
-    if system_hint and catalogue.openai_tools:
+    if system_hint and mcp_tools.openai_tools:
         messages = with_system_hint(messages, system_hint)
     usage: Usage | None = None
 
@@ -190,7 +179,7 @@ async def run_tool_loop(
 
         outputs: list[ToolOutput] = []
         if mcp_calls:
-            async with aclosing(_run_tools(tools, mcp_calls)) as running:
+            async with aclosing(_run_tools(mcp_tools, mcp_calls)) as running:
                 async for event in running:
                     if isinstance(event, ToolsRan):
                         outputs = event.outputs
@@ -213,11 +202,11 @@ async def run_tool_loop(
 
 
 def _first_request(
-    body: dict[str, Any], catalogue: ToolCatalogue, client_tool_names: set[str]
+    body: dict[str, Any], offered: Sequence[dict[str, Any]], client_tool_names: set[str]
 ) -> dict[str, Any]:
     request = dict(body)
     # A client tool keeps its name; an MCP tool that clashes with it is left out rather than sent twice.
-    mcp_tools = [t for t in catalogue.openai_tools if t["function"]["name"] not in client_tool_names]
+    mcp_tools = [t for t in offered if t["function"]["name"] not in client_tool_names]
     if mcp_tools:
         request["tools"] = [*(body.get("tools") or []), *mcp_tools]
     # A client that does not stream gets whole upstream answers: one JSON read instead of a chunk
@@ -270,7 +259,9 @@ def _release_forced_choice(request: dict[str, Any]) -> None:
         del request["tool_choice"]
 
 
-async def _run_tools(tools: ToolRunner, calls: list[ToolCall]) -> AsyncIterator[ToolsStarted | ToolProgress | ToolsRan]:
+async def _run_tools(
+    tools: RequestTools, calls: list[ToolCall]
+) -> AsyncIterator[ToolsStarted | ToolProgress | ToolsRan]:
     """Runs the calls at once, passing on their progress as it comes; ends with `ToolsRan`."""
     yield ToolsStarted(calls)
     outputs: list[ToolOutput | None] = [None] * len(calls)

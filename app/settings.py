@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, HttpUrl, PositiveFloat, PositiveInt, SecretStr, field_validator
+from pydantic import Field, HttpUrl, NonNegativeFloat, PositiveFloat, PositiveInt, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     )
     mcp_connect_timeout: PositiveFloat = Field(
         60.0, description="Seconds an MCP server may take to start and list its tools."
+    )
+    shutdown_grace: NonNegativeFloat = Field(
+        10.0, description="Seconds requests in flight may take to finish after SIGTERM or Ctrl-C, then cut off."
     )
     tool_prefix: Literal["always", "on-conflict"] = Field(
         "always", description="Prefix tool names with their server always, or only where two servers clash."

@@ -6,6 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -246,3 +249,67 @@ def test_helpers_a_server_leaves_behind_are_ended_at_shutdown(tmp_path: Path) ->
             gateway.kill()
         with contextlib.suppress(psutil.Error):
             psutil.Process(int(helper_file.read_text())).kill()
+
+
+@contextlib.contextmanager
+def serving(tmp_path: Path, upstream: FakeUpstream, **settings: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """`toolbridge` with basic.py, as a user starts it; yields the process once its server is ready."""
+    config = write_config(tmp_path, {"basic": stdio_entry("basic.py")})
+    port = free_port()
+    env = clean_env() | {"TOOLBRIDGE_UPSTREAM_URL": f"{upstream.url}/v1"} | settings
+    gateway = subprocess.Popen([TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config)],
+                               cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(base, lambda b: b["status"] == "ok")
+        yield gateway, base
+    finally:
+        if gateway.poll() is None:
+            gateway.kill()
+            gateway.wait(timeout=EXIT_TIMEOUT)
+
+
+@pytest.mark.parametrize(("grace", "tool_seconds", "finishes"), [(30, 2, True), (0.5, 60, False)])
+def test_streams_in_flight_get_the_grace_period_at_shutdown(
+    tmp_path: Path, upstream: FakeUpstream, grace: float, tool_seconds: int, finishes: bool
+) -> None:
+    with serving(tmp_path, upstream, TOOLBRIDGE_SHUTDOWN_GRACE=str(grace)) as (gateway, base):
+        children = psutil.Process(gateway.pid).children(recursive=True)
+        upstream.script(Turn(calls=[Call("basic__sleep", {"seconds": tool_seconds})]), Turn(content="slept well"))
+        body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "sleep"}]}
+        seen: list[str] = []
+        with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=EXIT_TIMEOUT) as response:
+            lines = response.iter_lines()
+            for line in lines:  # the trace announces the call as it starts
+                seen.append(line)
+                if "Calling basic__sleep" in line:
+                    break
+            gateway.send_signal(signal.SIGTERM)
+            with contextlib.suppress(httpx.RemoteProtocolError):
+                seen.extend(lines)
+        assert gateway.wait(timeout=EXIT_TIMEOUT) in (0, -signal.SIGTERM)
+        events = [line.removeprefix("data: ") for line in seen if line.startswith("data: ")]
+        chunks = [json.loads(event) for event in events if event != "[DONE]"]
+        content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+        if finishes:
+            assert (content, events[-1]) == ("slept well", "[DONE]")
+        else:  # cut off, the client sees no ending at all: never a made-up finish or [DONE]
+            assert content == "" and "[DONE]" not in events
+            assert all(c["choices"][0]["finish_reason"] is None for c in chunks if c["choices"])
+        _, alive = psutil.wait_procs(children, timeout=5)
+        assert alive == []
+
+
+def test_a_whole_answer_in_flight_is_finished_at_shutdown(tmp_path: Path, upstream: FakeUpstream) -> None:
+    with serving(tmp_path, upstream, TOOLBRIDGE_SHUTDOWN_GRACE="30") as (gateway, base):
+        upstream.script(Turn(calls=[Call("basic__sleep", {"seconds": 2})]), Turn(content="slept well"))
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        with ThreadPoolExecutor(1) as worker:
+            reply = worker.submit(client.chat.completions.create, model="m",
+                                  messages=[{"role": "user", "content": "sleep"}])
+            deadline = time.monotonic() + EXIT_TIMEOUT
+            while not upstream.chat_requests() and time.monotonic() < deadline:  # the tool is about to run
+                time.sleep(0.02)
+            gateway.send_signal(signal.SIGTERM)
+            assert reply.result(timeout=EXIT_TIMEOUT).choices[0].message.content == "slept well"
+        assert gateway.wait(timeout=EXIT_TIMEOUT) in (0, -signal.SIGTERM)

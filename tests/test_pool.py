@@ -13,6 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from app.mcp.config import HttpServerConfig, McpConfig, StdioServerConfig
+from app.mcp.convert import ConversionOptions
 from app.mcp.pool import McpPool
 from tests.conftest import BASIC_TOOLS, SERVERS
 from tests.support.fake_upstream import readable
@@ -113,7 +114,7 @@ async def test_stopping_cancels_servers_that_are_still_starting(tmp_path: Path, 
 
 async def wait_until(pool: McpPool, name: str, predicate: Any) -> dict:
     with anyio.fail_after(SETTLE_TIMEOUT):
-        while not predicate(status := pool.health()[name]):
+        while not predicate(status := pool.health().get(name, {"state": "unknown"})):
             await anyio.sleep(0.05)
     return status
 
@@ -377,3 +378,24 @@ async def test_a_stateless_remote_server_that_goes_away_is_seen_at_once_and_reco
         assert back["restarts"] == 1
         outcome = await pool.call_tool("remote__add", '{"a": 1, "b": 1}')
         assert (readable(outcome.content), outcome.is_error) == ("2", False)
+
+
+async def test_a_request_keeps_its_tools_while_a_reload_renames_them() -> None:
+    # With prefixes only on conflict, `echo` is plain `echo` until a second server brings its own `echo`.
+    # A request that began before that offered `echo`; its model calling `echo` must still reach it.
+    before = config(one=stdio("basic.py"))
+    after = config(one=stdio("basic.py"), two=stdio("basic.py"))
+    pool = McpPool(before, connect_timeout=60, call_timeout=10, load_config=lambda: after,
+                   conversion=ConversionOptions(prefix="on-conflict"))
+    async with pool:
+        await wait_until(pool, "one", lambda s: s["state"] == "ready")
+        in_flight = pool.tools_for_request()
+        assert "echo" in [t["function"]["name"] for t in in_flight.openai_tools]
+        pool.request_reload()
+        await wait_until(pool, "two", lambda s: s["state"] == "ready")
+        names = [t["function"]["name"] for t in pool.tools_for_request().openai_tools]
+        assert "echo" not in names and {"one__echo", "two__echo"} <= set(names)
+        kept = await in_flight.call_tool("echo", '{"text": "still here"}')
+        assert (readable(kept.content), kept.is_error) == ("echo: still here", False)
+        new = await pool.tools_for_request().call_tool("echo", '{"text": "?"}')
+        assert json.loads(new.content)["data"]["error"] == "unknown_tool"

@@ -61,7 +61,9 @@ async def chat_completions(
         raise
     if request.stream:
         payloads = stream_payloads(events, model=request.model, include_usage=request.include_usage, trace=trace)
-        return EventSourceResponse(payloads, sep="\n", ping=SSE_PING_SECONDS)
+        # sse-starlette would end every stream at the first signal; the grace lets answers in flight finish.
+        return EventSourceResponse(payloads, sep="\n", ping=SSE_PING_SECONDS,
+                                   shutdown_grace_period=settings.shutdown_grace)
     completion = await _unless_client_leaves(raw, collect_completion(events, model=request.model, trace=trace))
     if completion is None:
         return Response(status_code=CLIENT_CLOSED_REQUEST)

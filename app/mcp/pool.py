@@ -261,11 +261,19 @@ class McpPool:
         """Returns once no server is still starting."""
         await self._settled.wait()
 
-    async def call_tool(self, name: str, arguments: str, on_progress: ProgressFn | None = None) -> ToolOutcome:
-        """Runs one tool call. Every failure comes back as an error outcome for the model, never raised."""
-        route = self._catalogue.route(name)
+    def tools_for_request(self, offered: bool = True) -> "RequestTools":
+        """The catalogue as it is now, kept by one request for its whole life (an empty one if not offered)."""
+        return RequestTools(self, self._catalogue if offered else Catalogue())
+
+    async def call_tool(
+        self, name: str, arguments: str, on_progress: ProgressFn | None = None, catalogue: Catalogue | None = None
+    ) -> ToolOutcome:
+        """Runs one tool call, named as in `catalogue` (default: the current one). Every failure comes back
+        as an error outcome for the model, never raised."""
+        catalogue = self._catalogue if catalogue is None else catalogue
+        route = catalogue.route(name)
         if route is None:
-            similar = self._catalogue.similar(name)
+            similar = catalogue.similar(name)
             hint = f" Did you mean: {', '.join(similar)}?" if similar else ""
             return render_failure(
                 FailureKind.UNKNOWN_TOOL, f"There is no tool named '{name}'.{hint}",
@@ -560,6 +568,21 @@ async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:
 
 async def _never() -> None:
     await anyio.sleep_forever()
+
+
+@dataclass(frozen=True)
+class RequestTools:
+    """The tools one request offers and calls, fixed for its whole life."""
+
+    pool: McpPool
+    catalogue: Catalogue
+
+    @property
+    def openai_tools(self) -> Sequence[dict[str, Any]]:
+        return self.catalogue.openai_tools
+
+    async def call_tool(self, name: str, arguments: str, on_progress: ProgressFn | None = None) -> ToolOutcome:
+        return await self.pool.call_tool(name, arguments, on_progress, self.catalogue)
 
 
 def _transport_name(server: ServerConfig) -> str:
