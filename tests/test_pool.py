@@ -399,3 +399,39 @@ async def test_a_request_keeps_its_tools_while_a_reload_renames_them() -> None:
         assert (readable(kept.content), kept.is_error) == ("echo: still here", False)
         new = await pool.tools_for_request().call_tool("echo", '{"text": "?"}')
         assert json.loads(new.content)["data"]["error"] == "unknown_tool"
+
+
+@pytest.mark.parametrize("change", ["removed", "changed"])
+async def test_a_reload_lets_the_calls_running_on_a_server_finish_first(change: str) -> None:
+    after = config() if change == "removed" else config(basic=stdio("basic.py", timeout=30))
+    pool = McpPool(config(basic=stdio("basic.py")), connect_timeout=60, call_timeout=10, load_config=lambda: after)
+    async with pool:
+        await wait_until(pool, "basic", lambda s: s["state"] == "ready")
+        [old_server] = psutil.Process().children()
+        in_flight = pool.tools_for_request()
+        first_step = anyio.Event()
+        outcomes: list[Any] = []
+
+        async def progressed(progress: float, total: float | None, message: str | None) -> None:
+            first_step.set()
+
+        async def call() -> None:
+            outcomes.append(await in_flight.call_tool("basic__steps", '{"count": 2, "every": 1}', progressed))
+
+        with anyio.fail_after(SETTLE_TIMEOUT):
+            async with anyio.create_task_group() as group:
+                group.start_soon(call)
+                await first_step.wait()
+                pool.request_reload()
+                while "basic__steps" in [t["function"]["name"] for t in pool.tools_for_request().openai_tools]:
+                    await anyio.sleep(0.02)
+                assert outcomes == []  # the reload began while the call ran; new requests no longer see it
+        assert (readable(outcomes[0].content), outcomes[0].is_error) == ("2 steps done", False)
+        await anyio.to_thread.run_sync(lambda: psutil.wait_procs([old_server], timeout=SETTLE_TIMEOUT))
+        if change == "changed":
+            await wait_until(pool, "basic", lambda s: s["state"] == "ready" and psutil.Process().children())
+        else:
+            await wait_until(pool, "basic", lambda s: s["state"] == "unknown")
+            late = await in_flight.call_tool("basic__echo", '{"text": "?"}')
+            assert json.loads(late.content)["data"]["message"] == "MCP server 'basic' was removed from the config."
+        assert not old_server.is_running()

@@ -9,8 +9,9 @@ so HTTP serves while slow servers are still starting.
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -30,7 +31,7 @@ from watchfiles import awatch
 
 from app import __version__
 from app.mcp.callbacks import decline_elicitation, server_log_forwarder
-from app.mcp.calling import ConnectionLost, Finished, Limits, ProgressFn, ToolCall
+from app.mcp.calling import CALL_TIMEOUT_SLACK, ConnectionLost, Finished, Limits, ProgressFn, ToolCall
 from app.mcp.config import McpConfig, McpConfigError, ServerConfig, StdioServerConfig
 from app.mcp.connect import definition, describe_failure, enter_http, list_all_tools, listen_for_tool_changes
 from app.mcp.convert import Catalogue, ConversionOptions, build_catalogue
@@ -134,6 +135,7 @@ class McpPool:
         self._configs: dict[str, ServerConfig] = {}
         self._server_stops: dict[str, anyio.Event] = {}
         self._server_done: dict[str, anyio.Event] = {}
+        self._in_flight = _CallsInFlight()
         self._reload_requested = anyio.Event()
         self._load_config = load_config
         self._complete, self._sampling_model = complete, sampling_model
@@ -206,8 +208,10 @@ class McpPool:
         log.info("mcp_config_reloaded", stopping=going, starting=coming, unchanged=len(old_servers) - len(going))
         for name in going:
             self._server_stops[name].set()
+            self._tools.pop(name, None)  # new requests stop seeing its tools; calls in flight still reach it
+        self._rebuild_catalogue()
         for name in going:
-            with anyio.move_on_after(SHUTDOWN_TIMEOUT):
+            with anyio.move_on_after(self._longest_call(name) + SHUTDOWN_TIMEOUT):
                 await self._server_done[name].wait()
             self._forget(name)
         self.config = new
@@ -295,19 +299,23 @@ class McpPool:
         server = call.route.server
         client = self._clients.get(server)
         if client is None:
-            status = self._status[server]
+            status = self._status.get(server)
+            if status is None:  # a request from before a reload that removed the server
+                return call.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' was removed from the config.")
             reason = f" ({status.error})" if status.error else ""
             return call.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' is {status.state.value}{reason}.")
         parsed = call.checked_arguments(arguments)
         if isinstance(parsed, Finished):
             return parsed
         limits = Limits(self._timeout_for(server), self._call_timeout_max, self._status[server].transport == "http")
-        ended = await call.send(client, parsed, limits)
+        with self._in_flight.running(server):
+            ended = await call.send(client, parsed, limits)
         if isinstance(ended, ConnectionLost):
             self._lost[server].set()
             # Once more, on the next connection: when running it twice does no harm, or it never ran at all.
             if (call.route.safe_to_retry or ended.never_ran) and await self._reconnected(server, client):
-                ended = await call.send(self._clients[server], parsed, limits)
+                with self._in_flight.running(server):
+                    ended = await call.send(self._clients[server], parsed, limits)
         if isinstance(ended, ConnectionLost):
             self._lost[server].set()
             return call.fail(FailureKind.SERVER_UNAVAILABLE,
@@ -331,6 +339,9 @@ class McpPool:
     def _timeout_for(self, server: str) -> float:
         configured = self._configs[server].timeout
         return configured if configured is not None else self._call_timeout
+
+    def _longest_call(self, server: str) -> float:
+        return max(self._timeout_for(server), self._call_timeout_max)
 
     def _connect_timeout_for(self, server: str) -> float:
         configured = self._configs[server].connect_timeout
@@ -395,6 +406,8 @@ class McpPool:
                         stop = self._server_stops[name]
                         await _first_of(self._stopping.wait, stop.wait, lost.wait, self._stderr_closed(name))
                         connection.cancel_scope.cancel()
+                    if stop.is_set() and not self._stopping.is_set():
+                        await self._let_calls_finish(name, lost)
                     if self._stopping.is_set() or stop.is_set():
                         self._unpublish(name)
                         return "stopped"
@@ -416,6 +429,13 @@ class McpPool:
                 self._lose(name, reason)
                 return "lost"
         return "failed"
+
+    async def _let_calls_finish(self, name: str, lost: anyio.Event) -> None:
+        """A server stopped by a reload first finishes the calls running on it (each is bounded anyway)."""
+        if self._in_flight.count(name):
+            log.info("mcp_server_draining", server=name, calls=self._in_flight.count(name))
+        with anyio.move_on_after(self._longest_call(name) + CALL_TIMEOUT_SLACK):
+            await _first_of(lambda: self._in_flight.drained(name), self._stopping.wait, lost.wait)
 
     def _notification_handler(self, name: str) -> Callable[[Any], Awaitable[None]]:
         async def handle(message: Any) -> None:
@@ -553,6 +573,31 @@ class McpPool:
     def _check_settled(self) -> None:
         if not any(s.state is ServerState.STARTING for s in self._status.values()):
             self._settled.set()
+
+
+class _CallsInFlight:
+    """The calls running on each server, so that a reload lets them finish before stopping it."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._idle: dict[str, anyio.Event] = {}
+
+    def count(self, server: str) -> int:
+        return self._counts[server]
+
+    @contextmanager
+    def running(self, server: str) -> Iterator[None]:
+        self._counts[server] += 1
+        try:
+            yield
+        finally:
+            self._counts[server] -= 1
+            if not self._counts[server]:
+                self._idle.pop(server, anyio.Event()).set()
+
+    async def drained(self, server: str) -> None:
+        if self._counts[server]:
+            await self._idle.setdefault(server, anyio.Event()).wait()
 
 
 async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:
