@@ -435,3 +435,21 @@ async def test_a_reload_lets_the_calls_running_on_a_server_finish_first(change: 
             late = await in_flight.call_tool("basic__echo", '{"text": "?"}')
             assert json.loads(late.content)["data"]["message"] == "MCP server 'basic' was removed from the config."
         assert not old_server.is_running()
+
+
+async def test_a_2025_remote_server_that_goes_away_is_seen_by_its_keep_alive_ping(
+    remote_server: RemoteServer,
+) -> None:
+    server = HttpServerConfig(url=remote_server.url, mode="legacy")
+    pool = McpPool(McpConfig(path=Path("t.json"), found=True, servers={"remote": server}),
+                   connect_timeout=30, call_timeout=10, keepalive_interval=0.2)
+    async with pool:
+        await wait_until(pool, "remote", lambda s: s["state"] == "ready")
+        remote_server.kill()
+        gone = await wait_until(pool, "remote", lambda s: s["state"] != "ready")  # no call was made
+        assert gone["restarts"] == 1
+        await remote_server.start()
+        back = await wait_until(pool, "remote", lambda s: s["state"] == "ready")
+        assert back["restarts"] == 1
+        outcome = await pool.call_tool("remote__add", '{"a": 1, "b": 1}')
+        assert (readable(outcome.content), outcome.is_error) == ("2", False)

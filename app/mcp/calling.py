@@ -15,7 +15,7 @@ from mcp import Client, MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from app.mcp.arguments import problems
-from app.mcp.connect import tracking_delivery
+from app.mcp.connect import session_gone, tracking_delivery
 from app.mcp.convert import ToolRoute
 from app.mcp.results import CallInfo, FailureKind, RenderOptions, ToolOutcome, render_failure, render_result
 
@@ -103,21 +103,16 @@ class ToolCall:
             if exc.code == REQUEST_TIMEOUT:
                 return self.fail(FailureKind.TIMEOUT, f"The tool did not finish within {limits.timeout:g} s.",
                                  retry_after=RETRY_AFTER_SECONDS)
-            if exc.code != CONNECTION_CLOSED and not _session_gone(exc):
+            if exc.code != CONNECTION_CLOSED and not session_gone(exc):
                 return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' refused the call: {exc.message}")
             # An expired session is refused before the tool runs, like a connection that was never made.
-            return ConnectionLost(never_ran=_session_gone(exc) or (limits.tracked and not delivery.reached_server))
+            return ConnectionLost(never_ran=session_gone(exc) or (limits.tracked and not delivery.reached_server))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return ConnectionLost(never_ran=limits.tracked and not delivery.reached_server)
         except RuntimeError as exc:  # the SDK's outputSchema validation of the result
             return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
         info = CallInfo(self.route.tool, server, self.duration_ms, self._rendering)
         return Finished(render_result(result, info))
-
-
-def _session_gone(error: MCPError) -> bool:
-    # A restarted or expired remote server: the SDK's 404 mapping, or the server's own JSON-RPC error.
-    return error.message.lower() in ("session terminated", "session not found")
 
 
 class _ProgressDeadline:

@@ -2,25 +2,31 @@
 subscriptions, what became of a call's request, and readable reasons when connecting fails."""
 
 import json
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import httpx2
 import structlog
-from mcp import Client, MCPError
+from mcp import Client, MCPDeprecationWarning, MCPError
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
-from mcp.types import Tool
+from mcp.types import CONNECTION_CLOSED, Tool
 
 from app.mcp.config import HttpServerConfig
 
 log = structlog.get_logger("toolbridge.mcp")
 
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+PING_TIMEOUT = 10.0
+MODERN_PROTOCOL = "2026-07-28"
+# We ping only 2025-era sessions, where ping is part of the protocol; the SDK warns about 2026 ones.
+warnings.filterwarnings("ignore", message="ping is removed as of 2026", category=MCPDeprecationWarning)
 
 
 @dataclass
@@ -120,6 +126,38 @@ async def listen_for_tool_changes(
     except MCPError as exc:
         # Servers without subscriptions/listen just never announce changes; nothing else is lost.
         log.info("mcp_listen_unavailable", server=server, error=exc.message)
+
+
+async def keep_alive(server: str, client: Client, lost: Callable[[], None], interval: float) -> None:
+    """Pings a 2025-era remote session now and then: nothing else tells of a server that went away or
+    a session it expired until a call fails. (2026 has no ping; its subscription stream does this.)"""
+    while True:
+        await anyio.sleep(interval)
+        try:
+            with anyio.fail_after(PING_TIMEOUT):
+                await client.send_ping()
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED and not session_gone(exc):
+                log.info("mcp_ping_unsupported", server=server, error=exc.message)
+                return
+            log.warning("mcp_ping_failed", server=server, error=exc.message)
+            lost()
+            return
+        except (TimeoutError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            log.warning("mcp_ping_failed", server=server, error=str(exc) or type(exc).__name__)
+            lost()
+            return
+
+
+def pings(client: Client, transport: str) -> bool:
+    """Whether `keep_alive` has work on this connection: remote, and of the 2025 era."""
+    # Protocol versions are dates, so they compare as strings.
+    return transport != "stdio" and (client.protocol_version or "") < MODERN_PROTOCOL
+
+
+def session_gone(error: MCPError) -> bool:
+    # A restarted or expired remote server: the SDK's 404 mapping, or the server's own JSON-RPC error.
+    return error.message.lower() in ("session terminated", "session not found")
 
 
 def definition(tool: Tool) -> str:

@@ -33,7 +33,15 @@ from app import __version__
 from app.mcp.callbacks import decline_elicitation, server_log_forwarder
 from app.mcp.calling import CALL_TIMEOUT_SLACK, ConnectionLost, Finished, Limits, ProgressFn, ToolCall
 from app.mcp.config import McpConfig, McpConfigError, ServerConfig, StdioServerConfig
-from app.mcp.connect import definition, describe_failure, enter_http, list_all_tools, listen_for_tool_changes
+from app.mcp.connect import (
+    definition,
+    describe_failure,
+    enter_http,
+    keep_alive,
+    list_all_tools,
+    listen_for_tool_changes,
+    pings,
+)
 from app.mcp.convert import Catalogue, ConversionOptions, build_catalogue
 from app.mcp.processes import (
     StderrTail,
@@ -49,6 +57,8 @@ from app.mcp.sampling import Complete, sampling_handler
 log = structlog.get_logger("toolbridge.mcp")
 
 CLIENT_INFO = Implementation(name="toolbridge", version=__version__)
+# How often a 2025-era remote session is pinged to learn that it is gone before a call does.
+KEEPALIVE_INTERVAL = 30.0
 # How long a safe call whose remote session expired waits for the reconnection before its one retry.
 RECONNECT_WAIT = 10.0
 # Reconnection after a failed start: 1 s, 2 s, 4 s ... at most a minute apart.
@@ -110,7 +120,9 @@ class McpPool:
         watch: Sequence[Path] = (),
         complete: Complete | None = None,
         sampling_model: str | None = None,
+        keepalive_interval: float = KEEPALIVE_INTERVAL,
     ) -> None:
+        self._keepalive_interval = keepalive_interval
         self.config = config
         self._retry = retry
         self._block_changed = block_changed_tools
@@ -403,6 +415,8 @@ class McpPool:
                              seconds=round(time.perf_counter() - started, 2), restarts=status.restarts)
                     async with anyio.create_task_group() as connection:
                         connection.start_soon(self._follow_tool_changes, name, client)
+                        if pings(client, status.transport):
+                            connection.start_soon(keep_alive, name, client, lost.set, self._keepalive_interval)
                         stop = self._server_stops[name]
                         await _first_of(self._stopping.wait, stop.wait, lost.wait, self._stderr_closed(name))
                         connection.cancel_scope.cancel()
