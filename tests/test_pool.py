@@ -405,9 +405,14 @@ async def test_a_request_keeps_its_tools_while_a_reload_renames_them() -> None:
 async def test_a_reload_lets_the_calls_running_on_a_server_finish_first(change: str) -> None:
     after = config() if change == "removed" else config(basic=stdio("basic.py", timeout=30))
     pool = McpPool(config(basic=stdio("basic.py")), connect_timeout=60, call_timeout=10, load_config=lambda: after)
+    others = {child.pid for child in psutil.Process().children()}  # other tests' servers may still run
+
+    def ours() -> list[psutil.Process]:
+        return [child for child in psutil.Process().children() if child.pid not in others]
+
     async with pool:
         await wait_until(pool, "basic", lambda s: s["state"] == "ready")
-        [old_server] = psutil.Process().children()
+        [old_server] = ours()
         in_flight = pool.tools_for_request()
         first_step = anyio.Event()
         outcomes: list[Any] = []
@@ -429,7 +434,7 @@ async def test_a_reload_lets_the_calls_running_on_a_server_finish_first(change: 
         assert (readable(outcomes[0].content), outcomes[0].is_error) == ("2 steps done", False)
         await anyio.to_thread.run_sync(lambda: psutil.wait_procs([old_server], timeout=SETTLE_TIMEOUT))
         if change == "changed":
-            await wait_until(pool, "basic", lambda s: s["state"] == "ready" and psutil.Process().children())
+            await wait_until(pool, "basic", lambda s: s["state"] == "ready" and ours())
         else:
             await wait_until(pool, "basic", lambda s: s["state"] == "unknown")
             late = await in_flight.call_tool("basic__echo", '{"text": "?"}')
