@@ -145,6 +145,19 @@ async def test_a_server_that_failed_to_start_is_retried_until_it_starts(tmp_path
         assert readable(outcome.content) == "hello"
 
 
+async def test_a_server_that_keeps_failing_the_same_way_is_reported_once() -> None:
+    pool = McpPool(config(missing=StdioServerConfig(command="no-such-mcp-server")), connect_timeout=60, call_timeout=10)
+    with capture_logs() as logs:
+        async with pool:
+            with anyio.fail_after(SETTLE_TIMEOUT):
+                while not any(entry["event"] == "mcp_server_still_failing" for entry in logs):  # retried
+                    await anyio.sleep(0.05)
+    assert [entry["error"] for entry in logs if entry["event"] == "mcp_server_failed"] == [
+        "command not found: no-such-mcp-server"
+    ]
+    assert not any(entry["log_level"] == "error" for entry in logs if entry["event"] != "mcp_server_failed")
+
+
 async def test_without_retries_a_failed_server_stays_failed(tmp_path: Path) -> None:
     pool = McpPool(config(flaky=stdio("fails_until.py", str(tmp_path / "never"))), connect_timeout=60,
                    call_timeout=10, retry=False)

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from app.main import create_app
@@ -110,3 +111,12 @@ def test_a_large_file_is_cut_to_the_cap(
     assert envelope["meta"]["truncated"]["field"] == "content"
     assert envelope["data"]["content"].startswith("line 0\nline 1\n")
     assert envelope["meta"]["truncated"]["total_chars"] == (files_root / "big.txt").stat().st_size
+
+
+def test_health_counts_the_tools_the_model_is_offered(reference_gateway: Gateway) -> None:
+    # server-everything lists a tool that runs only as an MCP task, which cannot be offered.
+    health = httpx.get(f"{reference_gateway.url}/health").json()
+    offered = httpx.get(f"{reference_gateway.url}/tools").json()["data"]
+    for server in ("everything", "files"):
+        assert health["servers"][server]["tools"] == len([t for t in offered if t["server"] == server])
+    assert health["tools"] == len(offered)

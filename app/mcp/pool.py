@@ -491,7 +491,6 @@ class McpPool:
         if added or removed or changed:
             log.info("mcp_tools_changed", server=name, added=added, removed=removed, changed=changed)
         self._tools[name] = tools
-        self._status[name].tools = len(self._offered(name, tools))
         self._rebuild_catalogue()
 
     def _offered(self, name: str, tools: list[Tool]) -> list[Tool]:
@@ -564,8 +563,7 @@ class McpPool:
         self._published_event(name).set()
         self._tools[name] = tools
         status = self._status[name]
-        status.state, status.tools, status.error = ServerState.READY, len(self._offered(name, tools)), None
-        self._check_settled()
+        status.state, status.error = ServerState.READY, None
         self._rebuild_catalogue()
         self._check_settled()
 
@@ -577,12 +575,22 @@ class McpPool:
     def _rebuild_catalogue(self) -> None:
         ordered = {name: self._offered(name, self._tools[name]) for name in self._configs if name in self._tools}
         self._catalogue = build_catalogue(ordered, self._conversion)
+        # What is offered, after every filter (mcp.json, blocked, tools that only run as MCP tasks).
+        offered = Counter(route.server for route in self._catalogue.routes.values())
+        for name in ordered:
+            self._status[name].tools = offered[name]
 
     def _fail(self, name: str, reason: str) -> None:
         status = self._status[name]
+        again = status.state is ServerState.FAILED and status.error == reason
         status.state, status.error, status.last_error = ServerState.FAILED, reason, reason
         self._check_settled()
-        log.error("mcp_server_failed", server=name, error=reason)
+        if self._stopping.is_set():
+            log.info("mcp_server_start_abandoned", server=name, error=reason)
+        elif again:  # each retry of a server that keeps failing the same way would repeat the same error
+            log.debug("mcp_server_still_failing", server=name, error=reason)
+        else:
+            log.error("mcp_server_failed", server=name, error=reason)
 
     def _check_settled(self) -> None:
         if not any(s.state is ServerState.STARTING for s in self._status.values()):
