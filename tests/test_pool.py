@@ -471,3 +471,24 @@ async def test_a_2025_remote_server_that_goes_away_is_seen_by_its_keep_alive_pin
         assert back["restarts"] == 1
         outcome = await pool.call_tool("remote__add", '{"a": 1, "b": 1}')
         assert (readable(outcome.content), outcome.is_error) == ("2", False)
+
+
+async def test_a_call_for_a_server_that_is_down_makes_it_retry_now_not_after_its_backoff(tmp_path: Path) -> None:
+    gate = tmp_path / "database-up"
+    gate.touch()
+    # A backoff longer than the test may wait: only the call can bring the server back in time.
+    pool = McpPool(config(flaky=stdio("fails_until.py", str(gate))), connect_timeout=60, call_timeout=10,
+                   retry_first=10 * SETTLE_TIMEOUT)
+    others = {child.pid for child in psutil.Process().children()}
+    async with pool:
+        await wait_until(pool, "flaky", lambda s: s["state"] == "ready")
+        [server] = [child for child in psutil.Process().children() if child.pid not in others]
+        gate.unlink()
+        server.kill()  # it is restarted at once, fails (no database), and waits out its long backoff
+        await wait_until(pool, "flaky", lambda s: s["state"] == "failed" and s.get("restarts") == 1)
+        gate.touch()
+        meanwhile = await pool.call_tool("flaky__hello", "{}")
+        assert json.loads(meanwhile.content)["data"]["error"] == "server_unavailable"
+        await wait_until(pool, "flaky", lambda s: s["state"] == "ready")
+        outcome = await pool.call_tool("flaky__hello", "{}")
+        assert (readable(outcome.content), outcome.is_error) == ("hello", False)

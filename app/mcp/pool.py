@@ -64,6 +64,8 @@ RECONNECT_WAIT = 10.0
 # Reconnection after a failed start: 1 s, 2 s, 4 s ... at most a minute apart.
 RETRY_FIRST = 1.0
 RETRY_MAX = 60.0
+# A call for a server that is down cuts its backoff short, but attempts stay at least this far apart.
+RETRY_WHEN_NEEDED = 1.0
 # The SDK bounds each stdio shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL); this bounds them all.
 SHUTDOWN_TIMEOUT = 10.0
 # A server that died has flushed its stderr; this bounds the wait for our reader to catch up.
@@ -114,6 +116,7 @@ class McpPool:
         conversion: ConversionOptions | None = None,
         rendering: RenderOptions | None = None,
         retry: bool = True,
+        retry_first: float = RETRY_FIRST,
         call_timeout_max: float | None = None,
         block_changed_tools: bool = False,
         load_config: Callable[[], McpConfig] | None = None,
@@ -123,6 +126,8 @@ class McpPool:
         keepalive_interval: float = KEEPALIVE_INTERVAL,
     ) -> None:
         self._keepalive_interval = keepalive_interval
+        self._retry_first = retry_first
+        self._needed: dict[str, anyio.Event] = {}
         self.config = config
         self._retry = retry
         self._block_changed = block_changed_tools
@@ -243,7 +248,7 @@ class McpPool:
             self._status[name] = ServerStatus(ServerState.DISABLED, "none")
 
     def _forget(self, name: str) -> None:
-        for table in (self._configs, self._clients, self._tools, self._blocked, self._status):
+        for table in (self._configs, self._clients, self._tools, self._blocked, self._status, self._needed):
             table.pop(name, None)
 
     async def __aexit__(
@@ -315,6 +320,8 @@ class McpPool:
             if status is None:  # a request from before a reload that removed the server
                 return call.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' was removed from the config.")
             reason = f" ({status.error})" if status.error else ""
+            if (needed := self._needed.get(server)) is not None:  # it served before: retry it now, not later
+                needed.set()
             return call.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' is {status.state.value}{reason}.")
         parsed = call.checked_arguments(arguments)
         if isinstance(parsed, Finished):
@@ -375,9 +382,8 @@ class McpPool:
                     failures = 0  # it ran until it died: try again at once, then back off
                 else:
                     failures += 1
-                delay = 0.0 if failures == 0 else min(RETRY_FIRST * 2 ** (failures - 1), RETRY_MAX)
-                with anyio.move_on_after(delay):
-                    await _first_of(self._stopping.wait, stop.wait)
+                delay = 0.0 if failures == 0 else min(self._retry_first * 2 ** (failures - 1), RETRY_MAX)
+                await self._back_off(name, delay)
         finally:
             self._server_done[name].set()
             self._start_scopes.pop(name, None)
@@ -389,6 +395,17 @@ class McpPool:
             self._check_settled()
             if not self._running:
                 self._all_stopped.set()
+
+    async def _back_off(self, name: str, delay: float) -> None:
+        """Waits `delay` before the next attempt, or less once a call needs the server (see `_run`),
+        though never less than RETRY_WHEN_NEEDED after the last attempt: a dead server is not hammered."""
+        stopped = (self._stopping.wait, self._server_stops[name].wait)
+        earliest = anyio.current_time() + min(delay, RETRY_WHEN_NEEDED)
+        needed = self._needed[name] = anyio.Event()
+        with anyio.move_on_after(delay):
+            await _first_of(*stopped, needed.wait)
+        with anyio.move_on_after(earliest - anyio.current_time()):
+            await _first_of(*stopped)
 
     async def _serve_once(self, name: str, server: ServerConfig) -> str:
         """One connection's life: "stopped" (shutdown), "lost" (it died after serving), or "failed"."""
