@@ -1,12 +1,15 @@
 """One tool call on one live connection: arguments checked, a deadline that progress extends, and
 whatever the SDK raises sorted into what the model is told, or into "the connection was lost".
 
-Which connection to use, and whether to try again after a loss, is the pool's business.
+Also the count of calls running on each server, which a reload waits on. Which connection to use, and
+whether to try again after a loss, is the pool's business.
 """
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,6 +116,31 @@ class ToolCall:
             return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
         info = CallInfo(self.route.tool, server, self.duration_ms, self._rendering)
         return Finished(render_result(result, info))
+
+
+class CallsInFlight:
+    """The calls running on each server, so that a reload lets them finish before stopping it."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._idle: dict[str, anyio.Event] = {}
+
+    def count(self, server: str) -> int:
+        return self._counts[server]
+
+    @contextmanager
+    def running(self, server: str) -> Iterator[None]:
+        self._counts[server] += 1
+        try:
+            yield
+        finally:
+            self._counts[server] -= 1
+            if not self._counts[server]:
+                self._idle.pop(server, anyio.Event()).set()
+
+    async def drained(self, server: str) -> None:
+        if self._counts[server]:
+            await self._idle.setdefault(server, anyio.Event()).wait()
 
 
 class _ProgressDeadline:

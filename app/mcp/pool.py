@@ -10,8 +10,8 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -31,7 +31,15 @@ from watchfiles import awatch
 
 from app import __version__
 from app.mcp.callbacks import decline_elicitation, server_log_forwarder
-from app.mcp.calling import CALL_TIMEOUT_SLACK, ConnectionLost, Finished, Limits, ProgressFn, ToolCall
+from app.mcp.calling import (
+    CALL_TIMEOUT_SLACK,
+    CallsInFlight,
+    ConnectionLost,
+    Finished,
+    Limits,
+    ProgressFn,
+    ToolCall,
+)
 from app.mcp.config import McpConfig, McpConfigError, ServerConfig, StdioServerConfig
 from app.mcp.connect import (
     definition,
@@ -152,7 +160,7 @@ class McpPool:
         self._configs: dict[str, ServerConfig] = {}
         self._server_stops: dict[str, anyio.Event] = {}
         self._server_done: dict[str, anyio.Event] = {}
-        self._in_flight = _CallsInFlight()
+        self._in_flight = CallsInFlight()
         self._reload_requested = anyio.Event()
         self._load_config = load_config
         self._complete, self._sampling_model = complete, sampling_model
@@ -612,31 +620,6 @@ class McpPool:
     def _check_settled(self) -> None:
         if not any(s.state is ServerState.STARTING for s in self._status.values()):
             self._settled.set()
-
-
-class _CallsInFlight:
-    """The calls running on each server, so that a reload lets them finish before stopping it."""
-
-    def __init__(self) -> None:
-        self._counts: Counter[str] = Counter()
-        self._idle: dict[str, anyio.Event] = {}
-
-    def count(self, server: str) -> int:
-        return self._counts[server]
-
-    @contextmanager
-    def running(self, server: str) -> Iterator[None]:
-        self._counts[server] += 1
-        try:
-            yield
-        finally:
-            self._counts[server] -= 1
-            if not self._counts[server]:
-                self._idle.pop(server, anyio.Event()).set()
-
-    async def drained(self, server: str) -> None:
-        if self._counts[server]:
-            await self._idle.setdefault(server, anyio.Event()).wait()
 
 
 async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:
