@@ -13,6 +13,7 @@ tool-using model would, by simple rules:
 import argparse
 import json
 import re
+import zoneinfo
 from typing import Any
 
 import uvicorn
@@ -35,8 +36,15 @@ def decide(body: dict[str, Any], words: int) -> Turn:
         return Turn(calls=[Call(asked.group(1), asked.group(2))])
     if time_tool and body.get("tool_choice") != "none" and re.search(r"\btime\b", text, re.IGNORECASE):
         zone = re.search(r"\bin ([A-Z][A-Za-z_/]+)", text)
-        return Turn(calls=[Call(time_tool, {"timezone": zone.group(1) if zone else "UTC"})])
+        return Turn(calls=[Call(time_tool, {"timezone": _iana_zone(zone.group(1)) if zone else "UTC"})])
     return Turn(content=" ".join(["word"] * words))
+
+
+def _iana_zone(place: str) -> str:
+    """"Tokyo" -> "Asia/Tokyo", as a real model would write it; names already in that form stay."""
+    if "/" in place or place == "UTC":
+        return place
+    return next((zone for zone in sorted(zoneinfo.available_timezones()) if zone.endswith(f"/{place}")), place)
 
 
 def _answer_from(result: str) -> str:
