@@ -18,8 +18,6 @@ from app.mcp.config import McpConfigError, config_paths, load_mcp_configs
 from app.mcp.pool import ServerState
 from app.settings import Settings
 
-# In-flight requests get this long after SIGTERM/Ctrl-C before they are cut.
-
 
 class CommandLine(Settings):
     model_config = SettingsConfigDict(cli_prog_name="toolbridge", cli_kebab_case=True, cli_implicit_flags=True)

@@ -3,7 +3,7 @@
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,12 @@ async def test_stopping_cancels_servers_that_are_still_starting(tmp_path: Path, 
     assert pool.health()["gated"] == {"state": "failed", "transport": "stdio", "tools": 0,
                                       "error": "stopped while starting"}
     assert gated_children(never_opened) == []
+
+
+def children_from_now_on() -> Callable[[], list[psutil.Process]]:
+    """Lists this process's children started after the call: other tests' servers may still be running."""
+    before = {child.pid for child in psutil.Process().children()}
+    return lambda: [child for child in psutil.Process().children() if child.pid not in before]
 
 
 async def wait_until(pool: McpPool, name: str, predicate: Any) -> dict:
@@ -418,11 +424,7 @@ async def test_a_request_keeps_its_tools_while_a_reload_renames_them() -> None:
 async def test_a_reload_lets_the_calls_running_on_a_server_finish_first(change: str) -> None:
     after = config() if change == "removed" else config(basic=stdio("basic.py", timeout=30))
     pool = McpPool(config(basic=stdio("basic.py")), connect_timeout=60, call_timeout=10, load_config=lambda: after)
-    others = {child.pid for child in psutil.Process().children()}  # other tests' servers may still run
-
-    def ours() -> list[psutil.Process]:
-        return [child for child in psutil.Process().children() if child.pid not in others]
-
+    ours = children_from_now_on()
     async with pool:
         await wait_until(pool, "basic", lambda s: s["state"] == "ready")
         [old_server] = ours()
@@ -479,10 +481,10 @@ async def test_a_call_for_a_server_that_is_down_makes_it_retry_now_not_after_its
     # A backoff longer than the test may wait: only the call can bring the server back in time.
     pool = McpPool(config(flaky=stdio("fails_until.py", str(gate))), connect_timeout=60, call_timeout=10,
                    retry_first=10 * SETTLE_TIMEOUT)
-    others = {child.pid for child in psutil.Process().children()}
+    ours = children_from_now_on()
     async with pool:
         await wait_until(pool, "flaky", lambda s: s["state"] == "ready")
-        [server] = [child for child in psutil.Process().children() if child.pid not in others]
+        [server] = ours()
         gate.unlink()
         server.kill()  # it is restarted at once, fails (no database), and waits out its long backoff
         await wait_until(pool, "flaky", lambda s: s["state"] == "failed" and s.get("restarts") == 1)

@@ -15,10 +15,10 @@ from typing import Any
 
 import anyio
 from mcp import Client, MCPError
-from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp.types import REQUEST_TIMEOUT
 
 from app.mcp.arguments import problems
-from app.mcp.connect import session_gone, tracking_delivery
+from app.mcp.connect import connection_gone, session_gone, tracking_delivery
 from app.mcp.convert import ToolRoute
 from app.mcp.results import CallInfo, FailureKind, RenderOptions, ToolOutcome, render_failure, render_result
 
@@ -62,9 +62,11 @@ class ToolCall:
     def duration_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
 
+    def _info(self) -> CallInfo:
+        return CallInfo(self.route.tool, self.route.server, self.duration_ms, self._rendering)
+
     def fail(self, kind: FailureKind, message: str, **details: Any) -> Finished:
-        info = CallInfo(self.route.tool, self.route.server, self.duration_ms, self._rendering)
-        return Finished(render_failure(kind, message, info, **details), kind)
+        return Finished(render_failure(kind, message, self._info(), **details), kind)
 
     def checked_arguments(self, arguments: str) -> dict[str, Any] | Finished:
         """The arguments as one JSON object that fits the tool's schema, or the failure to tell the model."""
@@ -106,7 +108,7 @@ class ToolCall:
             if exc.code == REQUEST_TIMEOUT:
                 return self.fail(FailureKind.TIMEOUT, f"The tool did not finish within {limits.timeout:g} s.",
                                  retry_after=RETRY_AFTER_SECONDS)
-            if exc.code != CONNECTION_CLOSED and not session_gone(exc):
+            if not connection_gone(exc):
                 return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' refused the call: {exc.message}")
             # An expired session is refused before the tool runs, like a connection that was never made.
             return ConnectionLost(never_ran=session_gone(exc) or (limits.tracked and not delivery.reached_server))
@@ -114,8 +116,7 @@ class ToolCall:
             return ConnectionLost(never_ran=limits.tracked and not delivery.reached_server)
         except RuntimeError as exc:  # the SDK's outputSchema validation of the result
             return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
-        info = CallInfo(self.route.tool, server, self.duration_ms, self._rendering)
-        return Finished(render_result(result, info))
+        return Finished(render_result(result, self._info()))
 
 
 class CallsInFlight:

@@ -136,17 +136,17 @@ async def keep_alive(server: str, client: Client, lost: Callable[[], None], inte
         try:
             with anyio.fail_after(PING_TIMEOUT):
                 await client.send_ping()
+            continue
         except MCPError as exc:
-            if exc.code != CONNECTION_CLOSED and not session_gone(exc):
+            if not connection_gone(exc):
                 log.info("mcp_ping_unsupported", server=server, error=exc.message)
                 return
-            log.warning("mcp_ping_failed", server=server, error=exc.message)
-            lost()
-            return
+            reason = exc.message
         except (TimeoutError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            log.warning("mcp_ping_failed", server=server, error=str(exc) or type(exc).__name__)
-            lost()
-            return
+            reason = str(exc) or type(exc).__name__
+        log.warning("mcp_ping_failed", server=server, error=reason)
+        lost()
+        return
 
 
 def pings(client: Client, transport: str) -> bool:
@@ -158,6 +158,11 @@ def pings(client: Client, transport: str) -> bool:
 def session_gone(error: MCPError) -> bool:
     # A restarted or expired remote server: the SDK's 404 mapping, or the server's own JSON-RPC error.
     return error.message.lower() in ("session terminated", "session not found")
+
+
+def connection_gone(error: MCPError) -> bool:
+    """The error says the connection or its session is gone, not that the server refused a request."""
+    return error.code == CONNECTION_CLOSED or session_gone(error)
 
 
 def definition(tool: Tool) -> str:
