@@ -5,18 +5,18 @@ Every setting is a TOOLBRIDGE_* variable and a matching flag (`--upstream-url`, 
 
 import json
 import sys
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import uvicorn
-from pydantic import Field
-from pydantic_settings import CliApp, CliPositionalArg, SettingsConfigDict
+from pydantic import Field, ValidationError
+from pydantic_settings import CliApp, CliPositionalArg, SettingsConfigDict, SettingsError
 
 from app.lifespan import build_pool
 from app.logging import configure_logging
 from app.mcp.config import McpConfigError, config_paths, load_mcp_configs
 from app.mcp.pool import ServerState
-from app.settings import Settings
+from app.settings import SECRET_SETTINGS, Settings
 
 
 class CommandLine(Settings):
@@ -30,8 +30,16 @@ class CommandLine(Settings):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = CliApp.run(CommandLine, cli_args=sys.argv[1:] if argv is None else argv)
-    configure_logging(args.log_format, args.log_level)
+    try:
+        args = CliApp.run(CommandLine, cli_args=sys.argv[1:] if argv is None else argv)
+    except ValidationError as exc:
+        for error in exc.errors():
+            print(f"toolbridge: {describe_setting_error(error)}", file=sys.stderr)
+        return 2
+    except SettingsError as exc:  # a value the environment or .env gives in a form no parser reads
+        print(f"toolbridge: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(args.log_format, args.log_level, secrets=args.secrets())
     try:
         load_mcp_configs(config_paths(args.mcp_config))
     except McpConfigError as exc:
@@ -43,16 +51,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def describe_setting_error(error: Any) -> str:
+    """One line: the setting as both spellings, the value given (hidden for keys), and what was expected."""
+    field = str(error["loc"][0]) if error.get("loc") else "?"
+    given = "(hidden)" if field in SECRET_SETTINGS else repr(error.get("input"))
+    expected = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"TOOLBRIDGE_{field.upper()} (--{field.replace('_', '-')}) = {given}: {expected}"
+
+
 def serve(settings: Settings) -> None:
     from app.main import create_app
 
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
         port=settings.port,
         log_config=None,
         timeout_graceful_shutdown=settings.shutdown_grace,
     )
+    # Bound before the lifespan starts the MCP servers: a port in use fails at once, having started nothing.
+    listening = config.bind_socket()
+    uvicorn.Server(config).run(sockets=[listening])
 
 
 async def print_tools(settings: Settings) -> int:

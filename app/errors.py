@@ -2,8 +2,13 @@
 
 GatewayError                      -> 500 server_error
 ├── InvalidRequest                -> 400 invalid_request_error (bad JSON, failed validation)
+│   ├── MethodNotAllowed          -> 405 (with Allow)
+│   ├── RequestTimeout            -> 408 (a client that stopped sending its body)
+│   └── BodyTooLarge              -> 413
 ├── AuthenticationFailed          -> 401 authentication_error
+├── Forbidden                     -> 403 permission_error (a Host or Origin that is not allowed)
 ├── RouteNotFound                 -> 404 not_found_error
+├── Overloaded                    -> 503 server_error (with Retry-After)
 └── UpstreamError                 -> 502 upstream_error
     ├── UpstreamUnreachable       -> 502 (names the URL and how to fix it)
     ├── UpstreamTimeout           -> 504
@@ -12,8 +17,16 @@ GatewayError                      -> 500 server_error
 A failing MCP tool is not an exception here: it becomes a tool result the model reads.
 """
 
+import html
 import json
+import re
 from typing import Any
+
+# An upstream error message is shown to the client: at most this much of it.
+UPSTREAM_MESSAGE_CHARS = 500
+_TAG = re.compile(r"</?[a-zA-Z!?][^<>]*>")
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_INVISIBLE = re.compile(r"<(script|style|head)[^>]*>.*?</\1>", re.IGNORECASE | re.DOTALL)
 
 
 class GatewayError(Exception):
@@ -23,11 +36,14 @@ class GatewayError(Exception):
     error_type = "server_error"
     default_code: str | None = "internal_error"
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, param: str | None = None, code: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.code = code if code is not None else self.default_code
+        self.headers = headers or {}
 
     def envelope(self) -> dict[str, Any]:
         """The OpenAI error body: `{"error": {"message", "type", "param", "code"}}`."""
@@ -38,6 +54,35 @@ class InvalidRequest(GatewayError):
     status_code = 400
     error_type = "invalid_request_error"
     default_code = "invalid_request"
+
+
+class MethodNotAllowed(InvalidRequest):
+    status_code = 405
+    default_code = "method_not_allowed"
+
+    def __init__(self, method: str, path: str, allowed: str) -> None:
+        super().__init__(f"{method} is not allowed on {path}; use {allowed}.", headers={"Allow": allowed})
+
+
+class RequestTimeout(InvalidRequest):
+    status_code = 408
+    default_code = "request_timeout"
+
+
+class BodyTooLarge(InvalidRequest):
+    status_code = 413
+    default_code = "request_too_large"
+
+
+class Forbidden(GatewayError):
+    status_code = 403
+    error_type = "permission_error"
+    default_code = "forbidden"
+
+
+class Overloaded(GatewayError):
+    status_code = 503
+    default_code = "overloaded"
 
 
 class AuthenticationFailed(GatewayError):
@@ -83,9 +128,14 @@ class UpstreamTimeout(UpstreamError):
 class UpstreamStatusError(UpstreamError):
     """The upstream answered with an error status; its message and, for 4xx, its status pass through."""
 
-    def __init__(self, status: int, body: bytes) -> None:
+    def __init__(self, status: int, body: bytes, *, retry_after: str | None = None) -> None:
         message, error_type, param, code = _parse_upstream_error(body)
-        super().__init__(f"Upstream error: {message}" if status >= 500 else message, param=param, code=code)
+        super().__init__(
+            f"Upstream error: {message}" if status >= 500 else message,
+            param=param,
+            code=code,
+            headers={"Retry-After": retry_after} if retry_after else None,
+        )
         self.upstream_status = status
         self.status_code = status if 400 <= status < 500 else 502
         self.error_type = error_type or ("invalid_request_error" if status < 500 else "upstream_error")
@@ -103,17 +153,27 @@ def _parse_upstream_error(body: bytes) -> tuple[str, str | None, str | None, str
     try:
         payload = json.loads(text)
     except ValueError:
-        return text[:2000] or "(empty response)", None, None, None
+        return _plain(text) or "(empty response)", None, None, None
     error = payload.get("error", payload) if isinstance(payload, dict) else payload
     if isinstance(error, str):
-        return error, None, None, None
+        return _plain(error), None, None, None
     if isinstance(error, dict):
         message = error.get("message") or error.get("detail") or json.dumps(error)
         code = error.get("code")
         return (
-            str(message),
+            _plain(str(message)),
             error.get("type") if isinstance(error.get("type"), str) else None,
             error.get("param") if isinstance(error.get("param"), str) else None,
             str(code) if code is not None else None,
         )
-    return text[:2000], None, None, None
+    return _plain(text), None, None, None
+
+
+def _plain(message: str) -> str:
+    """An upstream's message as words: an HTML error page becomes its title (or its text), bounded."""
+    if _TAG.search(message):
+        title = _TITLE.search(message)
+        message = title.group(1) if title else _TAG.sub(" ", _INVISIBLE.sub(" ", message))
+        message = html.unescape(message)
+    message = " ".join(message.split())
+    return message if len(message) <= UPSTREAM_MESSAGE_CHARS else message[: UPSTREAM_MESSAGE_CHARS - 1] + "…"

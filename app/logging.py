@@ -1,9 +1,11 @@
 """structlog setup and the per-request log line (status, duration, rounds, tools called)."""
 
 import logging
+import re
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,19 +16,37 @@ from app.clients import openwebui_fields
 
 log = structlog.get_logger("toolbridge.http")
 
+# One value in a log line is cut past this many characters: an error must not write thousands of lines.
+MAX_FIELD_CHARS = 8_000
+REDACTED = "[redacted]"
+# Credentials whatever they are: bearer tokens and key-like headers, in any log line.
+_CREDENTIAL = re.compile(
+    r"(?i)(bearer\s+|(?:x-api-key|api-key|api_key|authorization)['\"]?\s*[:=]\s*['\"]?(?:bearer\s+)?)[^\s'\",}]+"
+)
 
-def configure_logging(log_format: str, level: str) -> None:
-    """Routes structlog and stdlib logging (uvicorn, mcp) through one renderer on stderr."""
+
+def configure_logging(log_format: str, level: str, secrets: Iterable[str] = ()) -> None:
+    """Routes structlog and stdlib logging (uvicorn, mcp) through one renderer on stderr.
+
+    Tracebacks are plain, without local variables (those hold keys, and rendering them with `rich`
+    took seconds on the event loop); every value is bounded; `secrets` and anything that looks like a
+    credential are replaced in the finished line, whatever wrote them."""
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     renderer: Any = (
-        structlog.processors.JSONRenderer()
+        _chain(structlog.processors.format_exc_info, _bounded, structlog.processors.JSONRenderer())
         if log_format == "json"
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        else _chain(
+            _bounded,
+            structlog.dev.ConsoleRenderer(
+                colors=sys.stderr.isatty(), exception_formatter=structlog.dev.plain_traceback
+            ),
+        )
     )
+    renderer = _redacting(renderer, secrets)
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
@@ -47,6 +67,39 @@ def configure_logging(log_format: str, level: str) -> None:
     logging.getLogger("uvicorn.access").disabled = True
     for noisy in ("httpx", "httpcore", "httpx2", "httpcore2"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    # At debug it logs every SSE chunk it sends: the whole of every answer.
+    logging.getLogger("sse_starlette").setLevel(max(logging.INFO, root.level))
+
+
+def _chain(*processors: Any) -> Any:
+    def run(logger: Any, method: str, event: Any) -> Any:
+        for processor in processors:
+            event = processor(logger, method, event)
+        return event
+
+    return run
+
+
+def _bounded(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+    for key, value in event.items():
+        if isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
+            event[key] = f"{value[:MAX_FIELD_CHARS]}... ({len(value) - MAX_FIELD_CHARS} more characters)"
+    return event
+
+
+def _redacting(renderer: Any, secrets: Iterable[str]) -> Any:
+    known = sorted({s for s in secrets if s}, key=len, reverse=True)
+    exact = re.compile("|".join(re.escape(s) for s in known)) if known else None
+
+    def render(logger: Any, method: str, event: dict[str, Any]) -> Any:
+        line = renderer(logger, method, event)
+        if isinstance(line, str):
+            line = _CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, line)
+            if exact is not None:
+                line = exact.sub(REDACTED, line)
+        return line
+
+    return render
 
 
 @dataclass

@@ -5,9 +5,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
 
 from app import __version__
-from app.api.routes import api, public
+from app.api.guard import BODY_FAILURE, AdmissionGuard, BrowserGuard
+from app.api.routes import router
 from app.errors import GatewayError, InvalidRequest, RouteNotFound, error_envelope
 from app.lifespan import build_lifespan
 from app.logging import RequestLogMiddleware
@@ -26,8 +28,16 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
         docs_url=None,
         redoc_url=None,
     )
-    app.include_router(api)
-    app.include_router(public)
+    app.include_router(router)
+    # Outermost last: the log line sees every answer, refusals included; the browser checks come before CORS
+    # headers are granted; the key is checked before a byte of the body is read.
+    app.add_middleware(AdmissionGuard, settings=settings)
+    if settings.browser_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.browser_origins, allow_methods=["*"], allow_headers=["*"],
+            expose_headers=["X-Request-Id", "Retry-After"],
+        )
+    app.add_middleware(BrowserGuard, settings=settings)
     app.add_middleware(RequestLogMiddleware)
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
@@ -38,7 +48,7 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
 
 async def _gateway_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, GatewayError)
-    return JSONResponse(exc.envelope(), status_code=exc.status_code)
+    return JSONResponse(exc.envelope(), status_code=exc.status_code, headers=exc.headers)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -48,8 +58,10 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    if exc.status_code == 404:
-        error: GatewayError = RouteNotFound(f"Unknown route: {request.method} {request.url.path}")
+    if isinstance(body_failure := request.scope.get(BODY_FAILURE), GatewayError):
+        error: GatewayError = body_failure
+    elif exc.status_code == 404:
+        error = RouteNotFound(f"Unknown route: {request.method} {request.url.path}")
     else:
         error = GatewayError(str(exc.detail), code=None)
         error.status_code = exc.status_code
@@ -57,7 +69,10 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return await _gateway_error(request, error)
 
 
-async def _unexpected_error(_request: Request, exc: Exception) -> JSONResponse:
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(body_failure := request.scope.get(BODY_FAILURE), GatewayError):
+        # A body that broke off or grew too large while a route streamed it on: the client's doing, not ours.
+        return await _gateway_error(request, body_failure)
     # boundary: the client gets the envelope, never a traceback; the log gets the traceback.
     log.error("unhandled_error", exc_info=exc)
     return JSONResponse(error_envelope("Internal gateway error; see the gateway log.", "server_error"), 500)

@@ -6,6 +6,8 @@ from typing import Literal
 from pydantic import Field, HttpUrl, NonNegativeFloat, PositiveFloat, PositiveInt, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+SECRET_SETTINGS = frozenset({"api_keys", "upstream_api_key"})
+
 
 class Settings(BaseSettings):
     """Gateway settings. Build one with `Settings()` and pass it to `create_app`; nothing reads a global."""
@@ -34,8 +36,30 @@ class Settings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="Address to bind. Keep 127.0.0.1 unless you set API keys.")
     port: int = Field(8000, ge=1, le=65535, description="Port to listen on.")
-    api_keys: str = Field(
-        "", description="Comma-separated bearer keys clients must send. Empty means no authentication."
+    api_keys: SecretStr = Field(
+        SecretStr(""), description="Comma-separated bearer keys clients must send. Empty means no authentication."
+    )
+    allowed_hosts: str = Field(
+        "",
+        description="Comma-separated Host names (besides loopback and the bind address) the gateway answers to; "
+        "* answers any. Guards against DNS rebinding.",
+    )
+    cors_origins: str = Field(
+        "",
+        description="Comma-separated browser origins (https://chat.example.com) allowed to call the API, with CORS "
+        "headers. Other http(s) origins except loopback are refused.",
+    )
+    max_body_bytes: int = Field(
+        50 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 beyond); chats carry images."
+    )
+    client_timeout: PositiveFloat = Field(
+        30.0, description="Seconds a client may take to send its request body, and between its parts."
+    )
+    max_concurrent_requests: PositiveInt = Field(
+        256, description="Requests handled at once; more are answered 503 with Retry-After."
+    )
+    metrics_public: bool = Field(
+        False, description="Serve /metrics without an API key even when TOOLBRIDGE_API_KEYS is set."
     )
     max_tool_rounds: PositiveInt = Field(
         8, description="Tool rounds before the model is asked to answer without calling tools."
@@ -108,7 +132,34 @@ class Settings(BaseSettings):
         """The upstream URL without a trailing slash, ready to join paths onto."""
         return str(self.upstream_url).rstrip("/")
 
+    @field_validator("api_keys")
+    @classmethod
+    def _keys_or_nothing(cls, value: SecretStr) -> SecretStr:
+        text = value.get_secret_value()
+        if text.strip() and not _items(text):  # " , " would otherwise turn authentication off unnoticed
+            raise ValueError("lists no key: give one or more keys, comma-separated, or leave it empty")
+        return value
+
+    def secrets(self) -> list[str]:
+        """Every secret value the settings hold, for the log to redact."""
+        upstream = self.upstream_api_key.get_secret_value() if self.upstream_api_key else ""
+        return [upstream, *self.client_keys]
+
     @property
     def client_keys(self) -> frozenset[str]:
         """The bearer keys clients may use; empty means authentication is off."""
-        return frozenset(key.strip() for key in self.api_keys.split(",") if key.strip())
+        return frozenset(_items(self.api_keys.get_secret_value()))
+
+    @property
+    def host_names(self) -> frozenset[str]:
+        """TOOLBRIDGE_ALLOWED_HOSTS, lowercased."""
+        return frozenset(name.lower() for name in _items(self.allowed_hosts))
+
+    @property
+    def browser_origins(self) -> list[str]:
+        """TOOLBRIDGE_CORS_ORIGINS as listed, without trailing slashes."""
+        return [origin.rstrip("/") for origin in _items(self.cors_origins)]
+
+
+def _items(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]

@@ -37,13 +37,16 @@ def make_settings(tmp: Path, servers: dict[str, Any] | None, **overrides: Any) -
     return Settings(_env_file=None, **(values | overrides))  # type: ignore[call-arg]
 
 
-def wait_for_health(base_url: str, predicate: Any, timeout: float = READY_TIMEOUT) -> dict[str, Any]:
+def wait_for_health(
+    base_url: str, predicate: Any, timeout: float = READY_TIMEOUT, key: str | None = None
+) -> dict[str, Any]:
     """Polls /health until `predicate(body)` holds; bounded, so a broken start fails instead of hanging."""
     deadline = time.monotonic() + timeout
     body: dict[str, Any] = {}
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     while time.monotonic() < deadline:
         try:
-            body = httpx.get(f"{base_url}/health", timeout=5).json()
+            body = httpx.get(f"{base_url}/health", timeout=5, headers=headers).json()
         except httpx.ConnectError:  # a gateway started as a process may not listen yet
             body = {}
         if body and predicate(body):

@@ -119,7 +119,7 @@ def test_logs_carry_request_tool_and_stderr_lines_but_no_secrets(tmp_path: Path,
         )
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_for_health(base, lambda b: b["servers"]["basic"]["state"] == "ready")
+        wait_for_health(base, lambda b: b["servers"]["basic"]["state"] == "ready", key="sk-client-CANARY-2")
         upstream.script(Turn(calls=[Call("basic__echo", {"text": "x"})]), Turn(content="done"))
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-client-CANARY-2", max_retries=0)
         assert client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])

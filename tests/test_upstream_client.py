@@ -1,5 +1,7 @@
 """The upstream client against respx, injected as its transport: stream decoding and failure mapping."""
 
+import json
+
 import httpx
 import pytest
 import respx
@@ -36,9 +38,17 @@ async def test_chunks_are_decoded_until_done(router: respx.MockRouter) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_stream_without_done_ends_cleanly(router: respx.MockRouter) -> None:
-    router.post(f"{BASE}/chat/completions").mock(return_value=sse('{"choices": []}'))
-    assert await collect(router) == [{"choices": []}]
+async def test_a_stream_with_a_finish_reason_but_no_done_ends_cleanly(router: respx.MockRouter) -> None:
+    finished = '{"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}'
+    router.post(f"{BASE}/chat/completions").mock(return_value=sse(finished))
+    assert await collect(router) == [json.loads(finished)]
+
+
+@pytest.mark.anyio
+async def test_a_stream_with_neither_finish_reason_nor_done_is_cut_off(router: respx.MockRouter) -> None:
+    router.post(f"{BASE}/chat/completions").mock(return_value=sse('{"choices": [{"delta": {"content": "Hal"}}]}'))
+    with pytest.raises(UpstreamError, match="broke off before it was finished"):
+        await collect(router)
 
 
 @pytest.mark.anyio

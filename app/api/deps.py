@@ -4,12 +4,10 @@ All are `async def`: FastAPI runs a plain `def` dependency in a worker thread, a
 dependency on every request.
 """
 
-import hmac
 from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.errors import AuthenticationFailed
 from app.logging import RequestStats
 from app.mcp.pool import McpPool
 from app.memory import CallMemory
@@ -33,6 +31,11 @@ async def get_memory(request: Request) -> CallMemory:
     return request.state.memory
 
 
+async def get_authorised(request: Request) -> bool:
+    """Whether the caller showed a valid key, or none is needed (set by `guard.AdmissionGuard`)."""
+    return bool(getattr(request.state, "authorised", False))
+
+
 async def get_stats(request: Request) -> RequestStats:
     return getattr(request.state, "request_stats", None) or RequestStats()
 
@@ -42,16 +45,4 @@ UpstreamDep = Annotated[UpstreamClient, Depends(get_upstream)]
 PoolDep = Annotated[McpPool, Depends(get_pool)]
 StatsDep = Annotated[RequestStats, Depends(get_stats)]
 MemoryDep = Annotated[CallMemory, Depends(get_memory)]
-
-
-async def require_api_key(request: Request, settings: SettingsDep) -> None:
-    """Checks the client's bearer key when TOOLBRIDGE_API_KEYS is set. The key goes no further."""
-    keys = settings.client_keys
-    if not keys:
-        return
-    scheme, _, presented = request.headers.get("authorization", "").partition(" ")
-    presented = presented.strip()
-    if scheme.lower() != "bearer" or not presented:
-        raise AuthenticationFailed("Missing API key: send 'Authorization: Bearer <key>'.")
-    if not any(hmac.compare_digest(presented.encode(), key.encode()) for key in keys):
-        raise AuthenticationFailed("Incorrect API key.")
+AuthorisedDep = Annotated[bool, Depends(get_authorised)]

@@ -5,14 +5,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
-from app.api.deps import MemoryDep, PoolDep, SettingsDep, StatsDep, UpstreamDep, require_api_key
+from app.api.deps import AuthorisedDep, MemoryDep, PoolDep, SettingsDep, StatsDep, UpstreamDep
 from app.clients import is_background_task
-from app.errors import InvalidRequest
+from app.errors import InvalidRequest, MethodNotAllowed
 from app.loop import run_tool_loop
 from app.mcp.results import system_hint
 from app.openai.schemas import ChatCompletionRequest
@@ -24,11 +24,11 @@ from app.upstream.client import UpstreamClient
 SSE_PING_SECONDS = 15
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for "the client went away first"; only the log sees it
 
-api = APIRouter(dependencies=[Depends(require_api_key)])
-public = APIRouter()
+# Who may call what is decided before any route runs (app/api/guard.py).
+router = APIRouter()
 
 
-@api.post("/v1/chat/completions")
+@router.post("/v1/chat/completions")
 async def chat_completions(
     raw: Request,
     request: ChatCompletionRequest,
@@ -114,16 +114,22 @@ def _vision_check(settings: Settings, upstream: UpstreamClient, model: str | Non
     return check
 
 
-@api.get("/tools")
+@router.api_route("/v1/chat/completions", methods=["GET", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+async def chat_completions_other_methods(request: Request) -> Response:
+    raise MethodNotAllowed(request.method, request.url.path, "POST")
+
+
+@router.get("/tools")
 async def list_tools(pool: PoolDep) -> dict[str, Any]:
     """The tools injected into every request, each with the server and MCP tool it maps to."""
     return {"object": "list", "data": pool.catalogue.describe()}
 
 
-@api.get("/v1/models")
+@router.get("/v1/models")
 async def list_models(request: Request, upstream: UpstreamDep) -> Response:
     """The upstream's models, with `context_length` added where LM Studio reports it (Chatbox reads it)."""
-    proxied = await upstream.forward("GET", "models", query=request.url.query, headers=request.headers, body=_empty())
+    proxied = await upstream.forward("GET", "models", query=request.url.query, headers=_bodiless(request),
+                                     body=_empty())
     body = b"".join([part async for part in proxied.body])
     contexts = await upstream.context_lengths() if proxied.status_code == 200 else {}
     return Response(_with_context_lengths(body, contexts), proxied.status_code, headers=proxied.headers)
@@ -150,12 +156,19 @@ async def _empty() -> AsyncIterator[bytes]:
     yield b""
 
 
-@api.api_route("/v1/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+def _bodiless(request: Request) -> dict[str, str]:
+    # /v1/models is always sent without a body, whatever length the client declared for its own.
+    return {k: v for k, v in request.headers.items() if k not in ("content-length", "transfer-encoding")}
+
+
+@router.api_route("/v1/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
 async def passthrough(path: str, request: Request, upstream: UpstreamDep) -> Response:
     """Every other OpenAI endpoint (models, embeddings, completions...) goes to the upstream as is."""
+    # The raw path, as the client encoded it: the decoded one has lost what %2F and %2e%2e were.
+    raw_path = request.scope.get("raw_path", path.encode()).decode("latin-1").split("?", 1)[0]
     proxied = await upstream.forward(
         request.method,
-        path,
+        raw_path.removeprefix(request.scope.get("root_path", "")).removeprefix("/v1/"),
         query=request.url.query,
         headers=request.headers,
         body=request.stream(),
@@ -168,12 +181,17 @@ async def passthrough(path: str, request: Request, upstream: UpstreamDep) -> Res
     )
 
 
-@public.get("/health")
-async def health(pool: PoolDep, upstream: UpstreamDep) -> dict[str, Any]:
-    servers = pool.health()
+@router.get("/health")
+async def health(pool: PoolDep, upstream: UpstreamDep, authorised: AuthorisedDep) -> dict[str, Any]:
+    """The whole picture for callers with a key (or when no keys are set); only the status for others:
+    servers' errors carry their stderr, which may hold what users sent them or what the operator set."""
     config = pool.config
+    status = "degraded" if pool.degraded or not config.found else "ok"
+    if not authorised:
+        return {"status": status}
+    servers = pool.health()
     body: dict[str, Any] = {
-        "status": "degraded" if pool.degraded or not config.found else "ok",
+        "status": status,
         "upstream": {"url": upstream.base_url, "kind": await upstream.server_kind()},
         "servers": servers,
         "tools": len(pool.catalogue.openai_tools),

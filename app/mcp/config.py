@@ -127,6 +127,8 @@ def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> Mcp
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise McpConfigError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
+    except UnicodeDecodeError as exc:
+        raise McpConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from exc
     except OSError as exc:
         raise McpConfigError(f"{path}: cannot be read: {exc.strerror}") from exc
     entries = raw.get("mcpServers", raw.get("servers")) if isinstance(raw, dict) else None

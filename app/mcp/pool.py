@@ -327,10 +327,9 @@ class McpPool:
             status = self._status.get(server)
             if status is None:  # a request from before a reload that removed the server
                 return call.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' was removed from the config.")
-            reason = f" ({status.error})" if status.error else ""
             if (needed := self._needed.get(server)) is not None:  # it served before: retry it now, not later
                 needed.set()
-            return call.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' is {status.state.value}{reason}.")
+            return call.fail(FailureKind.SERVER_UNAVAILABLE, _unavailable(server, status.state))
         parsed = call.checked_arguments(arguments)
         if isinstance(parsed, Finished):
             return parsed
@@ -620,6 +619,17 @@ class McpPool:
     def _check_settled(self) -> None:
         if not any(s.state is ServerState.STARTING for s in self._status.values()):
             self._settled.set()
+
+
+def _unavailable(server: str, state: ServerState) -> str:
+    """What a model (and so the user, and whoever shares the gateway) learns of a server that is down: its
+    state, never its error, which carries the server's stderr (other users' arguments, the operator's
+    secrets). The operator finds the error in the log and in /health."""
+    if state in (ServerState.STARTING, ServerState.RESTARTING):
+        return f"MCP server '{server}' is {state.value}; try again in a moment."
+    if state is ServerState.FAILED:
+        return f"MCP server '{server}' is not available: it failed to start (the gateway's operator can see why)."
+    return f"MCP server '{server}' is {state.value}."
 
 
 async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:

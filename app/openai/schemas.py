@@ -1,8 +1,9 @@
-"""OpenAI wire models. Inbound models accept unknown fields and carry them on untouched."""
+"""OpenAI wire models. Inbound models accept unknown fields and carry them on untouched, but the fields the
+gateway itself reads are checked here, so a malformed request is a 400 naming the field, not a crash later."""
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
 
 class WireModel(BaseModel):
@@ -11,16 +12,50 @@ class WireModel(BaseModel):
 
 
 class ChatMessage(WireModel):
-    role: str
+    role: StrictStr
     content: Any = None
+
+    @field_validator("content")
+    @classmethod
+    def _text_or_parts(cls, value: Any) -> Any:
+        """A string, null, or a list of parts each with a string `type` (and a string `text` for text parts).
+        Kept as the client sent it: parts of types the gateway does not know go on untouched."""
+        if value is None or isinstance(value, str):
+            return value
+        if not isinstance(value, list):
+            raise ValueError("must be a string or a list of content parts")
+        for number, part in enumerate(value):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise ValueError(f"part {number} must be an object with a string 'type'")
+            if part["type"] == "text" and not isinstance(part.get("text"), str):
+                raise ValueError(f"part {number} is of type 'text' and needs a string 'text'")
+        return value
+
+
+class FunctionDefinition(WireModel):
+    name: StrictStr
+    description: StrictStr | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class ToolDefinition(WireModel):
+    type: StrictStr = "function"
+    function: FunctionDefinition | None = None
+
+    @field_validator("function")
+    @classmethod
+    def _functions_are_defined(cls, value: FunctionDefinition | None, info: Any) -> FunctionDefinition | None:
+        if value is None and info.data.get("type") == "function":
+            raise ValueError("a tool of type 'function' needs a 'function' object with a 'name'")
+        return value
 
 
 class ChatCompletionRequest(WireModel):
-    model: str | None = None
+    model: StrictStr | None = None
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
+    stream: StrictBool = False
     stream_options: dict[str, Any] | None = None
-    tools: list[dict[str, Any]] | None = None
+    tools: list[ToolDefinition] | None = None
     tool_choice: Any = None
 
     def to_upstream_body(self) -> dict[str, Any]:

@@ -12,19 +12,23 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self
 
+import aiohttp
 import httpx
 import structlog
 from httpx_aiohttp import AiohttpTransport
 from httpx_sse import EventSource, SSEError
 
-from app.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout, UpstreamUnreachable
+from app.errors import InvalidRequest, UpstreamError, UpstreamStatusError, UpstreamTimeout, UpstreamUnreachable
+from app.upstream.paths import relative_path, without_credentials
 
 log = structlog.get_logger("toolbridge.upstream")
 
-# Headers that describe one hop, or carry the client's identity, never go on to the upstream.
+# Headers that describe one hop, or carry the client's identity, never go on to the upstream. The body's
+# length is the client's only when its body is forwarded (see `forward`).
 _REQUEST_HEADERS_DROPPED = frozenset(
     {"host", "authorization", "connection", "keep-alive", "te", "trailer", "upgrade",
-     "proxy-authorization", "proxy-connection", "transfer-encoding", "accept-encoding", "cookie"}
+     "proxy-authorization", "proxy-connection", "transfer-encoding", "accept-encoding", "cookie",
+     "x-api-key", "api-key", "content-length"}
 )
 _RESPONSE_HEADERS_DROPPED = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "server", "date"}
@@ -43,8 +47,19 @@ def make_transport(kind: TransportKind) -> Transport | None:
     transport on loopback (bench/overhead.py), and it holds up better under concurrency (encode/httpx#3215).
     `None` means httpx's own transport."""
     if kind == "aiohttp":
-        return AiohttpTransport(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
+        return _AiohttpTransport(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
     return None
+
+
+class _AiohttpTransport(AiohttpTransport):
+    """httpx-aiohttp maps aiohttp's connection and timeout errors to httpx's, but lets a malformed
+    response (a server that answers garbage) escape as aiohttp's own error: that too is a broken upstream."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await super().handle_async_request(request)
+        except aiohttp.ClientError as exc:
+            raise httpx.RemoteProtocolError(str(exc) or type(exc).__name__, request=request) from exc
 
 
 @dataclass
@@ -99,14 +114,19 @@ class UpstreamClient:
         """Opens a streamed chat completion and yields its chunks as dicts.
 
         Raises:
+            InvalidRequest: the body holds what JSON cannot carry (NaN, a lone surrogate); nothing is sent.
             UpstreamUnreachable, UpstreamTimeout, UpstreamStatusError: before any chunk is yielded.
             UpstreamError: when the stream breaks or carries an error event.
         """
-        request = self._http.build_request("POST", "chat/completions", json=body)
+        request = self._http.build_request(
+            "POST", "chat/completions", content=_json_bytes(body), headers={"content-type": "application/json"}
+        )
         response = await self._send(request)
         try:
             if response.status_code >= 400:
-                raise UpstreamStatusError(response.status_code, await response.aread())
+                raise UpstreamStatusError(
+                    response.status_code, await response.aread(), retry_after=response.headers.get("retry-after")
+                )
             yield self._chunks(response)
         finally:
             await response.aclose()
@@ -114,13 +134,37 @@ class UpstreamClient:
     async def forward(
         self, method: str, path: str, *, query: str, headers: Mapping[str, str], body: AsyncIterator[bytes]
     ) -> ProxiedResponse:
-        """Relays any other request unchanged (models, embeddings, completions), streaming both ways."""
+        """Relays any other request (models, embeddings, completions), streaming both ways.
+
+        `path` is the raw (still percent-encoded) path below the base URL. It can only ever name a path
+        under the base URL: the upstream key goes with every request.
+
+        Raises:
+            InvalidRequest: a path that would leave the base URL, or that no server could be sent.
+        """
+        url = self._url_below_base(relative_path(path), without_credentials(query))
         sent_headers = {k: v for k, v in headers.items() if k.lower() not in _REQUEST_HEADERS_DROPPED}
-        url = httpx.URL(path.lstrip("/"), query=query.encode())
-        request = self._http.build_request(method, url, headers=sent_headers, content=body)
+        # A request without a body (every GET) is sent without one: an empty chunked body on a GET is
+        # read by strict servers as the start of the next request on the connection.
+        has_body = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
+        if has_body and "content-length" in headers:
+            sent_headers["content-length"] = headers["content-length"]
+        request = self._http.build_request(method, url, headers=sent_headers, content=body if has_body else None)
         response = await self._send(request)
         kept = {k: v for k, v in response.headers.items() if k.lower() not in _RESPONSE_HEADERS_DROPPED}
         return ProxiedResponse(response.status_code, kept, self._relay(response), response)
+
+    def _url_below_base(self, path: str, query: str) -> httpx.URL:
+        try:
+            url = httpx.URL(f"{self.base_url}/{path}", query=query.encode())
+        except httpx.InvalidURL as exc:
+            raise InvalidRequest(f"The path cannot be sent on: {exc}", code="invalid_path") from exc
+        base = self._http.base_url
+        if (url.scheme, url.host, url.port) != (base.scheme, base.host, base.port) or not url.raw_path.startswith(
+            base.raw_path
+        ):  # `relative_path` already refused what could get here; this holds even if it missed something
+            raise InvalidRequest("The path leads outside the upstream's API.", code="invalid_path")
+        return url
 
     async def server_kind(self) -> ServerKind:
         """What answers at the base URL: LM Studio (its REST API), llama.cpp (`/props`), or another server."""
@@ -188,7 +232,7 @@ class UpstreamClient:
         try:
             async for part in response.aiter_bytes():
                 yield part
-        except httpx.TransportError as exc:
+        except (httpx.TransportError, aiohttp.ClientError) as exc:
             log.warning("upstream_relay_broken", error=str(exc))
         finally:
             await response.aclose()
@@ -199,6 +243,7 @@ class UpstreamClient:
                 # Some servers ignore `stream: true`; one JSON completion is a turn of one chunk.
                 yield _decode(await response.aread())
                 return
+            finished = False
             async for event in EventSource(response).aiter_sse():
                 if event.data == "[DONE]":
                     return
@@ -207,10 +252,15 @@ class UpstreamClient:
                 chunk = _decode(event.data)
                 if "error" in chunk and not chunk.get("choices"):
                     raise UpstreamError(f"Upstream error: {_error_message(chunk['error'])}")
+                finished = finished or _has_finish_reason(chunk)
                 yield chunk
+            if not finished:
+                # Neither [DONE] nor a finish_reason: the server died mid-answer. Passing that on as a
+                # finished answer would hide that it is cut off.
+                raise UpstreamError("The upstream's answer broke off before it was finished.", code="upstream_cut_off")
         except httpx.ReadTimeout as exc:
             raise UpstreamTimeout(self.base_url, self.timeout) from exc
-        except (httpx.TransportError, SSEError) as exc:
+        except (httpx.TransportError, aiohttp.ClientError, SSEError) as exc:
             raise UpstreamError(f"The upstream stream broke off: {exc or type(exc).__name__}") from exc
 
 
@@ -251,6 +301,27 @@ def _decode(data: str | bytes) -> dict[str, Any]:
     if not isinstance(chunk, dict):
         raise UpstreamError("The upstream sent a chunk that is not a JSON object")
     return chunk
+
+
+def _json_bytes(body: dict[str, Any]) -> bytes:
+    """The body as strict JSON. Python's parser accepted NaN and lone surrogates from the client; no
+    server can read them back, so they are the client's error, found where the body is encoded anyway."""
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidRequest(
+            "The request holds text that is not valid Unicode (a lone surrogate such as \\ud800).",
+            code="invalid_unicode",
+        ) from exc
+    except ValueError as exc:
+        raise InvalidRequest(
+            "The request holds a number JSON cannot carry (NaN or Infinity).", code="invalid_number"
+        ) from exc
+
+
+def _has_finish_reason(chunk: dict[str, Any]) -> bool:
+    choices = chunk.get("choices")
+    return isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
 
 
 def _error_message(error: Any) -> str:

@@ -52,7 +52,7 @@ DIALECTS: dict[str, list[dict[str, Any] | str]] = {
         chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "basic__echo", "arguments": ARGS}}]}),
         chunk({}, "tool_calls"),
     ],
-    # No finish_reason at all, and `stop` even though a call was made.
+    # No finish_reason at all (the stream still ends with [DONE]), and `stop` even though a call was made.
     "no-finish-reason": [
         chunk({"role": "assistant", "tool_calls": [{"index": 0, "id": "c2", "function": {
             "name": "basic__echo", "arguments": ARGS}}]}),
@@ -84,6 +84,6 @@ DIALECTS: dict[str, list[dict[str, Any] | str]] = {
     ],
 }
 # Streams that end without [DONE].
-NO_DONE = {"no-finish-reason", "ollama"}
+NO_DONE = {"ollama"}  # a stream with neither [DONE] nor a finish_reason was cut off: see test_security
 RELAYED_TEXT = {"content-and-call": "Let me echo that. "}
 REASONING = {"lmstudio": "The user wants an echo.", "ollama": "Echo it.", "think-tags": "I should echo"}

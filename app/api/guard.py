@@ -1,0 +1,193 @@
+"""What a request must pass before any route sees it, as two pure ASGI middlewares.
+
+`BrowserGuard` (outermost) refuses what only a hostile web page sends: a Host header that is not this
+gateway's (DNS rebinding: a page on evil.example whose name now points at 127.0.0.1 is same-origin with
+the gateway), and an http(s) Origin other than loopback or a listed one. Desktop apps (`null`, `app://`,
+`file://`) and non-browser clients (no Origin) pass. Listed origins then get CORS headers from
+Starlette's CORSMiddleware, which sits between the two guards.
+
+`AdmissionGuard` checks, cheapest first and before a byte of the body is read: the API key, the declared
+body size, the number of requests in flight. While the body arrives it bounds its size and the time
+between its parts.
+"""
+
+import hmac
+import ipaddress
+from urllib.parse import urlsplit
+
+import anyio
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.errors import AuthenticationFailed, BodyTooLarge, Forbidden, GatewayError, Overloaded, RequestTimeout
+from app.settings import Settings
+
+# Served without a key: the health check of Docker and load balancers (it shows only the status then).
+PUBLIC_PATHS = frozenset({"/health"})
+BODY_FAILURE = "toolbridge.body_failure"  # scope key: why the body could not be read, for the error handler
+OVERLOADED_RETRY_AFTER = "1"
+_ANY_ADDRESS = frozenset({"", "0.0.0.0", "::", "[::]"})
+
+
+class BrowserGuard:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self._hosts = settings.host_names | _bind_address(settings.host)
+        self._origins = frozenset(settings.browser_origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            refusal = self._refusal(headers.get("host"), headers.get("origin"))
+            if refusal is not None:
+                await reply(refusal, scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, host: str | None, origin: str | None) -> GatewayError | None:
+        if host is not None and not self._host_allowed(_host_name(host)):
+            return Forbidden(
+                f"Host '{host}' is not served here. Add it to TOOLBRIDGE_ALLOWED_HOSTS if you reach the gateway "
+                "by that name.",
+                code="host_not_allowed",
+            )
+        if origin is not None and not self._origin_allowed(origin):
+            return Forbidden(
+                f"Requests from web pages at {origin} are not allowed. Add the origin to TOOLBRIDGE_CORS_ORIGINS "
+                "to let that web app use the gateway.",
+                code="origin_not_allowed",
+            )
+        return None
+
+    def _host_allowed(self, name: str) -> bool:
+        return "*" in self._hosts or name in self._hosts or is_loopback(name)
+
+    def _origin_allowed(self, origin: str) -> bool:
+        parts = urlsplit(origin.strip())
+        if parts.scheme not in ("http", "https"):  # null, app://, file://: desktop apps, not web pages
+            return True
+        return "*" in self._origins or origin.rstrip("/") in self._origins or is_loopback(parts.hostname or "")
+
+
+class AdmissionGuard:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self._keys = [key.encode() for key in settings.client_keys]
+        self._public = PUBLIC_PATHS | ({"/metrics"} if settings.metrics_public else set())
+        self._max_body = settings.max_body_bytes
+        self._body_timeout = settings.client_timeout
+        self._max_in_flight = settings.max_concurrent_requests
+        self.in_flight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        authorised = self._authorised(headers.get("authorization", ""))
+        scope.setdefault("state", {})["authorised"] = authorised is None
+        counted = scope["path"] not in PUBLIC_PATHS and scope["path"] != "/metrics"
+        refusal = None if scope["path"] in self._public else authorised
+        if refusal is None:
+            refusal = self._size_refusal(headers.get("content-length"))
+        if refusal is None and counted and self.in_flight >= self._max_in_flight:
+            refusal = Overloaded(
+                f"The gateway is handling {self.in_flight} requests, its limit (TOOLBRIDGE_MAX_CONCURRENT_REQUESTS); "
+                "try again shortly.",
+                headers={"Retry-After": OVERLOADED_RETRY_AFTER},
+            )
+        if refusal is not None:
+            await reply(refusal, scope, receive, send)
+            return
+        self.in_flight += counted
+        try:
+            await self.app(scope, _BoundedBody(scope, receive, self._max_body, self._body_timeout), send)
+        finally:
+            self.in_flight -= counted
+
+    def _authorised(self, authorization: str) -> GatewayError | None:
+        """None when the caller may use the API; else why not."""
+        if not self._keys:
+            return None
+        scheme, _, presented = authorization.partition(" ")
+        presented = presented.strip()
+        if scheme.lower() != "bearer" or not presented:
+            return AuthenticationFailed("Missing API key: send 'Authorization: Bearer <key>'.")
+        if not any(hmac.compare_digest(presented.encode(), key) for key in self._keys):
+            return AuthenticationFailed("Incorrect API key.")
+        return None
+
+    def _size_refusal(self, content_length: str | None) -> GatewayError | None:
+        if content_length is not None and content_length.isdigit() and int(content_length) > self._max_body:
+            return _too_large(self._max_body)
+        return None
+
+
+class _BoundedBody:
+    """The request's `receive`, bounded while the body arrives: its size, and the wait for each part.
+    Once the body is complete it is the plain `receive` (routes wait on it for the client's disconnect).
+
+    A failure is raised as Starlette's HTTPException, which FastAPI lets through its body parsing to the
+    error handler; it is also left in the scope for the error handler, where a route that streams the
+    body on (the pass-through) meets it wrapped in another error."""
+
+    def __init__(self, scope: Scope, receive: Receive, max_body: int, timeout: float) -> None:
+        self._scope, self._receive = scope, receive
+        self._max_body, self._timeout = max_body, timeout
+        self._received = 0
+        self._complete = False
+
+    async def __call__(self) -> Message:
+        if self._complete:
+            return await self._receive()
+        with anyio.move_on_after(self._timeout) as waiting:
+            message = await self._receive()
+        if waiting.cancelled_caught:
+            self._fail(RequestTimeout(f"The request body did not arrive within {self._timeout:g} s."))
+        if message["type"] != "http.request":
+            self._complete = True
+            return message
+        self._received += len(message.get("body", b""))
+        if self._received > self._max_body:
+            self._fail(_too_large(self._max_body))
+        self._complete = not message.get("more_body", False)
+        return message
+
+    def _fail(self, error: GatewayError) -> None:
+        self._scope[BODY_FAILURE] = error
+        raise HTTPException(error.status_code, error.message)
+
+
+async def reply(error: GatewayError, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answers with the error's envelope, without reading the body."""
+    await JSONResponse(error.envelope(), error.status_code, headers=error.headers)(scope, receive, send)
+
+
+def is_loopback(name: str) -> bool:
+    """localhost, *.localhost (RFC 6761: always loopback, nobody can own it), or a loopback address."""
+    name = name.lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(host: str) -> str:
+    """The name of a Host header, without its port: `[::1]:8000` -> `::1`, `Example.com:80` -> `example.com`."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _bind_address(host: str) -> frozenset[str]:
+    return frozenset() if host in _ANY_ADDRESS else frozenset({host.lower().strip("[]")})
+
+
+def _too_large(limit: int) -> BodyTooLarge:
+    return BodyTooLarge(f"The request body is larger than {limit} bytes (TOOLBRIDGE_MAX_BODY_BYTES).")
+
