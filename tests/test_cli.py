@@ -4,6 +4,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -34,9 +35,10 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("TOOLBRIDGE_")}
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [TOOLBRIDGE, *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=clean_env(), check=False
+        [TOOLBRIDGE, *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=clean_env() | (env or {}),
+        check=False,
     )
 
 
@@ -105,7 +107,10 @@ def test_stopping_leaves_no_mcp_server_process_behind(tmp_path: Path, stop_signa
         httpx.get(f"http://127.0.0.1:{port}/health")
 
 
-def test_logs_carry_request_tool_and_stderr_lines_but_no_secrets(tmp_path: Path, upstream: FakeUpstream) -> None:
+@pytest.mark.parametrize("log_format", ["json", "console"])
+def test_logs_carry_request_tool_and_stderr_lines_but_no_secrets(
+    tmp_path: Path, upstream: FakeUpstream, log_format: str
+) -> None:
     config = write_config(tmp_path, {"basic": stdio_entry("basic.py"), "broken": stdio_entry("crash_on_start.py")})
     port = free_port()
     secrets = {"TOOLBRIDGE_UPSTREAM_API_KEY": "sk-upstream-CANARY-1", "TOOLBRIDGE_API_KEYS": "sk-client-CANARY-2"}
@@ -113,12 +118,13 @@ def test_logs_carry_request_tool_and_stderr_lines_but_no_secrets(tmp_path: Path,
     log_path = tmp_path / "gateway.log"
     with log_path.open("w") as log_file:
         gateway = subprocess.Popen(
-            [TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config), "--log-format", "json",
+            [TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config), "--log-format", log_format,
              "--log-level", "debug"],
             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=log_file,
         )
     try:
         base = f"http://127.0.0.1:{port}"
+        key = {"Authorization": "Bearer sk-client-CANARY-2"}
         wait_for_health(base, lambda b: b["servers"]["basic"]["state"] == "ready", key="sk-client-CANARY-2")
         upstream.script(Turn(calls=[Call("basic__echo", {"text": "x"})]), Turn(content="done"))
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-client-CANARY-2", max_retries=0)
@@ -126,12 +132,28 @@ def test_logs_carry_request_tool_and_stderr_lines_but_no_secrets(tmp_path: Path,
         wrong = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-wrong-CANARY-3", max_retries=0)
         with pytest.raises(openai.AuthenticationError):
             wrong.models.list()
+        # The audit's bad requests, each of which wrote keys or tracebacks into the log.
+        bad_requests = [
+            httpx.post(f"{base}/v1/chat/completions", headers=key | {"Content-Type": "application/json"},
+                       content=b'{"model": "m", "messages": [{"role": "user", "content": "\\ud800"}]}'),
+            httpx.post(f"{base}/v1/chat/completions", headers=key | {"Content-Type": "application/json"},
+                       content=b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": NaN}'),
+            httpx.get(f"{base}/v1/%00", headers=key),
+            httpx.get(f"{base}/v1/embeddings?api_key=sk-query-CANARY-4", headers=key | {"X-Api-Key": "CANARY-5"}),
+            httpx.get(f"{base}/health", headers={"Host": "evil.example", "Authorization": "Bearer CANARY-6"}),
+        ]
+        assert [r.status_code for r in bad_requests] == [400, 400, 400, 405, 403]
     finally:
         gateway.send_signal(signal.SIGTERM)
         gateway.wait(timeout=EXIT_TIMEOUT)
     text = log_path.read_text()
-    for canary in ("CANARY-1", "CANARY-2", "CANARY-3"):
+    for canary in ("CANARY-1", "CANARY-2", "CANARY-3", "CANARY-4", "CANARY-5", "CANARY-6"):
         assert canary not in text
+    assert "Traceback" not in text
+    if log_format == "console":
+        assert "mcp_server_stderr" in text and "GITHUB_TOKEN" in text
+        assert "tool_call" in text and "tool=echo" in text
+        return
     events = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     assert any(
         e["event"] == "mcp_server_stderr" and e["server"] == "broken" and "GITHUB_TOKEN" in e["line"] for e in events
@@ -141,7 +163,75 @@ def test_logs_carry_request_tool_and_stderr_lines_but_no_secrets(tmp_path: Path,
         and e["duration_ms"] >= 0 for e in events
     )
     requests = [e for e in events if e["event"] == "request" and e["path"] == "/v1/chat/completions"]
-    assert [(r["status"], r["rounds"], r["tools_called"]) for r in requests] == [(200, 2, ["basic__echo"])]
+    assert [(r["status"], r.get("rounds"), r.get("tools_called")) for r in requests] == [
+        (200, 2, ["basic__echo"]), (400, None, None), (400, None, None)
+    ]
+
+
+LOG_AN_ERROR = """
+import structlog
+from app.logging import configure_logging
+configure_logging("{log_format}", "info", secrets=["sk-SETTING-CANARY"])
+def fail():
+    local_secret = "LOCAL-CANARY " * 5000
+    raise RuntimeError("boom with sk-SETTING-CANARY and Authorization: Bearer sk-HEADER-CANARY")
+try:
+    fail()
+except RuntimeError:
+    structlog.get_logger("test").exception("unhandled_error", note="x" * 100_000)
+"""
+
+
+@pytest.mark.parametrize("log_format", ["json", "console"])
+def test_an_error_is_logged_as_a_bounded_plain_traceback_without_locals_or_secrets(log_format: str) -> None:
+    """`rich` is installed here (the dev extra brings it): structlog's console renderer would use it and print
+    every frame's locals, thousands of lines on the event loop."""
+    script = LOG_AN_ERROR.format(log_format=log_format)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert "boom" in result.stderr and "Traceback" in result.stderr
+    for canary in ("LOCAL-CANARY", "SETTING-CANARY", "HEADER-CANARY"):
+        assert canary not in result.stderr
+    assert len(result.stderr) < 20_000
+    assert len(result.stderr.splitlines()) < 40
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "expected"),
+    [
+        ({"TOOLBRIDGE_PORT": "abc"}, [], "TOOLBRIDGE_PORT (--port) = 'abc': Input should be a valid integer"),
+        ({}, ["--port", "70000"], "TOOLBRIDGE_PORT (--port) = '70000': Input should be less than or equal to 65535"),
+        ({"TOOLBRIDGE_TOOL_TRACE": "loud"}, [], "TOOLBRIDGE_TOOL_TRACE (--tool-trace) = 'loud': Input should be"),
+        ({"TOOLBRIDGE_API_KEYS": " , "}, [], "TOOLBRIDGE_API_KEYS (--api-keys) = (hidden): lists no key"),
+        ({"TOOLBRIDGE_UPSTREAM_URL": "not a url"}, [], "TOOLBRIDGE_UPSTREAM_URL (--upstream-url) = 'not a url'"),
+    ],
+)
+def test_a_bad_setting_is_one_line_and_exit_2(tmp_path: Path, env: dict, args: list, expected: str) -> None:
+    result = run_cli(*args, cwd=tmp_path, env=env)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"toolbridge: {expected}"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_an_mcp_json_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_bytes(b'{"mcpServers": {"caf\xe9": {"command": "x"}}}')
+    for command in (["tools"], []):
+        result = run_cli(*command, "--mcp-config", str(config), cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr.strip() == f"toolbridge: {config}: not UTF-8 text (byte 20); save it as UTF-8"
+
+
+def test_a_port_in_use_fails_before_any_mcp_server_starts(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    config = write_config(tmp_path, {"marker": {"command": "sh", "args": ["-c", f"touch {started}; sleep 30"]}})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        result = run_cli("--port", str(taken.getsockname()[1]), "--mcp-config", str(config), cwd=tmp_path)
+    assert result.returncode != 0
+    assert "address already in use" in result.stderr.lower()
+    assert not started.exists()
 
 
 def test_tools_honours_the_prefix_and_profile_settings(tmp_path: Path) -> None:

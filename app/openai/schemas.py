@@ -1,9 +1,10 @@
 """OpenAI wire models. Inbound models accept unknown fields and carry them on untouched, but the fields the
 gateway itself reads are checked here, so a malformed request is a 400 naming the field, not a crash later."""
 
-from typing import Any
+from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 
 class WireModel(BaseModel):
@@ -42,12 +43,11 @@ class ToolDefinition(WireModel):
     type: StrictStr = "function"
     function: FunctionDefinition | None = None
 
-    @field_validator("function")
-    @classmethod
-    def _functions_are_defined(cls, value: FunctionDefinition | None, info: Any) -> FunctionDefinition | None:
-        if value is None and info.data.get("type") == "function":
-            raise ValueError("a tool of type 'function' needs a 'function' object with a 'name'")
-        return value
+    @model_validator(mode="after")
+    def _functions_are_defined(self) -> Self:
+        if self.function is None and self.type == "function":
+            raise PydanticCustomError("missing", "a tool of type 'function' needs a 'function' object with a 'name'")
+        return self
 
 
 class ChatCompletionRequest(WireModel):

@@ -45,6 +45,9 @@ class Turn:
     # A recorded stream, played as is: each item is one `data:` payload (dicts are JSON-encoded).
     raw: list[dict[str, Any] | str] | None = None
     done: bool = True
+    # With an error status: the response's headers, and a body sent as is instead of the OpenAI envelope.
+    headers: dict[str, str] = field(default_factory=dict)
+    raw_body: str | None = None
 
 
 Reply = Turn | Callable[[dict[str, Any]], Turn]
@@ -56,6 +59,7 @@ class FakeUpstream:
         self.record = record
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
+        self.queries: list[str] = []
         self.headers: list[dict[str, str]] = []
         self._replies: deque[Reply] = deque()
         self.app = Starlette(
@@ -73,6 +77,7 @@ class FakeUpstream:
         self._replies.extend(replies)
         self.requests.clear()
         self.paths.clear()
+        self.queries.clear()
         self.headers.clear()
 
     def chat_requests(self) -> list[dict[str, Any]]:
@@ -83,6 +88,7 @@ class FakeUpstream:
         if self.record:
             self.requests.append(body)
             self.paths.append(request.url.path)
+            self.queries.append(request.url.query)
             self.headers.append(dict(request.headers))
         return body
 
@@ -93,12 +99,15 @@ class FakeUpstream:
         reply = self._replies.popleft() if self._replies else self.default
         assert reply is not None
         turn = reply(body) if callable(reply) else reply
+        if turn.status != 200 and turn.raw_body is not None:
+            return Response(turn.raw_body, turn.status, headers=turn.headers, media_type="text/html")
         if turn.status != 200:
             return JSONResponse(
                 {"error": {"message": turn.error, "type": "invalid_request_error", "param": None, "code": None}},
                 turn.status,
+                headers=turn.headers,
             )
-        if body.get("stream"):
+        if body.get("stream") or turn.raw is not None:  # a recording is a stream, asked for or not
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(_stream(turn, include_usage), media_type="text/event-stream")
         return JSONResponse(_completion(turn))
