@@ -12,6 +12,7 @@ from app.mcp.pool import McpPool
 from app.mcp.results import RenderOptions
 from app.mcp.sampling import Complete
 from app.memory import CallMemory
+from app.metrics import Metrics
 from app.openai.accumulate import TurnAccumulator
 from app.settings import Settings
 from app.upstream.client import Transport, UpstreamClient, make_transport
@@ -22,6 +23,7 @@ class State(TypedDict):
     upstream: UpstreamClient
     pool: McpPool
     memory: CallMemory
+    metrics: Metrics
 
 
 def build_pool(
@@ -31,6 +33,7 @@ def build_pool(
     retry: bool = True,
     reload: bool = False,
     upstream: UpstreamClient | None = None,
+    metrics: Metrics | None = None,
 ) -> McpPool:
     """The MCP pool with the conversion and result settings; shared by the app and `toolbridge tools`."""
     paths = config_paths(settings.mcp_config)
@@ -48,6 +51,7 @@ def build_pool(
         block_changed_tools=settings.block_changed_tools,
         conversion=ConversionOptions(profile=resolve_profile(settings.schema_profile), prefix=settings.tool_prefix),
         rendering=RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars),
+        on_tool_call=metrics.observe_tool_call if metrics is not None else None,
     )
 
 
@@ -57,6 +61,7 @@ def build_lifespan(
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[State]:
         config = load_mcp_configs(config_paths(settings.mcp_config))
+        metrics = Metrics()
         async with AsyncExitStack() as stack:
             upstream = await stack.enter_async_context(
                 UpstreamClient(
@@ -64,11 +69,15 @@ def build_lifespan(
                     api_key=settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None,
                     timeout=settings.upstream_timeout,
                     transport=upstream_transport or make_transport(settings.upstream_transport),
+                    observe=metrics.observe_upstream,
                 )
             )
-            pool = await stack.enter_async_context(build_pool(settings, config, reload=True, upstream=upstream))
+            pool = await stack.enter_async_context(
+                build_pool(settings, config, reload=True, upstream=upstream, metrics=metrics)
+            )
+            metrics.watch_servers(pool.health)
             _reload_on_sighup(pool, stack)
-            yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": CallMemory()}
+            yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": CallMemory(), "metrics": metrics}
 
     return lifespan
 

@@ -1,4 +1,5 @@
-"""structlog setup and the per-request log line (status, duration, rounds, tools called)."""
+"""structlog setup, and the record of each request when it ends: its log line (status, duration, rounds, tools
+called, tokens) and its metrics."""
 
 import logging
 import re
@@ -13,6 +14,8 @@ import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.clients import openwebui_fields
+from app.metrics import Metrics
+from app.openai.accumulate import Usage
 
 log = structlog.get_logger("toolbridge.http")
 
@@ -108,10 +111,12 @@ class RequestStats:
 
     rounds: int = 0
     tools_called: list[str] = field(default_factory=list)
+    usage: Usage | None = None
 
 
 class RequestLogMiddleware:
-    """Pure ASGI middleware: binds a request id and logs one line per HTTP request when it ends.
+    """Pure ASGI middleware: binds a request id, logs one line per HTTP request when it ends, and counts it in
+    the app's metrics (found in the lifespan state).
 
     Pure ASGI rather than BaseHTTPMiddleware so streaming bodies are not buffered and the line is
     written after the last byte of a stream.
@@ -126,7 +131,11 @@ class RequestLogMiddleware:
             return
         request_id = f"req_{uuid.uuid4().hex[:16]}"
         stats = RequestStats()
-        scope.setdefault("state", {})["request_stats"] = stats
+        state = scope.setdefault("state", {})
+        state["request_stats"] = stats
+        metrics: Metrics | None = state.get("metrics")
+        if metrics is not None:
+            metrics.in_flight.inc()
         status = 500
         started = time.perf_counter()
 
@@ -152,6 +161,15 @@ class RequestLogMiddleware:
             }
             if stats.rounds:
                 fields |= {"rounds": stats.rounds, "tools_called": stats.tools_called}
+            if stats.usage is not None:
+                usage = stats.usage
+                fields |= {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
+            if metrics is not None:
+                metrics.in_flight.dec()
+                route = getattr(scope.get("route"), "path", None) or "unmatched"  # a template: bounded labels
+                metrics.observe_request(route, scope["method"], status, time.perf_counter() - started)
+                if stats.usage is not None:
+                    metrics.observe_tokens(stats.usage.prompt_tokens, stats.usage.completion_tokens)
             # Health probes (Docker, compose) every few seconds would drown the real traffic.
             level = logging.DEBUG if scope["path"] == "/health" else logging.INFO
             log.log(level, "request", **fields)

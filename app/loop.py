@@ -64,6 +64,7 @@ class ToolRunner(Protocol):
 class LoopStats(Protocol):
     rounds: int
     tools_called: list[str]
+    usage: Usage | None
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ PROGRESS_BUFFER = 64  # progress past this many unread notes is dropped, never w
 class _NoStats:
     rounds: int = 0
     tools_called: list[str] = field(default_factory=list)
+    usage: Usage | None = None
 
 
 async def run_tool_loop(
@@ -163,6 +165,7 @@ async def run_tool_loop(
         if turn.usage is not None:
             usage = usage or Usage()
             usage.add(turn.usage)
+            stats.usage = usage
 
         calls = turn.tool_calls()
         # A name neither side owns is a model's slip: the runner answers it with an error it can fix.

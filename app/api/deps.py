@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from app.logging import RequestStats
 from app.mcp.pool import McpPool
 from app.memory import CallMemory
+from app.metrics import Metrics
 from app.settings import Settings
 from app.upstream.client import UpstreamClient
 
@@ -31,6 +32,10 @@ async def get_memory(request: Request) -> CallMemory:
     return request.state.memory
 
 
+async def get_metrics(request: Request) -> Metrics:
+    return request.state.metrics
+
+
 async def get_authorised(request: Request) -> bool:
     """Whether the caller showed a valid key, or none is needed (set by `guard.AdmissionGuard`)."""
     return bool(getattr(request.state, "authorised", False))
@@ -46,3 +51,4 @@ PoolDep = Annotated[McpPool, Depends(get_pool)]
 StatsDep = Annotated[RequestStats, Depends(get_stats)]
 MemoryDep = Annotated[CallMemory, Depends(get_memory)]
 AuthorisedDep = Annotated[bool, Depends(get_authorised)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]

@@ -10,11 +10,12 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
-from app.api.deps import AuthorisedDep, MemoryDep, PoolDep, SettingsDep, StatsDep, UpstreamDep
+from app.api.deps import AuthorisedDep, MemoryDep, MetricsDep, PoolDep, SettingsDep, StatsDep, UpstreamDep
 from app.clients import is_background_task
 from app.errors import InvalidRequest, MethodNotAllowed
 from app.loop import run_tool_loop
 from app.mcp.results import system_hint
+from app.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.openai.schemas import ChatCompletionRequest
 from app.settings import Settings
 from app.streaming import collect_completion, stream_payloads
@@ -179,6 +180,12 @@ async def passthrough(path: str, request: Request, upstream: UpstreamDep) -> Res
         headers=proxied.headers,
         background=BackgroundTask(proxied.aclose),
     )
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(collected: MetricsDep) -> Response:
+    """Prometheus text format; behind the API key unless TOOLBRIDGE_METRICS_PUBLIC (app/api/guard.py)."""
+    return Response(collected.render(), media_type=METRICS_CONTENT_TYPE)
 
 
 @router.get("/health")

@@ -132,7 +132,10 @@ class McpPool:
         complete: Complete | None = None,
         sampling_model: str | None = None,
         keepalive_interval: float = KEEPALIVE_INTERVAL,
+        on_tool_call: Callable[[str, str, str, float], None] | None = None,
     ) -> None:
+        """`on_tool_call(server, tool, outcome, seconds)` learns of every call that reached a route."""
+        self._on_tool_call = on_tool_call
         self._keepalive_interval = keepalive_interval
         self._retry_first = retry_first
         self._needed: dict[str, anyio.Event] = {}
@@ -318,6 +321,9 @@ class McpPool:
             ok=not finished.outcome.is_error,
             **({"failure": finished.failure.value} if finished.failure else {}),
         )
+        if self._on_tool_call is not None:
+            outcome = finished.failure.value if finished.failure else "error" if finished.outcome.is_error else "ok"
+            self._on_tool_call(route.server, route.tool, outcome, call.duration_ms / 1000)
         return finished.outcome
 
     async def _run(self, call: ToolCall, arguments: str) -> Finished:

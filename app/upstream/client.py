@@ -6,7 +6,7 @@ faster transport). Transport failures become the gateway's UpstreamError tree he
 
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
@@ -85,8 +85,11 @@ class UpstreamClient:
         api_key: str | None = None,
         timeout: float = 600.0,
         transport: Transport | None = None,
+        observe: Callable[[str, float], None] | None = None,
     ) -> None:
+        """`observe(kind, seconds)` learns how long each chat or pass-through request took to its headers."""
         self.base_url = base_url.rstrip("/")
+        self._observe = observe
         self.timeout = timeout
         # LM Studio's and llama.cpp's own endpoints live beside /v1, not under it.
         self._root = (self.base_url.removesuffix("/v1") + "/") if self.base_url.endswith("/v1") else self.base_url + "/"
@@ -121,7 +124,7 @@ class UpstreamClient:
         request = self._http.build_request(
             "POST", "chat/completions", content=_json_bytes(body), headers={"content-type": "application/json"}
         )
-        response = await self._send(request)
+        response = await self._send(request, "chat")
         try:
             if response.status_code >= 400:
                 raise UpstreamStatusError(
@@ -150,7 +153,7 @@ class UpstreamClient:
         if has_body and "content-length" in headers:
             sent_headers["content-length"] = headers["content-length"]
         request = self._http.build_request(method, url, headers=sent_headers, content=body if has_body else None)
-        response = await self._send(request)
+        response = await self._send(request, "passthrough")
         kept = {k: v for k, v in response.headers.items() if k.lower() not in _RESPONSE_HEADERS_DROPPED}
         return ProxiedResponse(response.status_code, kept, self._relay(response), response)
 
@@ -217,9 +220,10 @@ class UpstreamClient:
             return []
         return []
 
-    async def _send(self, request: httpx.Request) -> httpx.Response:
+    async def _send(self, request: httpx.Request, kind: str) -> httpx.Response:
+        started = time.perf_counter()
         try:
-            return await self._http.send(request, stream=True)
+            response = await self._http.send(request, stream=True)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             # The aiohttp transport reports a refused connection as ConnectTimeout.
             raise UpstreamUnreachable(self.base_url) from exc
@@ -227,6 +231,9 @@ class UpstreamClient:
             raise UpstreamTimeout(self.base_url, self.timeout) from exc
         except httpx.TransportError as exc:
             raise UpstreamUnreachable(self.base_url) from exc
+        if self._observe is not None:
+            self._observe(kind, time.perf_counter() - started)
+        return response
 
     async def _relay(self, response: httpx.Response) -> AsyncIterator[bytes]:
         try:

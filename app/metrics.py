@@ -1,0 +1,81 @@
+"""The gateway's Prometheus metrics, one registry per app (tests run many apps in one process).
+
+Fed from where each thing happens: the request middleware (requests, latency, in flight, tokens), the
+upstream client (its latency), the pool (tool calls); server states and restarts are read from the pool
+when scraped, so they are never stale. Labels are bounded: routes are templates, never raw paths.
+"""
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Request and upstream latencies: a local model takes from milliseconds (relay) to minutes (long answers).
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+TOOL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+SERVER_STATES = ("starting", "ready", "restarting", "failed", "disabled", "stopped")
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self._requests = Counter("toolbridge_requests", "HTTP requests answered", ["route", "method", "status"],
+                                 registry=r)
+        self._latency = Histogram("toolbridge_request_duration_seconds", "Time from request to last byte",
+                                  ["route"], buckets=LATENCY_BUCKETS, registry=r)
+        self.in_flight = Gauge("toolbridge_requests_in_flight", "HTTP requests being handled", registry=r)
+        self._upstream = Histogram("toolbridge_upstream_duration_seconds",
+                                   "Time until the upstream's response headers", ["kind"],
+                                   buckets=LATENCY_BUCKETS, registry=r)
+        self._tool_calls = Counter("toolbridge_tool_calls", "MCP tool calls by outcome",
+                                   ["server", "tool", "outcome"], registry=r)
+        self._tool_latency = Histogram("toolbridge_tool_duration_seconds", "MCP tool call duration",
+                                       ["server", "tool"], buckets=TOOL_BUCKETS, registry=r)
+        self._tokens = Counter("toolbridge_tokens", "Tokens the upstream reported, summed over tool rounds",
+                               ["direction"], registry=r)
+
+    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        self._requests.labels(route, method, str(status)).inc()
+        self._latency.labels(route).observe(seconds)
+
+    def observe_upstream(self, kind: str, seconds: float) -> None:
+        self._upstream.labels(kind).observe(seconds)
+
+    def observe_tool_call(self, server: str, tool: str, outcome: str, seconds: float) -> None:
+        self._tool_calls.labels(server, tool, outcome).inc()
+        self._tool_latency.labels(server, tool).observe(seconds)
+
+    def observe_tokens(self, prompt: int, completion: int) -> None:
+        if prompt:
+            self._tokens.labels("in").inc(prompt)
+        if completion:
+            self._tokens.labels("out").inc(completion)
+
+    def watch_servers(self, health: Callable[[], dict[str, dict[str, Any]]]) -> None:
+        """Server states and restarts, read from `health()` at each scrape."""
+        self.registry.register(_ServerCollector(health))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _ServerCollector(Collector):
+    def __init__(self, health: Callable[[], dict[str, dict[str, Any]]]) -> None:
+        self._health = health
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        states = GaugeMetricFamily("toolbridge_mcp_server_state", "1 for the state each MCP server is in",
+                                   labels=["server", "state"])
+        restarts = GaugeMetricFamily("toolbridge_mcp_server_restarts", "Times an MCP server was restarted after "
+                                     "its connection was lost", labels=["server"])
+        tools = GaugeMetricFamily("toolbridge_mcp_server_tools", "Tools an MCP server offers", labels=["server"])
+        for name, status in self._health().items():
+            for state in SERVER_STATES:
+                states.add_metric([name, state], 1.0 if status["state"] == state else 0.0)
+            restarts.add_metric([name], float(status.get("restarts", 0)))
+            tools.add_metric([name], float(status.get("tools", 0)))
+        yield from (states, restarts, tools)
