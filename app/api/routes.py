@@ -162,7 +162,6 @@ def _bodiless(request: Request) -> dict[str, str]:
     return {k: v for k, v in request.headers.items() if k not in ("content-length", "transfer-encoding")}
 
 
-@router.api_route("/v1/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
 async def passthrough(path: str, request: Request, upstream: UpstreamDep) -> Response:
     """Every other OpenAI endpoint (models, embeddings, completions...) goes to the upstream as is."""
     # The raw path, as the client encoded it: the decoded one has lost what %2F and %2e%2e were.
@@ -180,6 +179,10 @@ async def passthrough(path: str, request: Request, upstream: UpstreamDep) -> Res
         headers=proxied.headers,
         background=BackgroundTask(proxied.aclose),
     )
+
+
+for _method in ("GET", "POST", "PUT", "PATCH", "DELETE"):  # one route a method: /openapi.json needs unique ids
+    router.add_api_route("/v1/{path:path}", passthrough, methods=[_method], name=f"passthrough_{_method.lower()}")
 
 
 @router.get("/metrics", include_in_schema=False)
