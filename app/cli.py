@@ -16,6 +16,7 @@ from app.lifespan import build_pool
 from app.logging import configure_logging
 from app.mcp.config import McpConfigError, config_paths, load_mcp_configs
 from app.mcp.pool import ServerState
+from app.serving import bounded_protocol
 from app.settings import SECRET_SETTINGS, Settings
 
 
@@ -68,6 +69,7 @@ def serve(settings: Settings) -> None:
         port=settings.port,
         log_config=None,
         timeout_graceful_shutdown=settings.shutdown_grace,
+        http=bounded_protocol(settings.client_timeout),
     )
     # Bound before the lifespan starts the MCP servers: a port in use fails at once, having started nothing.
     listening = config.bind_socket()

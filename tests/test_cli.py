@@ -222,6 +222,35 @@ def test_an_mcp_json_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
         assert result.stderr.strip() == f"toolbridge: {config}: not UTF-8 text (byte 20); save it as UTF-8"
 
 
+def test_slow_or_huge_request_heads_are_refused(tmp_path: Path) -> None:
+    port = free_port()
+    gateway = subprocess.Popen(
+        [TOOLBRIDGE, "--port", str(port), "--mcp-config", str(tmp_path / "none.json"), "--client-timeout", "1"],
+        cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_health(f"http://127.0.0.1:{port}", lambda b: "status" in b)
+
+        def answer(head: bytes) -> bytes:
+            with socket.create_connection(("127.0.0.1", port), timeout=EXIT_TIMEOUT) as sock:
+                with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+                    sock.sendall(head)
+                return sock.recv(4096)
+
+        huge = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 1_000_000 + b"\r\n\r\n"
+        assert answer(huge).startswith(b"HTTP/1.1 431 ")
+        for unfinished in (b"", b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"):
+            started = time.monotonic()
+            refused = answer(unfinished)
+            assert refused.startswith(b"HTTP/1.1 408 ")
+            assert b'"code": "request_timeout"' in refused
+            assert time.monotonic() - started < EXIT_TIMEOUT
+        assert answer(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+    finally:
+        gateway.send_signal(signal.SIGTERM)
+        gateway.wait(timeout=EXIT_TIMEOUT)
+
+
 def test_a_port_in_use_fails_before_any_mcp_server_starts(tmp_path: Path) -> None:
     started = tmp_path / "started"
     config = write_config(tmp_path, {"marker": {"command": "sh", "args": ["-c", f"touch {started}; sleep 30"]}})

@@ -1,0 +1,78 @@
+"""The HTTP server toolbridge runs: uvicorn, with the two bounds its httptools protocol lacks.
+
+uvicorn waits for a request head as long as a client likes to send it, and accepts a head of any size
+(measured: a 1 MB header served, a half-sent head held for minutes). Here a head must arrive within the
+client timeout and fit in MAX_HEAD_BYTES; otherwise the client gets a 408 or 431 envelope and the
+connection is closed. Bodies are bounded later, by `api/guard.py`.
+"""
+
+import asyncio
+import json
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+MAX_HEAD_BYTES = 64 * 1024  # request line and headers; nginx's default allows 32 KiB
+
+
+def bounded_protocol(head_timeout: float) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol, with a head that must come within `head_timeout` s and MAX_HEAD_BYTES."""
+
+    class BoundedHttpToolsProtocol(HttpToolsProtocol):
+        _head_timer: asyncio.TimerHandle | None = None
+        _head_bytes = 0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._await_head()  # a connection that never sends a byte is a head that never comes
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            if self._head_timer is None:  # the next request on a kept-alive connection
+                self._await_head()
+
+        def data_received(self, data: bytes) -> None:
+            if self.transport.is_closing():
+                return
+            if self._head_timer is not None:
+                self._head_bytes += len(data)
+                if self._head_bytes > MAX_HEAD_BYTES:
+                    self._refuse(431, "request_header_too_large",
+                                 f"The request line and headers are larger than {MAX_HEAD_BYTES} bytes.")
+                    return
+            super().data_received(data)
+
+        def on_headers_complete(self) -> None:
+            self._head_arrived()
+            super().on_headers_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._head_arrived()
+            super().connection_lost(exc)
+
+        def _await_head(self) -> None:
+            self._head_bytes = 0
+            self._head_timer = self.loop.call_later(head_timeout, self._head_too_slow)
+
+        def _head_arrived(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_too_slow(self) -> None:
+            self._head_timer = None
+            answering = self.cycle is not None and not self.cycle.response_complete  # a pipelined head: wait
+            if not self.transport.is_closing() and not answering:
+                self._refuse(408, "request_timeout", f"The request head did not arrive within {head_timeout:g} s.")
+
+        def _refuse(self, status: int, code: str, message: str) -> None:
+            self._head_arrived()
+            body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
+                                         "code": code}}).encode()
+            reason = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}[status]
+            self.transport.write(
+                b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
+                % (status, reason, len(body)) + body
+            )
+            self.transport.close()
+
+    return BoundedHttpToolsProtocol
