@@ -3,6 +3,7 @@
 Every setting is a TOOLBRIDGE_* variable and a matching flag (`--upstream-url`, `--port`, ...).
 """
 
+import importlib.util
 import json
 import sys
 from typing import Any, Literal
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"toolbridge: {exc}", file=sys.stderr)
         return 2
     configure_logging(args.log_format, args.log_level, secrets=args.secrets())
+    if args.otel and importlib.util.find_spec("opentelemetry.sdk") is None:
+        print("toolbridge: TOOLBRIDGE_OTEL needs the otel extra: pip install 'toolbridge[otel]'", file=sys.stderr)
+        return 2
     try:
         load_mcp_configs(config_paths(args.mcp_config))
     except McpConfigError as exc:

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, TypedDict
 
+from app import __version__
 from app.mcp.config import McpConfig, config_paths, load_mcp_configs
 from app.mcp.convert import ConversionOptions, resolve_profile
 from app.mcp.pool import McpPool
@@ -15,6 +16,7 @@ from app.memory import CallMemory
 from app.metrics import Metrics
 from app.openai.accumulate import TurnAccumulator
 from app.settings import Settings
+from app.telemetry import start_tracing
 from app.upstream.client import Transport, UpstreamClient, make_transport
 
 
@@ -63,6 +65,8 @@ def build_lifespan(
         config = load_mcp_configs(config_paths(settings.mcp_config))
         metrics = Metrics()
         async with AsyncExitStack() as stack:
+            if settings.otel:  # registered first, so it flushes the spans of requests cut off at shutdown last
+                stack.callback(start_tracing(__version__))
             upstream = await stack.enter_async_context(
                 UpstreamClient(
                     settings.upstream_base,

@@ -18,6 +18,7 @@ import anyio
 
 from app.memory import CallMemory
 from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
+from app.telemetry import Span, end_chat_span, start_chat_span, tool_failed, tool_span
 from app.trace import strip_trace
 
 
@@ -144,64 +145,73 @@ async def run_tool_loop(
     if system_hint and mcp_tools.openai_tools:
         messages = with_system_hint(messages, system_hint)
     usage: Usage | None = None
+    span = start_chat_span(body.get("model"), bool(body.get("stream")))
+    finished: Finished | None = None
+    failure: BaseException | None = None
+    try:
+        for round_number in range(1, max_tool_rounds + 2):
+            last_round = round_number > max_tool_rounds
+            if last_round and request.get("tools"):
+                # Keep the tools so the model still understands the history; only forbid calling them.
+                request["tool_choice"] = "none"
+            turn = TurnAccumulator(offered_names)
+            async with upstream.stream_chat({**request, "messages": messages}) as chunks:
+                if round_number == 1:
+                    yield Started()
+                async for chunk in chunks:
+                    delta = turn.add(chunk)
+                    if delta.content or delta.reasoning:
+                        yield TextDelta(delta.content, delta.reasoning)
+            tail = turn.finish()
+            if tail.content or tail.reasoning:
+                yield TextDelta(tail.content, tail.reasoning)
+            stats.rounds = round_number
+            if turn.usage is not None:
+                usage = usage or Usage()
+                usage.add(turn.usage)
+                stats.usage = usage
 
-    for round_number in range(1, max_tool_rounds + 2):
-        last_round = round_number > max_tool_rounds
-        if last_round and request.get("tools"):
-            # Keep the tools so the model still understands the history; only forbid calling them.
-            request["tool_choice"] = "none"
-        turn = TurnAccumulator(offered_names)
-        async with upstream.stream_chat({**request, "messages": messages}) as chunks:
-            if round_number == 1:
-                yield Started()
-            async for chunk in chunks:
-                delta = turn.add(chunk)
-                if delta.content or delta.reasoning:
-                    yield TextDelta(delta.content, delta.reasoning)
-        tail = turn.finish()
-        if tail.content or tail.reasoning:
-            yield TextDelta(tail.content, tail.reasoning)
-        stats.rounds = round_number
-        if turn.usage is not None:
-            usage = usage or Usage()
-            usage.add(turn.usage)
-            stats.usage = usage
+            calls = turn.tool_calls()
+            # A name neither side owns is a model's slip: the runner answers it with an error it can fix.
+            client_calls = [c for c in calls if c.name in client_tool_names]
+            mcp_calls = [c for c in calls if c.name not in client_tool_names]
+            if not calls:
+                yield (finished := Finished(_plain_finish_reason(turn.finish_reason), usage))
+                return
+            if last_round and not client_calls:
+                if not turn.content:
+                    yield TextDelta(f"(Stopped: the model kept calling tools after {max_tool_rounds} rounds.)")
+                yield (finished := Finished("stop", usage))
+                return
 
-        calls = turn.tool_calls()
-        # A name neither side owns is a model's slip: the runner answers it with an error it can fix.
-        client_calls = [c for c in calls if c.name in client_tool_names]
-        mcp_calls = [c for c in calls if c.name not in client_tool_names]
-        if not calls:
-            yield Finished(_plain_finish_reason(turn.finish_reason), usage)
-            return
-        if last_round and not client_calls:
-            if not turn.content:
-                yield TextDelta(f"(Stopped: the model kept calling tools after {max_tool_rounds} rounds.)")
-            yield Finished("stop", usage)
-            return
+            outputs: list[ToolOutput] = []
+            if mcp_calls:
+                async with aclosing(_run_tools(mcp_tools, mcp_calls, span)) as running:
+                    async for event in running:
+                        if isinstance(event, ToolsRan):
+                            outputs = event.outputs
+                        yield event
+                stats.tools_called.extend(call.name for call in mcp_calls)
+            if client_calls:
+                # Ours ran; the client gets its own. Remember ours so the model sees the whole turn again when
+                # the client comes back with its results.
+                if mcp_calls and memory is not None:
+                    memory.remember([c.id for c in client_calls], _assistant_message(turn.content, calls),
+                                    _tool_messages(mcp_calls, outputs))
+                yield (finished := Finished("tool_calls", usage, client_calls))
+                return
 
-        outputs: list[ToolOutput] = []
-        if mcp_calls:
-            async with aclosing(_run_tools(mcp_tools, mcp_calls)) as running:
-                async for event in running:
-                    if isinstance(event, ToolsRan):
-                        outputs = event.outputs
-                    yield event
-            stats.tools_called.extend(call.name for call in mcp_calls)
-        if client_calls:
-            # Ours ran; the client gets its own. Remember ours so the model sees the whole turn again when
-            # the client comes back with its results.
-            if mcp_calls and memory is not None:
-                memory.remember([c.id for c in client_calls], _assistant_message(turn.content, calls),
-                                _tool_messages(mcp_calls, outputs))
-            yield Finished("tool_calls", usage, client_calls)
-            return
-
-        messages = [*messages, _assistant_message(turn.content, mcp_calls), *_tool_messages(mcp_calls, outputs)]
-        images = [image for output in outputs for image in output.images]
-        if images and sees_images is not None and await sees_images():
-            messages.append(_image_message(images))
-        _release_forced_choice(request)
+            messages = [*messages, _assistant_message(turn.content, mcp_calls), *_tool_messages(mcp_calls, outputs)]
+            images = [image for output in outputs for image in output.images]
+            if images and sees_images is not None and await sees_images():
+                messages.append(_image_message(images))
+            _release_forced_choice(request)
+    except BaseException as exc:  # the span says how the request ended, whatever ended it
+        failure = exc
+        raise
+    finally:
+        end_chat_span(span, rounds=stats.rounds, usage=usage, error=failure,
+                      finish_reason=finished.finish_reason if finished else None)
 
 
 def _first_request(
@@ -263,7 +273,7 @@ def _release_forced_choice(request: dict[str, Any]) -> None:
 
 
 async def _run_tools(
-    tools: RequestTools, calls: list[ToolCall]
+    tools: RequestTools, calls: list[ToolCall], span: Span
 ) -> AsyncIterator[ToolsStarted | ToolProgress | ToolsRan]:
     """Runs the calls at once, passing on their progress as it comes; ends with `ToolsRan`."""
     yield ToolsStarted(calls)
@@ -277,7 +287,10 @@ async def _run_tools(
                 progress_in.send_nowait(ToolProgress(call, progress, total, message))
 
         started = time.perf_counter()
-        outputs[index] = await tools.call_tool(call.name, call.arguments, report)
+        with tool_span(span, call.name, call.id) as call_span:
+            output = outputs[index] = await tools.call_tool(call.name, call.arguments, report)
+            if output.is_error:
+                tool_failed(call_span, "tool_error")
         durations[index] = (time.perf_counter() - started) * 1000
 
     async def run_all() -> None:

@@ -114,6 +114,11 @@ class Settings(BaseSettings):
         description="How tool work is shown: as reasoning, Open WebUI tool blocks, text lines, or not at all. "
         "A request can choose with the header X-Toolbridge-Trace.",
     )
+    otel: bool = Field(
+        False,
+        description="Send OpenTelemetry traces (a span per chat request and per tool call, no message content) "
+        "over OTLP to OTEL_EXPORTER_OTLP_ENDPOINT. Needs the otel extra.",
+    )
     log_format: Literal["console", "json"] = Field("console", description="Log lines for people or machines.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Lowest level logged.")
 
