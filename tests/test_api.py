@@ -1,7 +1,5 @@
 """The rest of the HTTP surface: pass-through, health, the tool list, and every error envelope."""
 
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +10,7 @@ import pytest
 from app.main import create_app
 from tests.conftest import BASIC_TOOLS, Gateway, make_settings, wait_for_health
 from tests.support.fake_upstream import MODEL, FakeUpstream, Turn
-from tests.support.servers import ServerThread, free_port
+from tests.support.servers import ServerThread, free_port, raw_upstream
 
 ASK = [{"role": "user", "content": "hi"}]
 
@@ -150,28 +148,8 @@ def test_unreachable_upstream_is_a_502_that_says_what_to_do(lone_gateway: Gatewa
 @pytest.fixture
 def silent_upstream() -> Iterator[str]:
     """Accepts connections and never answers, until the test ends."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
-    stop.set()
-    thread.join(timeout=5)
-    for conn in held:
-        conn.close()
-    listener.close()
+    with raw_upstream(lambda _connection: None) as url:
+        yield url
 
 
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])

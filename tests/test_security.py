@@ -4,6 +4,7 @@ Raw requests go through `http.client` or a socket, because httpx and the SDK wou
 paths and headers an attacker sends as they are.
 """
 
+import contextlib
 import http.client
 import json
 import socket
@@ -25,7 +26,7 @@ from starlette.routing import Route
 from app.main import create_app
 from tests.conftest import Gateway, make_settings, stdio_entry, wait_for_health
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
-from tests.support.servers import ServerThread, free_port
+from tests.support.servers import ServerThread, free_port, raw_upstream
 
 ASK = [{"role": "user", "content": "hi"}]
 UPSTREAM_KEY = "sk-upstream-CANARY"
@@ -430,32 +431,15 @@ def test_gets_are_passed_on_without_a_body(tmp_path: Path, strict_upstream: str,
 @pytest.fixture
 def garbage_upstream() -> Iterator[str]:
     """Answers every request with bytes that are not HTTP."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    listener.settimeout(0.1)
-    stop = threading.Event()
 
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError:
-                continue
-            with connection:
-                connection.settimeout(1)
-                try:
-                    connection.recv(65536)
-                    connection.sendall(b"NOT HTTP AT ALL\r\n\r\n")
-                except OSError:
-                    pass
+    def answer(connection: socket.socket) -> None:
+        connection.settimeout(1)
+        with contextlib.suppress(OSError):
+            connection.recv(65536)
+            connection.sendall(b"NOT HTTP AT ALL\r\n\r\n")
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
-    stop.set()
-    thread.join(timeout=5)
-    listener.close()
+    with raw_upstream(answer) as url:
+        yield url
 
 
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])

@@ -3,6 +3,8 @@
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, Self
 
@@ -47,3 +49,36 @@ class ServerThread:
         self._thread.join(timeout=30)
         if self._thread.is_alive():
             raise RuntimeError(f"server on port {self.port} did not stop within 30 s")
+
+
+@contextmanager
+def raw_upstream(on_connection: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A TCP listener on a free loopback port that hands each connection to `on_connection` (which may keep
+    it open by returning without closing it); yields an upstream base URL. Every connection is closed at
+    the end."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.1)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connection = listener.accept()[0]
+            except TimeoutError:
+                continue
+            accepted.append(connection)
+            on_connection(connection)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for connection in accepted:
+            connection.close()
+        listener.close()
