@@ -16,6 +16,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Request and upstream latencies: a local model takes from milliseconds (relay) to minutes (long answers).
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 TOOL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+# The HTTP parser passes on some thirty methods (PROPFIND, MKCOL... with httptools; any token with h11); the
+# rest are counted as one, so labels stay few.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 SERVER_STATES = ("starting", "ready", "restarting", "failed", "disabled", "stopped")
 
 
@@ -39,7 +42,7 @@ class Metrics:
                                ["direction"], registry=r)
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
-        self._requests.labels(route, method, str(status)).inc()
+        self._requests.labels(route, method if method in METHODS else "other", str(status)).inc()
         self._latency.labels(route).observe(seconds)
 
     def observe_upstream(self, kind: str, seconds: float) -> None:

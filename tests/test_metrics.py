@@ -32,6 +32,8 @@ def test_a_chat_with_a_tool_call_is_counted(tmp_path: Path, upstream: FakeUpstre
         client = openai.OpenAI(base_url=f"{thread.url}/v1", api_key="k1", max_retries=0)
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         assert httpx.get(f"{thread.url}/metrics").status_code == 401
+        for method in ("PROPFIND", "MKCOL", "LOCK"):  # methods the HTTP parser passes on: one label for them all
+            httpx.request(method, f"{thread.url}/tools", headers=KEY)
         scraped = httpx.get(f"{thread.url}/metrics", headers=KEY)
     assert scraped.headers["content-type"].startswith("text/plain")
     seen = samples(scraped.text)
@@ -49,6 +51,7 @@ def test_a_chat_with_a_tool_call_is_counted(tmp_path: Path, upstream: FakeUpstre
     assert seen[("toolbridge_mcp_server_state", (("server", "broken"), ("state", "failed")))] == 1
     assert seen[("toolbridge_mcp_server_tools", (("server", "basic"),))] > 0
     assert seen[("toolbridge_requests_in_flight", ())] == 1  # the scrape itself
+    assert seen[("toolbridge_requests_total", (("method", "other"), ("route", "/tools"), ("status", "405")))] == 3
 
 
 def test_metrics_can_be_opened_to_scrapers_without_a_key(tmp_path: Path, upstream: FakeUpstream) -> None:

@@ -115,7 +115,9 @@ def test_the_passthrough_never_fetches_another_url(
 @pytest.mark.parametrize(
     "path",
     ["/v1/../../etc/passwd", "/v1/%2e%2e/api/v1/models", "/v1/%2E%2E/%2E%2E/etc/passwd", "/v1/models/..%2F..%2Fapi",
-     "/v1/models%2f..%2f..%2fapi/v1/models", "/v1/./models", "/v1/models/..%5c..%5capi", "/v1/.%2e/api/v1/models"],
+     "/v1/models%2f..%2f..%2fapi/v1/models", "/v1/./models", "/v1/models/..%5c..%5capi", "/v1/.%2e/api/v1/models",
+     "/v1/%252e%252e/api/v1/models", "/v1/..;/api/v1/models", "/v1/models/..;x=1/..;/api",
+     "/v1/%EF%BC%8E%EF%BC%8E/api/v1/models"],
 )
 def test_dot_segments_in_any_encoding_are_refused(gateway: Gateway, upstream: FakeUpstream, path: str) -> None:
     status, _, body = raw(gateway, "GET", path)
@@ -150,6 +152,35 @@ def test_client_keys_in_headers_or_query_never_reach_the_upstream(gateway: Gatew
     assert upstream.queries == ["dimensions=3"]
 
 
+PROTECTED = [("GET", "/tools"), ("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models/x"),
+             ("POST", "/v1/embeddings"), ("GET", "/metrics"), ("GET", "/openapi.json"), ("DELETE", "/v1/files/f")]
+PATH_FORMS = ["{path}", "{path}/", "/{path}", "{upper}", "{path}?api_key=k1"]
+WRONG_CREDENTIALS = [{}, {"Authorization": "Bearer"}, {"Authorization": "Bearer wrong"},
+                     {"Authorization": "Bearer K1"}, {"Authorization": "Bearer k1x"}, {"Authorization": "Basic azE="},
+                     {"Authorization": "Token k1"}, {"Authorization": "k1"}, {"X-Api-Key": "k1"},
+                     {"Cookie": "api_key=k1"}]
+
+
+def test_no_protected_route_is_reached_without_the_key(tmp_path: Path, upstream: FakeUpstream) -> None:
+    """400 requests: every protected route, in several spellings, with every wrong way to send a key."""
+    upstream.script()
+    body = json.dumps({"model": "m", "messages": ASK}).encode()
+    with running_gateway(tmp_path, f"{upstream.url}/v1", api_keys="k1") as gateway:
+        cases = [(method, form.format(path=path, upper=path.upper()), credentials)
+                 for method, path in PROTECTED for form in PATH_FORMS for credentials in WRONG_CREDENTIALS]
+        answered = {
+            (method, path, json.dumps(credentials)): raw(
+                gateway, method, path, {"Content-Type": "application/json", **credentials},
+                body if method == "POST" else b"",
+            )[0]
+            for method, path, credentials in cases
+        }
+        assert raw(gateway, "GET", "/v1/models", {"Authorization": "Bearer k1"})[0] == 200
+    assert len(answered) == 400
+    assert {case: status for case, status in answered.items() if status != 401} == {}
+    assert upstream.paths == ["/v1/models"]
+
+
 # 2. DNS rebinding
 
 
@@ -177,6 +208,13 @@ def test_loopback_names_and_listed_hosts_are_served(tmp_path: Path, upstream: Fa
     with running_gateway(tmp_path, f"{upstream.url}/v1", allowed_hosts="toolbridge") as gateway:
         status, _, _ = raw(gateway, "GET", "/health", {"Host": host.format(port=gateway.thread.port)})
     assert status == 200
+
+
+def test_the_unspecified_address_is_no_host_name(tmp_path: Path, upstream: FakeUpstream) -> None:
+    """Browsers let pages send to 0.0.0.0 ("0.0.0.0 day"); bound to it or not, it is not a name served."""
+    with running_gateway(tmp_path, f"{upstream.url}/v1", host="0.0.0.0") as gateway:
+        assert raw(gateway, "GET", "/health", {"Host": "0.0.0.0:8000"})[0] == 403
+        assert raw(gateway, "GET", "/health", {"Host": "localhost.:8000"})[0] == 200
 
 
 def test_the_bind_address_is_served(tmp_path: Path, upstream: FakeUpstream) -> None:
