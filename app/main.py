@@ -63,9 +63,8 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     elif exc.status_code == 404:
         error = RouteNotFound(f"Unknown route: {request.method} {request.url.path}")
     else:
-        error = GatewayError(str(exc.detail), code=None)
+        error = InvalidRequest(str(exc.detail)) if exc.status_code < 500 else GatewayError(str(exc.detail))
         error.status_code = exc.status_code
-        error.error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
     return await _gateway_error(request, error)
 
 

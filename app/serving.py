@@ -33,8 +33,9 @@ def bounded_protocol(head_timeout: float) -> type[HttpToolsProtocol]:
         def data_received(self, data: bytes) -> None:
             if self.transport.is_closing():
                 return
-            if self._head_timer is not None:
-                self._head_bytes += len(data)
+            if self._head_timer is not None:  # count the head only: a body often comes in the same segment
+                end = data.find(b"\r\n\r\n")
+                self._head_bytes += len(data) if end < 0 else end
                 if self._head_bytes > MAX_HEAD_BYTES:
                     self._refuse(431, "request_header_too_large",
                                  f"The request line and headers are larger than {MAX_HEAD_BYTES} bytes.")

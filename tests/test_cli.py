@@ -246,6 +246,10 @@ def test_slow_or_huge_request_heads_are_refused(tmp_path: Path) -> None:
             assert b'"code": "request_timeout"' in refused
             assert time.monotonic() - started < EXIT_TIMEOUT
         assert answer(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+        # A large body sent in the same write as its head is body, not head.
+        body = b"x" * 1_000_000
+        sent_at_once = b"POST /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+        assert answer(sent_at_once).startswith(b"HTTP/1.1 405 ")
     finally:
         gateway.send_signal(signal.SIGTERM)
         gateway.wait(timeout=EXIT_TIMEOUT)

@@ -309,6 +309,8 @@ def test_a_servers_stderr_never_reaches_another_users_chat(tmp_path: Path, upstr
         (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": ["x"]}', "tools.0"),
         (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": "yes"}', "stream"),
         (b'{"model": 5, "messages": [{"role": "user", "content": "hi"}]}', "model"),
+        (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "x": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+         None),
     ],
 )
 def test_malformed_chat_requests_are_400s(gateway: Gateway, upstream: FakeUpstream, body: bytes, param: str) -> None:
@@ -316,6 +318,7 @@ def test_malformed_chat_requests_are_400s(gateway: Gateway, upstream: FakeUpstre
     assert status == 400, answer
     error = envelope(status, answer)
     assert error["type"] == "invalid_request_error"
+    assert error["code"] != "internal_error"
     assert error["param"] == param
     assert upstream.requests == []
 
