@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import httpx
 import openai
+import psutil
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -419,6 +420,34 @@ def test_too_many_requests_at_once_get_a_503_with_retry_after(tmp_path: Path, up
         release.set()
         assert "".join(c.choices[0].delta.content or "" for c in stream) == "first and second"
     assert closed.wait(RAW_TIMEOUT)
+
+
+def test_clients_that_leave_mid_stream_leak_no_slot_thread_or_descriptor(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """100 streams abandoned mid-answer, with a cap of 4 requests at once: every slot comes back (a leaked one
+    would soon refuse everybody), and the process keeps its threads and file descriptors."""
+    me = psutil.Process()
+    with running_gateway(tmp_path, f"{upstream.url}/v1", max_concurrent_requests=4) as gateway:
+        def abandon_one() -> None:
+            release, closed = threading.Event(), threading.Event()
+            upstream.script(Turn(content="never read to the end", hold_after_first_content=release, closed=closed))
+            with httpx.stream("POST", f"{gateway.url}/v1/chat/completions", timeout=RAW_TIMEOUT,
+                              json={"model": "m", "messages": ASK, "stream": True}) as response:
+                assert response.status_code == 200
+                next(response.iter_lines())
+            assert closed.wait(RAW_TIMEOUT)  # the gateway hung up on the upstream when the client left
+            release.set()  # ends the fake upstream's own waiting thread
+
+        for _ in range(10):  # warm-up: pools and lazily started threads reach their size
+            abandon_one()
+        threads, descriptors = me.num_threads(), me.num_fds()
+        for _ in range(100):
+            abandon_one()
+        scraped = httpx.get(f"{gateway.url}/metrics").text
+        assert "toolbridge_requests_in_flight 1.0" in scraped  # only the scrape itself
+        assert me.num_threads() <= threads + 2
+        assert me.num_fds() <= descriptors + 10
 
 
 # 7. The pass-through sends no body on GET; a broken upstream is a 502
