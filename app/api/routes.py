@@ -1,7 +1,7 @@
 """HTTP in and out: chat completions, pass-through of the rest of /v1, health and the tool list."""
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import anyio
@@ -129,8 +129,7 @@ async def list_tools(pool: PoolDep) -> dict[str, Any]:
 @router.get("/v1/models")
 async def list_models(request: Request, upstream: UpstreamDep) -> Response:
     """The upstream's models, with `context_length` added where LM Studio reports it (Chatbox reads it)."""
-    proxied = await upstream.forward("GET", "models", query=request.url.query, headers=_bodiless(request),
-                                     body=_empty())
+    proxied = await upstream.forward("GET", "models", query=request.url.query, headers=request.headers, body=None)
     body = b"".join([part async for part in proxied.body])
     contexts = await upstream.context_lengths() if proxied.status_code == 200 else {}
     return Response(_with_context_lengths(body, contexts), proxied.status_code, headers=proxied.headers)
@@ -150,16 +149,6 @@ def _with_context_lengths(body: bytes, contexts: dict[str, int]) -> bytes:
         if isinstance(entry, dict) and entry.get("id") in contexts and "context_length" not in entry:
             entry["context_length"] = contexts[entry["id"]]
     return json.dumps(models).encode()
-
-
-async def _empty() -> AsyncIterator[bytes]:
-    return
-    yield b""
-
-
-def _bodiless(request: Request) -> dict[str, str]:
-    # /v1/models is always sent without a body, whatever length the client declared for its own.
-    return {k: v for k, v in request.headers.items() if k not in ("content-length", "transfer-encoding")}
 
 
 async def passthrough(path: str, request: Request, upstream: UpstreamDep) -> Response:

@@ -135,12 +135,13 @@ class UpstreamClient:
             await response.aclose()
 
     async def forward(
-        self, method: str, path: str, *, query: str, headers: Mapping[str, str], body: AsyncIterator[bytes]
+        self, method: str, path: str, *, query: str, headers: Mapping[str, str], body: AsyncIterator[bytes] | None
     ) -> ProxiedResponse:
         """Relays any other request (models, embeddings, completions), streaming both ways.
 
         `path` is the raw (still percent-encoded) path below the base URL. It can only ever name a path
-        under the base URL: the upstream key goes with every request.
+        under the base URL: the upstream key goes with every request. `body` None sends none, whatever
+        length the client declared.
 
         Raises:
             InvalidRequest: a path that would leave the base URL, or that no server could be sent.
@@ -149,7 +150,9 @@ class UpstreamClient:
         sent_headers = {k: v for k, v in headers.items() if k.lower() not in _REQUEST_HEADERS_DROPPED}
         # A request without a body (every GET) is sent without one: an empty chunked body on a GET is
         # read by strict servers as the start of the next request on the connection.
-        has_body = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
+        has_body = body is not None and (
+            "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
+        )
         if has_body and "content-length" in headers:
             sent_headers["content-length"] = headers["content-length"]
         request = self._http.build_request(method, url, headers=sent_headers, content=body if has_body else None)
