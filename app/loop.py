@@ -307,7 +307,8 @@ async def _run_tools(
 
 
 def _assistant_message(content: str, calls: list[ToolCall]) -> dict[str, Any]:
-    return {"role": "assistant", "content": content or None, "tool_calls": [c.to_message_part() for c in calls]}
+    # "" rather than null: OpenAI, LM Studio and llama.cpp take either, llama-cpp-python's server only a string.
+    return {"role": "assistant", "content": content, "tool_calls": [c.to_message_part() for c in calls]}
 
 
 def _tool_messages(calls: list[ToolCall], outputs: list[ToolOutput]) -> list[dict[str, Any]]:

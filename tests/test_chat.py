@@ -71,6 +71,15 @@ def test_one_tool_round_non_streaming(gateway: Gateway, upstream: FakeUpstream) 
     assert envelope["meta"]["server"] == "basic"
 
 
+def test_the_tool_call_turn_sent_back_has_string_content(gateway: Gateway, upstream: FakeUpstream) -> None:
+    """llama-cpp-python's server refuses an assistant message whose content is null (its schema wants a
+    string); OpenAI, LM Studio and llama.cpp take "" as well."""
+    upstream.script(Turn(calls=[Call("basic__echo", {"text": "x"})]), Turn(content="done"))
+    gateway.client().chat.completions.create(model="m", messages=ASK)
+    calling = next(m for m in upstream.chat_requests()[1]["messages"] if m.get("tool_calls"))
+    assert calling["content"] == ""
+
+
 def test_one_tool_round_streaming_is_one_clean_message(gateway: Gateway, upstream: FakeUpstream) -> None:
     upstream.script(Turn(calls=[Call("basic__echo", {"text": "hi"})]), answer_with_tool_results)
     chunks = list(gateway.client().chat.completions.create(model="m", messages=ASK, stream=True))
