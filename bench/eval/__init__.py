@@ -1,0 +1,1 @@
+"""The model evaluation: task success through toolbridge against a real local model (`python -m bench.eval`)."""

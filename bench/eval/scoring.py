@@ -1,0 +1,71 @@
+"""Reading what happened in one answer, and scoring it against a task. Pure.
+
+The gateway is asked for the `details` trace (`X-Toolbridge-Trace: details`): each MCP call is a
+`<details type="tool_calls" name=... arguments=...>` block in the content, with the full arguments. The
+answer is the content with those blocks removed.
+"""
+
+import html
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from app.trace import strip_trace
+from bench.eval.tasks import Task
+
+_BLOCK = re.compile(r'<details type="tool_calls"([^>]*)>')
+_ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
+
+
+@dataclass(frozen=True)
+class Observed:
+    calls: list[tuple[str, dict[str, Any]]]  # (MCP tool name, arguments) in order
+    answer: str
+
+
+@dataclass(frozen=True)
+class Score:
+    passed: bool
+    tool_ok: bool
+    arguments_ok: bool
+    answer_ok: bool
+
+
+def observe(content: str, tool_of: dict[str, str]) -> Observed:
+    """The calls made (exposed names mapped back to MCP tool names by `tool_of`) and the final answer."""
+    calls = []
+    for block in _BLOCK.finditer(content):
+        attributes = {key: html.unescape(value) for key, value in _ATTRIBUTE.findall(block.group(1))}
+        try:
+            arguments = json.loads(attributes.get("arguments") or "{}")
+        except ValueError:
+            arguments = {}
+        name = attributes.get("name", "")
+        calls.append((tool_of.get(name, name), arguments if isinstance(arguments, dict) else {}))
+    return Observed(calls, strip_trace(content).strip())
+
+
+def score(task: Task, seen: Observed) -> Score:
+    first = seen.calls[0] if seen.calls else None
+    if task.tool is None:
+        tool_ok = arguments_ok = first is None
+    else:
+        tool_ok = first is not None and first[0] == task.tool
+        arguments_ok = tool_ok and first is not None and _contains(first[1], task.arguments)
+    answer_ok = all(word.lower() in seen.answer.lower() for word in task.answer)
+    return Score(tool_ok and arguments_ok and answer_ok, tool_ok, arguments_ok, answer_ok)
+
+
+def _contains(given: dict[str, Any], expected: dict[str, Any]) -> bool:
+    return all(key in given and _same(given[key], value) for key, value in expected.items())
+
+
+def _same(given: Any, expected: Any) -> bool:
+    if isinstance(expected, bool) or isinstance(given, bool):
+        return given == expected
+    if isinstance(expected, int | float) and isinstance(given, int | float):
+        return float(given) == float(expected)
+    if isinstance(expected, str) and isinstance(given, str):
+        return given.strip().lower() == expected.strip().lower()
+    return given == expected
