@@ -4,6 +4,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
+from app.openai.schemas import content_text
+
 # Open WebUI asks the same model for titles, tags and follow-ups with prompts that start like this.
 TASK_PROMPT_PREFIX = "### Task:"
 _OPENWEBUI_HEADERS = {
@@ -20,7 +22,7 @@ def is_background_task(messages: Sequence[Mapping[str, Any]]) -> bool:
     """An Open WebUI title/tags/follow-up request: the last user message starts with `### Task:`."""
     for message in reversed(messages):
         if message.get("role") == "user":
-            return _text(message.get("content")).lstrip().startswith(TASK_PROMPT_PREFIX)
+            return content_text(message.get("content")).lstrip().startswith(TASK_PROMPT_PREFIX)
     return False
 
 
@@ -28,10 +30,3 @@ def openwebui_fields(headers: Mapping[str, str]) -> dict[str, str]:
     """Open WebUI's forwarded user and chat headers, as log fields (the name arrives URL-quoted)."""
     return {field: unquote(headers[name]) for name, field in _OPENWEBUI_HEADERS.items() if name in headers}
 
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""

@@ -12,6 +12,15 @@ class WireModel(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+def content_text(content: Any) -> str:
+    """A message's text: the string itself, or its text parts joined (images and other parts left out)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
 class ChatMessage(WireModel):
     role: StrictStr
     content: Any = None

@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from app.openai.schemas import content_text
+
 ANSWER = "I will answer directly."
 CALL = "I will call {name}."
 ARGUMENTS = " Arguments: "
@@ -48,7 +50,7 @@ def conversation(messages: list[dict[str, Any]], tools: list[OfferedTool]) -> li
     names = {}
     shown: list[dict[str, str]] = []
     for message in messages:
-        role, content = message.get("role"), _text(message.get("content"))
+        role, content = message.get("role"), content_text(message.get("content"))
         if role in ("system", "developer"):
             shown.append({"role": "system", "content": content})
         elif role == "assistant" and message.get("tool_calls"):
@@ -107,14 +109,6 @@ def allowed(tool_choice: Any, names: list[str]) -> tuple[bool, list[str]]:
 
 def _literal(text: str) -> str:
     return json.dumps(text)  # a JSON string is a valid GBNF string literal
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return ""
 
 
 def _merge_same_roles(messages: list[dict[str, str]]) -> list[dict[str, str]]:
