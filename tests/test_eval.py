@@ -13,7 +13,7 @@ from bench.eval.scoring import Observed, Score, observe, score
 from bench.eval.tasks import Task, load_tasks
 from bench.scripted_model import decide
 from tests.conftest import make_settings, servers_ready, wait_for_health
-from tests.support.fake_upstream import FakeUpstream
+from tests.support.fake_upstream import FakeUpstream, Turn
 from tests.support.servers import ServerThread
 
 SUM = {"type": "function", "function": {"name": "get-sum", "description": "Adds two numbers.",
@@ -118,6 +118,17 @@ def test_a_task_runs_through_a_real_gateway_and_is_scored(tmp_path: Path) -> Non
                 chat, _ = run_task(client, gateway.url, tasks["chat-greeting"], streamed, tool_of)
                 summed, _ = run_task(client, gateway.url, tasks["named-sum"], streamed, tool_of)
                 assert (timed.passed, chat.passed, summed.passed, summed.tool_ok) == (True, True, False, False)
+
+
+def test_a_task_the_gateway_answers_with_an_error_fails(tmp_path: Path) -> None:
+    broken = FakeUpstream(default=lambda _body: Turn(status=500, error="model crashed"), record=False)
+    with ServerThread(broken.app) as upstream:
+        settings = make_settings(tmp_path, None, upstream_url=f"{upstream.url}/v1")
+        with ServerThread(create_app(settings)) as gateway, httpx.Client(timeout=60) as client:
+            task = Task("c", "c", ["Hi"], None)
+            for streamed in (False, True):
+                result, _ = run_task(client, gateway.url, task, streamed, {})
+                assert result == Score(False, False, False, False)
 
 
 def test_the_table_counts_per_configuration_and_mode() -> None:

@@ -91,16 +91,21 @@ def tool_names(base: str) -> dict[str, str]:
 def run_task(
     client: httpx.Client, base: str, task: Task, streamed: bool, tool_of: dict[str, str]
 ) -> tuple[Score, float]:
-    """All of a task's turns, as a chat client sends them; scored on the last turn's answer."""
+    """All of a task's turns, as a chat client sends them; scored on the last turn's answer. A request the
+    gateway answers with an error fails the task."""
     messages: list[dict[str, Any]] = []
     content = ""
     started = time.perf_counter()
-    for turn in task.turns:
-        messages.append({"role": "user", "content": turn})
-        # temperature 0: the same answer every run, so configurations are compared, not luck
-        body = {"model": "eval-model", "messages": messages, "stream": streamed, "temperature": 0}
-        content = _ask(client, base, body)
-        messages.append({"role": "assistant", "content": content})  # trace blocks included, as Open WebUI does
+    try:
+        for turn in task.turns:
+            messages.append({"role": "user", "content": turn})
+            # temperature 0: the same answer every run, so configurations are compared, not luck
+            body = {"model": "eval-model", "messages": messages, "stream": streamed, "temperature": 0}
+            content = _ask(client, base, body)
+            messages.append({"role": "assistant", "content": content})  # trace blocks kept, as Open WebUI does
+    except (httpx.HTTPStatusError, ValueError) as exc:
+        print(f"  {task.id}: the request failed: {exc}", file=sys.stderr)
+        return Score(False, False, False, False), time.perf_counter() - started
     return score(task, observe(content, tool_of)), time.perf_counter() - started
 
 
@@ -150,6 +155,8 @@ def _ask(client: httpx.Client, base: str, body: dict[str, Any]) -> str:
         for line in response.iter_lines():
             if line.startswith("data: {"):
                 chunk = json.loads(line[6:])
+                if "error" in chunk:  # an error after the stream began
+                    raise ValueError(chunk["error"].get("message"))
                 for choice in chunk.get("choices") or []:
                     parts.append((choice.get("delta") or {}).get("content") or "")
     return "".join(parts)
