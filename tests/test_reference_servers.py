@@ -71,6 +71,15 @@ def reference_gateway(upstream: FakeUpstream, files_root: Path, tmp_path_factory
         yield Gateway(thread, settings)
 
 
+def test_tools_that_only_elicit_are_not_offered(reference_gateway: Gateway) -> None:
+    # The gateway cannot answer elicitation mid-chat and does not declare it, so server-everything leaves
+    # out its tools that only ask; sampling is declared, so the tool that samples is there.
+    tools = httpx.get(f"{reference_gateway.url}/tools", timeout=30).json()["data"]
+    names = {tool["function"]["name"] for tool in tools}
+    assert "everything__trigger-sampling-request" in names
+    assert {name for name in names if "elicitation" in name} == set()
+
+
 def received(gateway: Gateway, upstream: FakeUpstream, call: Call) -> dict:
     upstream.script(Turn(calls=[call]), Turn(content="done"))
     gateway.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "go"}])

@@ -1,21 +1,15 @@
-"""What a server may ask of the gateway, or tell it, in the middle of a call, apart from sampling."""
+"""What a server tells the gateway in the middle of a call, apart from progress.
+
+Elicitation is not declared: nobody is there to answer a server's question in the middle of a chat
+request, and a server that knows it cannot ask leaves out the tools that only ask (server-everything's
+`trigger-elicitation-request`), so the model is never offered a tool that cannot work."""
 
 from typing import Any
 
 import structlog
-from mcp.types import ElicitRequestParams, ElicitResult, LoggingMessageNotificationParams
+from mcp.types import LoggingMessageNotificationParams
 
 log = structlog.get_logger("toolbridge.mcp")
-
-
-def decline_elicitation(server: str) -> Any:
-    """Nobody is there to answer a server's question in the middle of a chat request: decline, and say so."""
-
-    async def decline(_context: Any, params: ElicitRequestParams) -> ElicitResult:
-        log.info("mcp_elicitation_declined", server=server, message=getattr(params, "message", None))
-        return ElicitResult(action="decline")
-
-    return decline
 
 
 def server_log_forwarder(server: str) -> Any:

@@ -30,7 +30,7 @@ from mcp.types import (
 from watchfiles import awatch
 
 from app import __version__
-from app.mcp.callbacks import decline_elicitation, server_log_forwarder
+from app.mcp.callbacks import server_log_forwarder
 from app.mcp.calling import (
     CALL_TIMEOUT_SLACK,
     CallsInFlight,
@@ -548,7 +548,6 @@ class McpPool:
             "read_timeout_seconds": self._connect_timeout_for(name),
             "logging_callback": server_log_forwarder(name),
             "message_handler": self._notification_handler(name),
-            "elicitation_callback": decline_elicitation(name),
             "mode": server.mode,
         }
         if self._complete is not None:  # registering the callback is what declares the capability
