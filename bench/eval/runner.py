@@ -1,16 +1,18 @@
 """Runs the tasks through toolbridge, one gateway process per configuration, and tabulates the scores.
 
 Each configuration is a set of TOOLBRIDGE_* variables; the gateway mounts the same real MCP servers for
-all (server-everything from tests/npm, mcp-server-time) and talks to one upstream model server.
+all (server-everything and server-filesystem from tests/npm, mcp-server-time, the eval's help desk) and
+talks to one upstream model server.
 """
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,25 +20,39 @@ from typing import Any
 
 import httpx
 
+from app.settings import Settings
 from bench.eval.scoring import Score, observe, score
-from bench.eval.tasks import Task
+from bench.eval.tasks import Task, client_tools
 from tests.support.servers import free_port
 
 ROOT = Path(__file__).parent.parent.parent
-EVERYTHING = ROOT / "tests" / "npm" / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist"
+NPM = ROOT / "tests" / "npm" / "node_modules" / "@modelcontextprotocol"
+HELPDESK = Path(__file__).parent / "helpdesk.py"
+FILES = Path(__file__).parent / "files"
 START_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 600.0
+# Every value of each setting that changes what the model sees, one at a time.
+VARIED = {"tool_prefix": ("always", "on-conflict"), "result_format": ("envelope", "text"),
+          "system_hint": (True, False), "schema_profile": ("lmstudio", "openai", "passthrough")}
+LABELS = {"tool_prefix": "prefix", "result_format": "result", "system_hint": "hint", "schema_profile": "schema"}
 CONFIGS: dict[str, dict[str, str]] = {
     "defaults": {},
-    "prefix=on-conflict": {"TOOLBRIDGE_TOOL_PREFIX": "on-conflict"},
-    "result=text": {"TOOLBRIDGE_RESULT_FORMAT": "text"},
-    "hint=off": {"TOOLBRIDGE_SYSTEM_HINT": "false"},
-    "schema=openai": {"TOOLBRIDGE_SCHEMA_PROFILE": "openai"},
-    "schema=passthrough": {"TOOLBRIDGE_SCHEMA_PROFILE": "passthrough"},
+    **{f"{LABELS[name]}={str(value).lower()}": {f"TOOLBRIDGE_{name.upper()}": str(value).lower()}
+       for name, values in VARIED.items() for value in values},
     # What a naive bridge sends: bare names, schemas as the server wrote them, plain text results, no hint.
     "raw": {"TOOLBRIDGE_TOOL_PREFIX": "on-conflict", "TOOLBRIDGE_SCHEMA_PROFILE": "passthrough",
             "TOOLBRIDGE_RESULT_FORMAT": "text", "TOOLBRIDGE_SYSTEM_HINT": "false"},
 }
+
+
+def same_as_defaults(name: str) -> bool:
+    """Whether a one-setting configuration only repeats a default (so `all` can leave it out)."""
+    overrides = CONFIGS[name]
+    if name in ("defaults", "raw") or len(overrides) != 1:
+        return False
+    [(variable, value)] = overrides.items()
+    default = Settings.model_fields[variable.removeprefix("TOOLBRIDGE_").lower()].default
+    return str(default).lower() == value
 
 
 @dataclass(frozen=True)
@@ -48,21 +64,31 @@ class Outcome:
     seconds: float
 
 
-def mcp_config(folder: Path) -> Path:
+def mcp_config(folder: Path) -> tuple[Path, str]:
+    """The mcp.json every configuration mounts, and the folder the filesystem server serves (a copy of
+    bench/eval/files)."""
+    root = folder / "files"
+    shutil.copytree(FILES, root)
+    # server-everything's other tools are protocol demos (logging toggles, gzip, long runs) nobody mounts for use
+    servers = {"everything": {"command": "node", "args": [str(NPM / "server-everything" / "dist" / "index.js")],
+                              "enabledTools": ["echo", "get-sum"]},
+               "time": {"command": "mcp-server-time"},
+               "files": {"command": "node", "args": [str(NPM / "server-filesystem" / "dist" / "index.js"), str(root)]},
+               "helpdesk": {"command": sys.executable, "args": [str(HELPDESK)]}}
     path = folder / "mcp.json"
-    servers = {"everything": {"command": "node", "args": [str(EVERYTHING / "index.js")]},
-               "time": {"command": "mcp-server-time"}}
     path.write_text(json.dumps({"mcpServers": servers}))
-    return path
+    return path, str(root.resolve())
 
 
 @contextmanager
-def gateway(config: dict[str, str], upstream: str, mcp_json: Path) -> Iterator[str]:
-    """A toolbridge process with `config`, ready with every MCP server; yields its base URL."""
+def gateway(config: dict[str, str], upstream: str, mcp_json: Path, source: Path = ROOT) -> Iterator[str]:
+    """A toolbridge process with `config`, run from the checkout `source`, ready with every MCP server;
+    yields its base URL."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLBRIDGE_")} | config | {
-        "TOOLBRIDGE_UPSTREAM_URL": upstream, "TOOLBRIDGE_MCP_CONFIG": str(mcp_json), "TOOLBRIDGE_LOG_LEVEL": "warning"}
-    process = subprocess.Popen([str(Path(sys.executable).parent / "toolbridge"), "--port", str(port)], env=env,
+        "TOOLBRIDGE_UPSTREAM_URL": upstream, "TOOLBRIDGE_MCP_CONFIG": str(mcp_json), "TOOLBRIDGE_LOG_LEVEL": "warning",
+        "PYTHONPATH": str(source)}
+    process = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port)], env=env, cwd=source,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -94,33 +120,41 @@ def run_task(
     """All of a task's turns, as a chat client sends them; scored on the last turn's answer. A request the
     gateway answers with an error fails the task."""
     messages: list[dict[str, Any]] = []
-    content = ""
+    content, client_calls = "", []
+    own_tools = client_tools(task.client_tools)
     started = time.perf_counter()
     try:
         for turn in task.turns:
             messages.append({"role": "user", "content": turn})
             # temperature 0: the same answer every run, so configurations are compared, not luck
             body = {"model": "eval-model", "messages": messages, "stream": streamed, "temperature": 0}
-            content = _ask(client, base, body)
+            if own_tools:
+                body["tools"] = own_tools
+            content, client_calls = _ask(client, base, body)
             messages.append({"role": "assistant", "content": content})  # trace blocks kept, as Open WebUI does
+            if client_calls:  # the client would run its own tool now; the eval stops there
+                break
     except (httpx.HTTPStatusError, ValueError) as exc:
         print(f"  {task.id}: the request failed: {exc}", file=sys.stderr)
         return Score(False, False, False, False), time.perf_counter() - started
-    return score(task, observe(content, tool_of)), time.perf_counter() - started
+    return score(task, observe(content, tool_of, client_calls)), time.perf_counter() - started
 
 
-def run(configs: list[str], tasks: list[Task], streams: list[bool], upstream: str, folder: Path) -> list[Outcome]:
-    mcp_json = mcp_config(folder)
+def run(configs: list[str], tasks: list[Task], streams: Callable[[str], list[bool]], upstream: str, folder: Path,
+        source: Path = ROOT) -> list[Outcome]:
+    """Every task under each configuration, whole and/or streamed as `streams(configuration)` says."""
+    mcp_json, root = mcp_config(folder)
     outcomes = []
     for name in configs:
-        with gateway(CONFIGS[name], upstream, mcp_json) as base, httpx.Client(timeout=REQUEST_TIMEOUT) as client:
+        with (gateway(CONFIGS[name], upstream, mcp_json, source) as base,
+              httpx.Client(timeout=REQUEST_TIMEOUT) as client):
             tool_of = tool_names(base)
-            for task in tasks:
-                for streamed in streams:
+            for task in (t.in_folder(root) for t in tasks):
+                for streamed in streams(name):
                     result, seconds = run_task(client, base, task, streamed, tool_of)
                     outcomes.append(Outcome(name, task, streamed, result, seconds))
                     mark = "pass" if result.passed else "FAIL"
-                    print(f"  {name:<20} {task.id:<18} {'stream' if streamed else 'whole':<7}{mark} {seconds:5.1f} s",
+                    print(f"  {name:<20} {task.id:<24} {'stream' if streamed else 'whole':<7}{mark} {seconds:5.1f} s",
                           file=sys.stderr)
     return outcomes
 
@@ -143,13 +177,29 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def _ask(client: httpx.Client, base: str, body: dict[str, Any]) -> str:
+def by_category(outcomes: list[Outcome]) -> str:
+    """Tasks passed per category (columns) and configuration (rows), streamed and whole together."""
+    configs = list(dict.fromkeys(o.config for o in outcomes))
+    categories = list(dict.fromkeys(o.task.category for o in outcomes))
+    lines = ["| configuration | " + " | ".join(categories) + " |", "|---" * (len(categories) + 1) + "|"]
+    for config in configs:
+        cells = []
+        for category in categories:
+            rows = [o for o in outcomes if o.config == config and o.task.category == category]
+            cells.append(f"{sum(o.score.passed for o in rows)}/{len(rows)}")
+        lines.append(f"| {config} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _ask(client: httpx.Client, base: str, body: dict[str, Any]) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+    """The answer's content, and the calls of the client's own tools it ends with."""
     headers = {"X-Toolbridge-Trace": "details"}
     if not body["stream"]:
         response = client.post(f"{base}/v1/chat/completions", json=body, headers=headers)
         response.raise_for_status()
-        return response.json()["choices"][0]["message"]["content"] or ""
-    parts = []
+        message = response.json()["choices"][0]["message"]
+        return message["content"] or "", [_call(c["function"]) for c in message.get("tool_calls") or []]
+    parts, calls = [], {}
     with client.stream("POST", f"{base}/v1/chat/completions", json=body, headers=headers) as response:
         response.raise_for_status()
         for line in response.iter_lines():
@@ -158,5 +208,19 @@ def _ask(client: httpx.Client, base: str, body: dict[str, Any]) -> str:
                 if "error" in chunk:  # an error after the stream began
                     raise ValueError(chunk["error"].get("message"))
                 for choice in chunk.get("choices") or []:
-                    parts.append((choice.get("delta") or {}).get("content") or "")
-    return "".join(parts)
+                    delta = choice.get("delta") or {}
+                    parts.append(delta.get("content") or "")
+                    for piece in delta.get("tool_calls") or []:
+                        call = calls.setdefault(piece.get("index", 0), {"name": "", "arguments": ""})
+                        function = piece.get("function") or {}
+                        call["name"] += function.get("name") or ""
+                        call["arguments"] += function.get("arguments") or ""
+    return "".join(parts), [_call(calls[i]) for i in sorted(calls)]
+
+
+def _call(function: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except ValueError:
+        arguments = {}
+    return function.get("name", ""), arguments if isinstance(arguments, dict) else {}

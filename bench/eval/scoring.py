@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.trace import strip_trace
-from bench.eval.tasks import Task
+from bench.eval.tasks import ExpectedCall, Task
 
 _BLOCK = re.compile(r'<details type="tool_calls"([^>]*)>')
 _ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
@@ -32,8 +32,10 @@ class Score:
     answer_ok: bool
 
 
-def observe(content: str, tool_of: dict[str, str]) -> Observed:
-    """The calls made (exposed names mapped back to MCP tool names by `tool_of`) and the final answer."""
+def observe(content: str, tool_of: dict[str, str],
+            client_calls: list[tuple[str, dict[str, Any]]] | None = None) -> Observed:
+    """The calls made (exposed names mapped back to MCP tool names by `tool_of`; the client's own tool calls,
+    which end the answer, last) and the final answer."""
     calls = []
     for block in _BLOCK.finditer(content):
         attributes = {key: html.unescape(value) for key, value in _ATTRIBUTE.findall(block.group(1))}
@@ -43,18 +45,31 @@ def observe(content: str, tool_of: dict[str, str]) -> Observed:
             arguments = {}
         name = attributes.get("name", "")
         calls.append((tool_of.get(name, name), arguments if isinstance(arguments, dict) else {}))
-    return Observed(calls, strip_trace(content).strip())
+    return Observed([*calls, *(client_calls or [])], strip_trace(content).strip())
 
 
 def score(task: Task, seen: Observed) -> Score:
-    first = seen.calls[0] if seen.calls else None
-    if task.tool is None:
-        tool_ok = arguments_ok = first is None
+    """Tool: the first call is to the first expected tool (or, for plain chat, no call at all). Arguments:
+    the expected calls were made in order with their arguments, other calls allowed between (a bad first
+    try that was fixed). Answer: the facts in, the forbidden words out."""
+    if task.calls is None:
+        tool_ok = arguments_ok = True
+    elif not task.calls:
+        tool_ok = arguments_ok = not seen.calls
     else:
-        tool_ok = first is not None and first[0] == task.tool
-        arguments_ok = tool_ok and first is not None and _contains(first[1], task.arguments)
-    answer_ok = all(word.lower() in seen.answer.lower() for word in task.answer)
+        tool_ok = bool(seen.calls) and seen.calls[0][0] == task.calls[0].tool
+        arguments_ok = tool_ok and _in_order(task.calls, seen.calls)
+    answer = seen.answer.lower()
+    answer_ok = (all(word.lower() in answer for word in task.answer)
+                 and (not task.answer_any or any(word.lower() in answer for word in task.answer_any))
+                 and not any(word.lower() in answer for word in task.answer_not))
     return Score(tool_ok and arguments_ok and answer_ok, tool_ok, arguments_ok, answer_ok)
+
+
+def _in_order(expected: list[ExpectedCall], made: list[tuple[str, dict[str, Any]]]) -> bool:
+    remaining = iter(made)
+    return all(any(name == call.tool and _contains(arguments, call.arguments) for name, arguments in remaining)
+               for call in expected)
 
 
 def _contains(given: dict[str, Any], expected: dict[str, Any]) -> bool:
