@@ -8,6 +8,7 @@ tools. For a non-streaming client each round is one whole upstream answer, folde
 """
 
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, aclosing
@@ -43,6 +44,9 @@ class ToolOutput(Protocol):
 
     @property
     def images(self) -> Sequence[ImagePart]: ...
+
+    @property
+    def retryable(self) -> bool: ...
 
 
 ProgressReport = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -148,9 +152,11 @@ async def run_tool_loop(
     span = start_chat_span(body.get("model"), bool(body.get("stream")))
     finished: Finished | None = None
     failure: BaseException | None = None
+    answered: set[tuple[str, str]] = set()  # calls already run whose result another try would not change
+    answer_now = False
     try:
         for round_number in range(1, max_tool_rounds + 2):
-            last_round = round_number > max_tool_rounds
+            last_round = round_number > max_tool_rounds or answer_now
             if last_round and request.get("tools"):
                 # Keep the tools so the model still understands the history; only forbid calling them.
                 request["tool_choice"] = "none"
@@ -183,6 +189,11 @@ async def run_tool_loop(
                     yield TextDelta(f"(Stopped: the model kept calling tools after {max_tool_rounds} rounds.)")
                 yield (finished := Finished("stop", usage))
                 return
+            if not client_calls and all(_same_call(call) in answered for call in mcp_calls):
+                # Small models repeat a call they already have the result of, round after round. Running it
+                # again would tell them nothing new: they are asked to answer from the results they have.
+                answer_now = True
+                continue
 
             outputs: list[ToolOutput] = []
             if mcp_calls:
@@ -192,6 +203,7 @@ async def run_tool_loop(
                             outputs = event.outputs
                         yield event
                 stats.tools_called.extend(call.name for call in mcp_calls)
+                answered.update(_same_call(c) for c, o in zip(mcp_calls, outputs, strict=True) if not o.retryable)
             if client_calls:
                 # Ours ran; the client gets its own. Remember ours so the model sees the whole turn again when
                 # the client comes back with its results.
@@ -316,6 +328,14 @@ def _tool_messages(calls: list[ToolCall], outputs: list[ToolOutput]) -> list[dic
         {"role": "tool", "tool_call_id": call.id, "content": output.content}
         for call, output in zip(calls, outputs, strict=True)
     ]
+
+
+def _same_call(call: ToolCall) -> tuple[str, str]:
+    """The call's name and arguments in one spelling, so that key order and spaces do not hide a repeat."""
+    try:
+        return call.name, json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
+    except ValueError:
+        return call.name, call.arguments.strip()
 
 
 def _tool_names(tools: list[dict[str, Any]]) -> set[str]:

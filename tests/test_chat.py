@@ -150,6 +150,35 @@ def test_round_limit_asks_for_an_answer_with_tools_kept(gateway: Gateway, upstre
     assert all(r["tools"] for r in sent)
 
 
+def test_a_repeated_call_is_not_run_again_and_the_model_is_asked_to_answer(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    # Small models repeat a call they have the result of until the round limit; the same name and
+    # arguments (in any key order) are not run again, and the next request forbids calling.
+    upstream.script(
+        Turn(calls=[Call("remote__add", {"a": 40, "b": 2})]),
+        Turn(calls=[Call("remote__add", '{"b": 2,  "a": 40}')]),
+        answer_with_tool_results,
+    )
+    reply = gateway.client().chat.completions.create(model="m", messages=ASK)
+    assert reply.choices[0].message.content == "Results: 42"
+    sent = upstream.chat_requests()
+    assert [r.get("tool_choice") for r in sent] == [None, None, "none"]
+    assert sent[2]["messages"] == sent[1]["messages"]  # the repeat left no trace in what the model reads
+
+
+def test_a_call_with_other_arguments_still_runs(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.script(
+        Turn(calls=[Call("remote__add", {"a": 40, "b": 2})]),
+        Turn(calls=[Call("remote__add", {"a": 40, "b": 3})]),
+        answer_with_tool_results,
+    )
+    gateway.client().chat.completions.create(model="m", messages=ASK)
+    sent = upstream.chat_requests()
+    assert [r.get("tool_choice") for r in sent] == [None, None, None]
+    assert [readable(m["content"]) for m in sent[2]["messages"] if m["role"] == "tool"] == ["42", "43"]
+
+
 def test_tool_error_becomes_a_result_the_model_reads(gateway: Gateway, upstream: FakeUpstream) -> None:
     upstream.script(Turn(calls=[Call("basic__fail", {"message": "disk full"})]), answer_with_tool_results)
     reply = gateway.client().chat.completions.create(model="m", messages=ASK)

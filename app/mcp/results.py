@@ -60,6 +60,7 @@ class ToolOutcome:
     content: str
     is_error: bool
     images: tuple[Image, ...] = ()
+    retryable: bool = False  # the same call may succeed later (a timeout, a server coming back)
 
 
 class FailureKind(StrEnum):
@@ -111,10 +112,11 @@ def render_result(result: CallToolResult, call: CallInfo) -> ToolOutcome:
 
 def render_failure(kind: FailureKind, message: str, call: CallInfo, **details: Any) -> ToolOutcome:
     """A failure on the gateway's side (bad arguments, timeout, server down) told to the model."""
+    retryable = kind in (FailureKind.TIMEOUT, FailureKind.SERVER_UNAVAILABLE)
     if call.options.result_format == "text":
-        return ToolOutcome(_cap_text(f"Error: {message}", call.options.max_chars), True)
+        return ToolOutcome(_cap_text(f"Error: {message}", call.options.max_chars), True, retryable=retryable)
     data = {"error": kind.value, "message": message, **details}
-    return ToolOutcome(_envelope("error", data, call, {}), True)
+    return ToolOutcome(_envelope("error", data, call, {}), True, retryable=retryable)
 
 
 def _envelope(status: str, data: Any, call: CallInfo, extra_meta: dict[str, Any]) -> str:
