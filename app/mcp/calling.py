@@ -20,7 +20,7 @@ from mcp.types import REQUEST_TIMEOUT
 from app.mcp.arguments import problems
 from app.mcp.connect import connection_gone, session_gone, tracking_delivery
 from app.mcp.convert import ToolRoute
-from app.mcp.results import CallInfo, FailureKind, RenderOptions, ToolOutcome, render_failure, render_result
+from app.mcp.results import FailureKind, RenderOptions, ToolOutcome, render_failure, render_result
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 # The SDK's own read timeout is a backstop a little past our cap; our deadline normally acts first.
@@ -62,11 +62,8 @@ class ToolCall:
     def duration_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
 
-    def _info(self) -> CallInfo:
-        return CallInfo(self.route.tool, self.route.server, self.duration_ms, self._rendering)
-
     def fail(self, kind: FailureKind, message: str, **details: Any) -> Finished:
-        return Finished(render_failure(kind, message, self._info(), **details), kind)
+        return Finished(render_failure(kind, message, self._rendering, **details), kind)
 
     def checked_arguments(self, arguments: str) -> dict[str, Any] | Finished:
         """The arguments as one JSON object that fits the tool's schema, or the failure to tell the model."""
@@ -116,7 +113,7 @@ class ToolCall:
             return ConnectionLost(never_ran=limits.tracked and not delivery.reached_server)
         except RuntimeError as exc:  # the SDK's outputSchema validation of the result
             return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
-        return Finished(render_result(result, self._info()))
+        return Finished(render_result(result, self._rendering))
 
 
 class CallsInFlight:

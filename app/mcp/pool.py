@@ -59,7 +59,7 @@ from app.mcp.processes import (
     session_children,
     spawned_since,
 )
-from app.mcp.results import CallInfo, FailureKind, RenderOptions, ToolOutcome, render_failure
+from app.mcp.results import FailureKind, RenderOptions, ToolOutcome, render_failure
 from app.mcp.sampling import Complete, sampling_handler
 
 log = structlog.get_logger("toolbridge.mcp")
@@ -309,7 +309,7 @@ class McpPool:
             hint = f" Did you mean: {', '.join(similar)}?" if similar else ""
             return render_failure(
                 FailureKind.UNKNOWN_TOOL, f"There is no tool named '{name}'.{hint}",
-                CallInfo(name, None, options=self._rendering), similar_tools=similar,
+                self._rendering, similar_tools=similar,
             )
         call = ToolCall(route, self._rendering, on_progress)
         finished = await self._run(call, arguments)

@@ -1,6 +1,10 @@
 """Tool results as the model reads them: one flat JSON envelope (or plain text), capped in size.
 
-    {"status": "success" | "error", "data": ..., "meta": {"tool", "server", "duration_ms", "truncated"}}
+    {"status": "success" | "error", "data": ..., "meta": {...}}
+
+`meta` is there only when it tells the model something: `truncated` (what was cut, how to get the rest),
+`attachments`, or a `note`. The tool's name, server and duration are not: the eval measured them as
+tokens that cost small models accuracy (README, Model quality); the logs and the trace carry them.
 
 `data` is `structuredContent` when the tool gave it, else the content blocks (JSON text parsed),
 one value when there is one block, a list otherwise. Failures on either side carry a kind the model
@@ -77,23 +81,15 @@ class RenderOptions:
     max_chars: int = 25_000
 
 
-@dataclass(frozen=True)
-class CallInfo:
-    tool: str
-    server: str | None
-    duration_ms: float = 0.0
-    options: RenderOptions = field(default_factory=RenderOptions)
-
-
-def render_result(result: CallToolResult, call: CallInfo) -> ToolOutcome:
+def render_result(result: CallToolResult, options: RenderOptions) -> ToolOutcome:
     visible = [block for block in result.content if _for_assistant(block)]
     images = tuple(Image(b.mime_type, b.data) for b in visible if isinstance(b, ImageContent))
-    if call.options.result_format == "text":
-        return ToolOutcome(_cap_text(_plain_text(result, visible), call.options.max_chars), result.is_error, images)
+    if options.result_format == "text":
+        return ToolOutcome(_cap_text(_plain_text(result, visible), options.max_chars), result.is_error, images)
     meta: dict[str, Any] = {}
     if result.is_error:
         text = "\n".join(b.text for b in visible if isinstance(b, TextContent)) or "The tool failed without a message."
-        return ToolOutcome(_envelope("error", {"error": "tool_error", "message": text}, call, meta), True, images)
+        return ToolOutcome(_envelope("error", {"error": "tool_error", "message": text}, options, meta), True, images)
     items = [_item(block) for block in visible]
     if result.structured_content is not None:
         data: Any = result.structured_content
@@ -107,24 +103,22 @@ def render_result(result: CallToolResult, call: CallInfo) -> ToolOutcome:
         )
     else:
         data = items[0] if len(items) == 1 else items
-    return ToolOutcome(_envelope("success", data, call, meta), False, images)
+    return ToolOutcome(_envelope("success", data, options, meta), False, images)
 
 
-def render_failure(kind: FailureKind, message: str, call: CallInfo, **details: Any) -> ToolOutcome:
+def render_failure(kind: FailureKind, message: str, options: RenderOptions, **details: Any) -> ToolOutcome:
     """A failure on the gateway's side (bad arguments, timeout, server down) told to the model."""
     retryable = kind in (FailureKind.TIMEOUT, FailureKind.SERVER_UNAVAILABLE)
-    if call.options.result_format == "text":
-        return ToolOutcome(_cap_text(f"Error: {message}", call.options.max_chars), True, retryable=retryable)
+    if options.result_format == "text":
+        return ToolOutcome(_cap_text(f"Error: {message}", options.max_chars), True, retryable=retryable)
     data = {"error": kind.value, "message": message, **details}
-    return ToolOutcome(_envelope("error", data, call, {}), True, retryable=retryable)
+    return ToolOutcome(_envelope("error", data, options, {}), True, retryable=retryable)
 
 
-def _envelope(status: str, data: Any, call: CallInfo, extra_meta: dict[str, Any]) -> str:
-    meta = {"tool": call.tool, "server": call.server, "duration_ms": round(call.duration_ms, 1),
-            "truncated": False, **extra_meta}
-    envelope = {"status": status, "data": data, "meta": meta}
+def _envelope(status: str, data: Any, options: RenderOptions, meta: dict[str, Any]) -> str:
+    envelope = {"status": status, "data": data, **({"meta": meta} if meta else {})}
     text = _dumps(envelope)
-    return text if len(text) <= call.options.max_chars else _cut(envelope, call.options.max_chars)
+    return text if len(text) <= options.max_chars else _cut(envelope, options.max_chars)
 
 
 def _cut(envelope: dict[str, Any], limit: int) -> str:
@@ -150,7 +144,7 @@ def _fit_items(envelope: dict[str, Any], limit: int, key: str | None) -> str:
         truncated = {"kept_items": kept, "total_items": len(items), "hint": CUT_HINT}
         if key is not None:
             truncated["list"] = key
-        return _dumps({**envelope, "data": data, "meta": {**envelope["meta"], "truncated": truncated}})
+        return _dumps({**envelope, "data": data, "meta": {**envelope.get("meta", {}), "truncated": truncated}})
 
     best = _largest_fitting(len(items) - 1, lambda kept: len(build(kept)) <= limit)
     if best is None:
@@ -168,7 +162,7 @@ def _fit_chars(envelope: dict[str, Any], limit: int, key: str | None) -> str:
         if key is not None:
             truncated["field"] = key
         cut = text[:kept] if key is None else {**data, key: text[:kept]}
-        return _dumps({**envelope, "data": cut, "meta": {**envelope["meta"], "truncated": truncated}})
+        return _dumps({**envelope, "data": cut, "meta": {**envelope.get("meta", {}), "truncated": truncated}})
 
     best = _largest_fitting(len(text), lambda kept: len(build(kept)) <= limit)
     return build(best or 0)[:limit] if best is None else build(best)
