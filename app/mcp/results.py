@@ -14,7 +14,7 @@ the nearest names, `server_unavailable`, `tool_error`).
 
 import base64
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, assert_never
 
