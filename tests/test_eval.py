@@ -169,9 +169,10 @@ def test_a_task_runs_through_a_real_gateway_and_is_scored(tmp_path: Path) -> Non
             assert tool_of["time__get_current_time"] == "get_current_time"
             tasks = {t.id: t for t in load_tasks()}
             for streamed in (False, True):
-                timed, _ = run_task(client, gateway.url, tasks["need-time"], streamed, tool_of)
-                chat, _ = run_task(client, gateway.url, tasks["chat-greeting"], streamed, tool_of)
-                summed, _ = run_task(client, gateway.url, tasks["named-sum"], streamed, tool_of)
+                timed, _, tokens = run_task(client, gateway.url, tasks["need-time"], streamed, tool_of)
+                assert tokens > 0  # summed over both rounds, streamed too
+                chat, *_ = run_task(client, gateway.url, tasks["chat-greeting"], streamed, tool_of)
+                summed, *_ = run_task(client, gateway.url, tasks["named-sum"], streamed, tool_of)
                 assert (timed.passed, chat.passed, summed.passed, summed.tool_ok) == (True, True, False, False)
 
 
@@ -182,18 +183,18 @@ def test_a_task_the_gateway_answers_with_an_error_fails(tmp_path: Path) -> None:
         with ServerThread(create_app(settings)) as gateway, httpx.Client(timeout=60) as client:
             task = Task("c", "c", ["Hi"], [])
             for streamed in (False, True):
-                result, _ = run_task(client, gateway.url, task, streamed, {})
+                result, *_ = run_task(client, gateway.url, task, streamed, {})
                 assert result == Score(False, False, False, False)
 
 
 def test_the_table_counts_per_configuration_and_mode() -> None:
     task = Task("t", "c", ["x"], [])
-    outcomes = [Outcome("defaults", task, False, Score(True, True, True, True), 1.0),
-                Outcome("defaults", task, False, Score(False, False, False, True), 3.0),
-                Outcome("raw", task, True, Score(False, True, False, False), 2.0)]
+    outcomes = [Outcome("defaults", task, False, Score(True, True, True, True), 1.0, 100),
+                Outcome("defaults", task, False, Score(False, False, False, True), 3.0, 300),
+                Outcome("raw", task, True, Score(False, True, False, False), 2.0, 50)]
     lines = table(outcomes).splitlines()
-    assert lines[2].split() == ["defaults", "whole", "1/2", "1/2", "1/2", "2/2", "2.00"]
-    assert lines[3].split() == ["raw", "stream", "0/1", "1/1", "0/1", "0/1", "2.00"]
+    assert lines[2].split() == ["defaults", "whole", "1/2", "1/2", "1/2", "2/2", "2.00", "200"]
+    assert lines[3].split() == ["raw", "stream", "0/1", "1/1", "0/1", "0/1", "2.00", "50"]
 
 
 def test_the_category_table_counts_passes_per_configuration() -> None:
@@ -234,5 +235,5 @@ def test_the_help_desk_and_client_tools_through_a_real_gateway(tmp_path: Path) -
                        client_tools="open_webui")
             for streamed in (False, True):
                 for task in (too_many, unknown, own):
-                    result, _ = run_task(client, gateway.url, task, streamed, tool_of)
+                    result, *_ = run_task(client, gateway.url, task, streamed, tool_of)
                     assert result.passed, (task.id, streamed, result)

@@ -62,6 +62,7 @@ class Outcome:
     streamed: bool
     score: Score
     seconds: float
+    prompt_tokens: int = 0  # over every round of every turn, as the upstream counted them
 
 
 def mcp_config(folder: Path) -> tuple[Path, str]:
@@ -116,11 +117,11 @@ def tool_names(base: str) -> dict[str, str]:
 
 def run_task(
     client: httpx.Client, base: str, task: Task, streamed: bool, tool_of: dict[str, str]
-) -> tuple[Score, float]:
+) -> tuple[Score, float, int]:
     """All of a task's turns, as a chat client sends them; scored on the last turn's answer. A request the
     gateway answers with an error fails the task."""
     messages: list[dict[str, Any]] = []
-    content, client_calls = "", []
+    content, client_calls, tokens = "", [], 0
     own_tools = client_tools(task.client_tools)
     started = time.perf_counter()
     try:
@@ -128,16 +129,19 @@ def run_task(
             messages.append({"role": "user", "content": turn})
             # temperature 0: the same answer every run, so configurations are compared, not luck
             body = {"model": "eval-model", "messages": messages, "stream": streamed, "temperature": 0}
+            if streamed:
+                body["stream_options"] = {"include_usage": True}
             if own_tools:
                 body["tools"] = own_tools
-            content, client_calls = _ask(client, base, body)
+            content, client_calls, used = _ask(client, base, body)
+            tokens += used
             messages.append({"role": "assistant", "content": content})  # trace blocks kept, as Open WebUI does
             if client_calls:  # the client would run its own tool now; the eval stops there
                 break
     except (httpx.HTTPStatusError, ValueError) as exc:
         print(f"  {task.id}: the request failed: {exc}", file=sys.stderr)
-        return Score(False, False, False, False), time.perf_counter() - started
-    return score(task, observe(content, tool_of, client_calls)), time.perf_counter() - started
+        return Score(False, False, False, False), time.perf_counter() - started, tokens
+    return score(task, observe(content, tool_of, client_calls)), time.perf_counter() - started, tokens
 
 
 def run(configs: list[str], tasks: list[Task], streams: Callable[[str], list[bool]], upstream: str, folder: Path,
@@ -151,8 +155,8 @@ def run(configs: list[str], tasks: list[Task], streams: Callable[[str], list[boo
             tool_of = tool_names(base)
             for task in (t.in_folder(root) for t in tasks):
                 for streamed in streams(name):
-                    result, seconds = run_task(client, base, task, streamed, tool_of)
-                    outcomes.append(Outcome(name, task, streamed, result, seconds))
+                    result, seconds, tokens = run_task(client, base, task, streamed, tool_of)
+                    outcomes.append(Outcome(name, task, streamed, result, seconds, tokens))
                     mark = "pass" if result.passed else "FAIL"
                     print(f"  {name:<20} {task.id:<24} {'stream' if streamed else 'whole':<7}{mark} {seconds:5.1f} s",
                           file=sys.stderr)
@@ -160,8 +164,8 @@ def run(configs: list[str], tasks: list[Task], streams: Callable[[str], list[boo
 
 
 def table(outcomes: list[Outcome]) -> str:
-    lines = [f"{'configuration':<20}{'mode':<8}{'passed':>9}{'tool':>8}{'args':>8}{'answer':>8}{'median s':>10}",
-             "-" * 71]
+    lines = [f"{'configuration':<20}{'mode':<8}{'passed':>9}{'tool':>8}{'args':>8}{'answer':>8}{'median s':>10}"
+             f"{'prompt tokens':>15}", "-" * 86]
     for config in dict.fromkeys(o.config for o in outcomes):
         for streamed in (False, True):
             rows = [o for o in outcomes if o.config == config and o.streamed == streamed]
@@ -172,8 +176,10 @@ def table(outcomes: list[Outcome]) -> str:
                 return f"{sum(getattr(o.score, attribute) for o in rows)}/{len(rows)}"
 
             median = statistics.median(o.seconds for o in rows)
+            tokens = statistics.median(o.prompt_tokens for o in rows)
             lines.append(f"{config:<20}{'stream' if streamed else 'whole':<8}{share('passed'):>9}"
-                         f"{share('tool_ok'):>8}{share('arguments_ok'):>8}{share('answer_ok'):>8}{median:>10.2f}")
+                         f"{share('tool_ok'):>8}{share('arguments_ok'):>8}{share('answer_ok'):>8}{median:>10.2f}"
+                         f"{tokens:>15.0f}")
     return "\n".join(lines)
 
 
@@ -191,15 +197,19 @@ def by_category(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def _ask(client: httpx.Client, base: str, body: dict[str, Any]) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
-    """The answer's content, and the calls of the client's own tools it ends with."""
+def _ask(
+    client: httpx.Client, base: str, body: dict[str, Any]
+) -> tuple[str, list[tuple[str, dict[str, Any]]], int]:
+    """The answer's content, the calls of the client's own tools it ends with, and the prompt tokens."""
     headers = {"X-Toolbridge-Trace": "details"}
     if not body["stream"]:
         response = client.post(f"{base}/v1/chat/completions", json=body, headers=headers)
         response.raise_for_status()
-        message = response.json()["choices"][0]["message"]
-        return message["content"] or "", [_call(c["function"]) for c in message.get("tool_calls") or []]
-    parts, calls = [], {}
+        answer = response.json()
+        message = answer["choices"][0]["message"]
+        return (message["content"] or "", [_call(c["function"]) for c in message.get("tool_calls") or []],
+                (answer.get("usage") or {}).get("prompt_tokens") or 0)
+    parts, calls, tokens = [], {}, 0
     with client.stream("POST", f"{base}/v1/chat/completions", json=body, headers=headers) as response:
         response.raise_for_status()
         for line in response.iter_lines():
@@ -207,6 +217,7 @@ def _ask(client: httpx.Client, base: str, body: dict[str, Any]) -> tuple[str, li
                 chunk = json.loads(line[6:])
                 if "error" in chunk:  # an error after the stream began
                     raise ValueError(chunk["error"].get("message"))
+                tokens = (chunk.get("usage") or {}).get("prompt_tokens") or tokens
                 for choice in chunk.get("choices") or []:
                     delta = choice.get("delta") or {}
                     parts.append(delta.get("content") or "")
@@ -215,7 +226,7 @@ def _ask(client: httpx.Client, base: str, body: dict[str, Any]) -> tuple[str, li
                         function = piece.get("function") or {}
                         call["name"] += function.get("name") or ""
                         call["arguments"] += function.get("arguments") or ""
-    return "".join(parts), [_call(calls[i]) for i in sorted(calls)]
+    return "".join(parts), [_call(calls[i]) for i in sorted(calls)], tokens
 
 
 def _call(function: dict[str, Any]) -> tuple[str, dict[str, Any]]:
