@@ -51,7 +51,8 @@ def build_pool(
         call_timeout=settings.tool_timeout,
         call_timeout_max=settings.tool_timeout_max,
         block_changed_tools=settings.block_changed_tools,
-        conversion=ConversionOptions(profile=resolve_profile(settings.schema_profile), prefix=settings.tool_prefix),
+        conversion=ConversionOptions(profile=resolve_profile(settings.schema_profile, settings.upstream_base),
+                                     prefix=settings.tool_prefix),
         rendering=RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars),
         on_tool_call=metrics.observe_tool_call if metrics is not None else None,
     )

@@ -92,7 +92,8 @@ class Settings(BaseSettings):
         "always", description="Prefix tool names with their server always, or only where two servers clash."
     )
     schema_profile: Literal["auto", "lmstudio", "llamacpp", "openai", "passthrough"] = Field(
-        "auto", description="How tool schemas are rewritten: auto and lmstudio/llamacpp make them grammar-safe."
+        "auto", description="How tool schemas are rewritten: lmstudio/llamacpp make them grammar-safe; auto does so "
+        "for every upstream but OpenAI's API, which gets openai (strict)."
     )
     result_format: Literal["envelope", "text"] = Field(
         "envelope", description="Tool results as a JSON envelope with status, data and meta, or as plain text."

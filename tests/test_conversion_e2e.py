@@ -128,7 +128,8 @@ def test_images_reach_a_vision_model_after_the_tool_messages(hard_gateway: Gatew
 
 
 def test_health_names_the_upstream_kind(hard_gateway: Gateway) -> None:
-    assert httpx.get(f"{hard_gateway.url}/health").json()["upstream"]["kind"] == "lmstudio"
+    upstream = httpx.get(f"{hard_gateway.url}/health").json()["upstream"]
+    assert (upstream["kind"], upstream["schema_profile"]) == ("lmstudio", "lmstudio")
 
 
 @pytest.fixture

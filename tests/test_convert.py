@@ -6,7 +6,14 @@ import re
 import pytest
 from mcp.types import Tool, ToolAnnotations, ToolExecution
 
-from app.mcp.convert import ConversionOptions, ToolRoute, build_catalogue, exposed_name, to_openai_tool
+from app.mcp.convert import (
+    ConversionOptions,
+    ToolRoute,
+    build_catalogue,
+    exposed_name,
+    resolve_profile,
+    to_openai_tool,
+)
 
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -128,3 +135,20 @@ def test_strict_is_set_only_for_the_openai_profile_and_only_when_it_can_hold() -
 )
 def test_descriptions_stay_as_written_with_hints_noted(extra: dict, description: str) -> None:
     assert to_openai_tool("n", tool("t", **extra))["function"]["description"] == description
+
+
+@pytest.mark.parametrize(
+    ("setting", "url", "profile"),
+    [
+        ("auto", "http://localhost:1234/v1", "lmstudio"),  # LM Studio
+        ("auto", "http://127.0.0.1:8080/v1", "lmstudio"),  # llama.cpp server
+        ("auto", "http://ollama:11434/v1", "lmstudio"),
+        ("auto", "https://api.openai.com/v1", "openai"),
+        ("auto", "https://mine.openai.azure.com/openai/v1", "openai"),
+        ("auto", "https://api.openai.com.example.net/v1", "lmstudio"),
+        ("llamacpp", "https://api.openai.com/v1", "llamacpp"),  # a named profile is taken as named
+        ("passthrough", "http://localhost:1234/v1", "passthrough"),
+    ],
+)
+def test_auto_profile_follows_the_upstream(setting: str, url: str, profile: str) -> None:
+    assert resolve_profile(setting, url) == profile

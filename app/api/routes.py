@@ -14,6 +14,7 @@ from app.api.deps import AuthorisedDep, MemoryDep, MetricsDep, PoolDep, Settings
 from app.clients import is_background_task
 from app.errors import InvalidRequest, MethodNotAllowed
 from app.loop import run_tool_loop
+from app.mcp.convert import resolve_profile
 from app.mcp.results import system_hint
 from app.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.openai.schemas import ChatCompletionRequest
@@ -181,7 +182,9 @@ async def metrics(collected: MetricsDep) -> Response:
 
 
 @router.get("/health")
-async def health(pool: PoolDep, upstream: UpstreamDep, authorised: AuthorisedDep) -> dict[str, Any]:
+async def health(
+    pool: PoolDep, upstream: UpstreamDep, authorised: AuthorisedDep, settings: SettingsDep
+) -> dict[str, Any]:
     """The whole picture for callers with a key (or when no keys are set); only the status for others:
     servers' errors carry their stderr, which may hold what users sent them or what the operator set."""
     config = pool.config
@@ -191,7 +194,8 @@ async def health(pool: PoolDep, upstream: UpstreamDep, authorised: AuthorisedDep
     servers = pool.health()
     body: dict[str, Any] = {
         "status": status,
-        "upstream": {"url": upstream.base_url, "kind": await upstream.server_kind()},
+        "upstream": {"url": upstream.base_url, "kind": await upstream.server_kind(),
+                     "schema_profile": resolve_profile(settings.schema_profile, settings.upstream_base)},
         "servers": servers,
         "tools": len(pool.catalogue.openai_tools),
         "mcp_config": {

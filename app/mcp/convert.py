@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from jsonschema.protocols import Validator
 from mcp.types import Tool
@@ -75,9 +76,15 @@ class Catalogue:
         return described
 
 
-def resolve_profile(setting: str) -> Profile:
-    """`auto` is the grammar-safe profile: LM Studio, llama.cpp and unknown local servers all need it."""
-    return "lmstudio" if setting == "auto" else setting  # type: ignore[return-value]
+def resolve_profile(setting: str, upstream_url: str = "") -> Profile:
+    """The profile `auto` means for this upstream. OpenAI's own API (and Azure's) enforces schemas itself and
+    takes `strict`: `openai`. Every other server, LM Studio, llama.cpp, Ollama, vLLM or unknown, gets the
+    grammar-safe rewrite: those that build grammars need it, and it costs the others nothing. (`llamacpp`
+    and `lmstudio` name the same rewrite.)"""
+    if setting != "auto":
+        return setting  # type: ignore[return-value]
+    host = (urlsplit(upstream_url).hostname or "").lower()
+    return "openai" if host == "api.openai.com" or host.endswith(".openai.azure.com") else "lmstudio"
 
 
 def sanitize(name: str) -> str:
