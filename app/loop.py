@@ -63,7 +63,7 @@ class RequestTools(Protocol):
 
 
 class ToolRunner(Protocol):
-    def tools_for_request(self, offered: bool) -> RequestTools: ...
+    def tools_for_request(self, offered: bool, client_tools: frozenset[str]) -> RequestTools: ...
 
 
 class LoopStats(Protocol):
@@ -139,8 +139,8 @@ async def run_tool_loop(
         GatewayError: from the upstream; before `Started` when the first request fails.
     """
     stats = stats if stats is not None else _NoStats()
-    mcp_tools = tools.tools_for_request(offered=offer_tools)
     client_tool_names = _tool_names(body.get("tools") or [])
+    mcp_tools = tools.tools_for_request(offered=offer_tools, client_tools=frozenset(client_tool_names))
     request = _first_request(body, mcp_tools.openai_tools, client_tool_names)
     offered_names = client_tool_names | {tool["function"]["name"] for tool in mcp_tools.openai_tools}
     messages = clean_history(body["messages"])

@@ -76,6 +76,18 @@ def test_on_conflict_drops_the_prefix_only_where_no_two_servers_share_a_name() -
     assert catalogue.route("time__search") == ToolRoute("time", "search")
 
 
+def test_a_catalogue_clears_the_names_a_client_uses() -> None:
+    catalogue = build_catalogue({"time": [tool("now")], "web": [tool("search")]},
+                                ConversionOptions(prefix="on-conflict"))
+    assert catalogue.clear_of(set()) is catalogue
+    cleared = catalogue.clear_of({"search", "web__search_other"})
+    assert names(cleared) == ["now", "web__search"]
+    assert cleared.route("web__search") == ToolRoute("web", "search") and cleared.route("search") is None
+    # a client that already uses the prefixed name too gets a hashed one
+    hashed = catalogue.clear_of({"search", "web__search"})
+    assert names(hashed)[1].startswith("web__search_") and hashed.route(names(hashed)[1]) == ToolRoute("web", "search")
+
+
 def test_tools_that_require_tasks_are_left_out() -> None:
     required = tool("long_job", execution=ToolExecution(task_support="required"))
     optional = tool("quick", execution=ToolExecution(task_support="optional"))

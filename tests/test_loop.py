@@ -31,7 +31,7 @@ class Tools:
     def openai_tools(self) -> Sequence[dict[str, Any]]:
         return [TOOL]
 
-    def tools_for_request(self, offered: bool) -> "Tools":
+    def tools_for_request(self, offered: bool, client_tools: frozenset[str]) -> "Tools":
         return self
 
     async def call_tool(self, name: str, arguments: str, on_progress: Any = None) -> Outcome:

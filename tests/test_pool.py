@@ -422,6 +422,21 @@ async def test_a_request_keeps_its_tools_while_a_reload_renames_them() -> None:
         assert json.loads(new.content)["data"]["error"] == "unknown_tool"
 
 
+async def test_a_bare_name_a_client_tool_also_has_gets_its_prefix_for_that_request() -> None:
+    # Open WebUI sends tools of its own; with bare names one of ours may share a name with one of them.
+    # Neither is dropped: ours is offered under its prefixed name in that request, and calls reach it.
+    pool = McpPool(config(one=stdio("basic.py")), connect_timeout=60, call_timeout=10,
+                   conversion=ConversionOptions(prefix="on-conflict"))
+    async with pool:
+        await wait_until(pool, "one", lambda s: s["state"] == "ready")
+        tools = pool.tools_for_request(client_tools=frozenset({"echo"}))
+        names = [t["function"]["name"] for t in tools.openai_tools]
+        assert "echo" not in names and {"one__echo", "add"} <= set(names)
+        renamed = await tools.call_tool("one__echo", '{"text": "mine"}')
+        assert (readable(renamed.content), renamed.is_error) == ("echo: mine", False)
+        assert "echo" in [t["function"]["name"] for t in pool.tools_for_request().openai_tools]
+
+
 @pytest.mark.parametrize("change", ["removed", "changed"])
 async def test_a_reload_lets_the_calls_running_on_a_server_finish_first(change: str) -> None:
     after = config() if change == "removed" else config(basic=stdio("basic.py", timeout=30))

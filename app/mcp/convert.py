@@ -67,6 +67,28 @@ class Catalogue:
         """Exposed names close to one the model got wrong."""
         return difflib.get_close_matches(name, list(self.routes), n=limit, cutoff=0.5)
 
+    def clear_of(self, taken: set[str]) -> "Catalogue":
+        """The catalogue with each tool whose name is in `taken` (a client's own tools) renamed to its
+        server-prefixed form, so that with bare names a clash costs neither side its tool."""
+        clashing = [name for name in self.routes if name in taken]
+        if not clashing:
+            return self
+        renamed: dict[str, str] = {}
+        used = set(self.routes) | taken
+        for name in clashing:
+            route = self.routes[name]
+            new = exposed_name(route.server, route.tool)
+            if new in used:
+                new = hashed_name(new, route.server, route.tool)
+            renamed[name] = new
+            used.add(new)
+        tools = tuple(
+            {**tool, "function": {**tool["function"], "name": renamed[tool["function"]["name"]]}}
+            if tool["function"]["name"] in renamed else tool
+            for tool in self.openai_tools
+        )
+        return Catalogue(tools, {renamed.get(name, name): route for name, route in self.routes.items()})
+
     def describe(self) -> list[dict[str, Any]]:
         """The injected tools with the server and tool each one maps back to."""
         described = []
