@@ -44,6 +44,7 @@ def main() -> int:
     parser.add_argument("--stream", choices=["whole", "stream", "both"], default="both",
                         help="'both' streams the defaults and raw configurations too (the rest run whole)")
     parser.add_argument("--tasks", default="", help="only tasks whose id starts with one of these (comma-separated)")
+    parser.add_argument("--verbose", action="store_true", help="print each task's calls and answer as it ends")
     parser.add_argument("--source", type=Path, default=ROOT,
                         help="the toolbridge checkout to run the gateway from, for before/after comparisons")
     args = parser.parse_args()
@@ -62,7 +63,7 @@ def main() -> int:
 
     if args.upstream:
         _report(args.upstream, tasks, run(configs, tasks, streams, args.upstream, Path(tempfile.mkdtemp()),
-                                          args.source.resolve()))
+                                          args.source.resolve(), args.verbose))
         return 0
     for model in args.model.split(","):
         path, label = _model_file(model)
@@ -73,7 +74,7 @@ def main() -> int:
             upstream = f"http://127.0.0.1:{port}/v1"
             _wait_for(f"{upstream}/models", server)
             with tempfile.TemporaryDirectory() as folder:
-                outcomes = run(configs, tasks, streams, upstream, Path(folder), args.source.resolve())
+                outcomes = run(configs, tasks, streams, upstream, Path(folder), args.source.resolve(), args.verbose)
         finally:
             server.terminate()
             server.wait(timeout=60)

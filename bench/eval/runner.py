@@ -116,7 +116,7 @@ def tool_names(base: str) -> dict[str, str]:
 
 
 def run_task(
-    client: httpx.Client, base: str, task: Task, streamed: bool, tool_of: dict[str, str]
+    client: httpx.Client, base: str, task: Task, streamed: bool, tool_of: dict[str, str], verbose: bool = False
 ) -> tuple[Score, float, int]:
     """All of a task's turns, as a chat client sends them; scored on the last turn's answer. A request the
     gateway answers with an error fails the task."""
@@ -141,11 +141,14 @@ def run_task(
     except (httpx.HTTPStatusError, ValueError) as exc:
         print(f"  {task.id}: the request failed: {exc}", file=sys.stderr)
         return Score(False, False, False, False), time.perf_counter() - started, tokens
-    return score(task, observe(content, tool_of, client_calls)), time.perf_counter() - started, tokens
+    seen = observe(content, tool_of, client_calls)
+    if verbose:
+        print(f"    {task.id}: calls {seen.calls}; answer {seen.answer[:200]!r}", file=sys.stderr)
+    return score(task, seen), time.perf_counter() - started, tokens
 
 
 def run(configs: list[str], tasks: list[Task], streams: Callable[[str], list[bool]], upstream: str, folder: Path,
-        source: Path = ROOT) -> list[Outcome]:
+        source: Path = ROOT, verbose: bool = False) -> list[Outcome]:
     """Every task under each configuration, whole and/or streamed as `streams(configuration)` says."""
     mcp_json, root = mcp_config(folder)
     outcomes = []
@@ -155,7 +158,7 @@ def run(configs: list[str], tasks: list[Task], streams: Callable[[str], list[boo
             tool_of = tool_names(base)
             for task in (t.in_folder(root) for t in tasks):
                 for streamed in streams(name):
-                    result, seconds, tokens = run_task(client, base, task, streamed, tool_of)
+                    result, seconds, tokens = run_task(client, base, task, streamed, tool_of, verbose)
                     outcomes.append(Outcome(name, task, streamed, result, seconds, tokens))
                     mark = "pass" if result.passed else "FAIL"
                     print(f"  {name:<20} {task.id:<24} {'stream' if streamed else 'whole':<7}{mark} {seconds:5.1f} s",
