@@ -89,7 +89,8 @@ class Settings(BaseSettings):
         10.0, description="Seconds requests in flight may take to finish after SIGTERM or Ctrl-C, then cut off."
     )
     tool_prefix: Literal["always", "on-conflict"] = Field(
-        "always", description="Prefix tool names with their server always, or only where two servers clash."
+        "on-conflict", description="Prefix tool names with their server only where two servers (or a server and "
+        "a client tool) clash, or always."
     )
     schema_profile: Literal["auto", "lmstudio", "llamacpp", "openai", "passthrough"] = Field(
         "auto", description="How tool schemas are rewritten: lmstudio/llamacpp make them grammar-safe; auto does so "

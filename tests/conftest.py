@@ -33,7 +33,10 @@ def make_settings(tmp: Path, servers: dict[str, Any] | None, **overrides: Any) -
     config = tmp / "mcp.json"
     if servers is not None:
         config.write_text(json.dumps({"mcpServers": servers}))
-    values: dict[str, Any] = {"mcp_config": config, "mcp_connect_timeout": 120, "tool_timeout": 20}
+    # `server__tool` names, so that each call in a test says which server it is for; the default (bare names)
+    # is tested through the CLI, the pool and the conversion.
+    values: dict[str, Any] = {"mcp_config": config, "mcp_connect_timeout": 120, "tool_timeout": 20,
+                              "tool_prefix": "always"}
     return Settings(_env_file=None, **(values | overrides))  # type: ignore[call-arg]
 
 

@@ -47,7 +47,7 @@ def test_tools_prints_the_openai_tools_and_exits(tmp_path: Path) -> None:
     result = run_cli("tools", "--mcp-config", str(config), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     tools = json.loads(result.stdout)
-    assert [t["function"]["name"] for t in tools] == [f"basic__{name}" for name in BASIC_TOOLS]
+    assert [t["function"]["name"] for t in tools] == BASIC_TOOLS
     assert all(t["type"] == "function" and t["function"]["parameters"]["type"] == "object" for t in tools)
 
 
@@ -126,7 +126,7 @@ def test_logs_carry_request_tool_and_stderr_lines_but_no_secrets(
         base = f"http://127.0.0.1:{port}"
         key = {"Authorization": "Bearer sk-client-CANARY-2"}
         wait_for_health(base, lambda b: b["servers"]["basic"]["state"] == "ready", key="sk-client-CANARY-2")
-        upstream.script(Turn(calls=[Call("basic__echo", {"text": "x"})]), Turn(content="done"))
+        upstream.script(Turn(calls=[Call("echo", {"text": "x"})]), Turn(content="done"))
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-client-CANARY-2", max_retries=0)
         assert client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         upstream.script(Turn(content="ZQXWV"))  # one fragment: the fake streams 5 characters a chunk
@@ -168,7 +168,7 @@ def test_logs_carry_request_tool_and_stderr_lines_but_no_secrets(
     )
     requests = [e for e in events if e["event"] == "request" and e["path"] == "/v1/chat/completions"]
     assert [(r["status"], r.get("rounds"), r.get("tools_called")) for r in requests] == [
-        (200, 2, ["basic__echo"]), (200, 1, []), (400, None, None), (400, None, None)
+        (200, 2, ["echo"]), (200, 1, []), (400, None, None), (400, None, None)
     ]
 
 
@@ -271,14 +271,24 @@ def test_a_port_in_use_fails_before_any_mcp_server_starts(tmp_path: Path) -> Non
     assert not started.exists()
 
 
+def test_by_default_tools_keep_their_own_names_unless_two_servers_share_one(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"basic": stdio_entry("basic.py"), "time": {"command": "mcp-server-time"},
+                                     "clock": {"command": "mcp-server-time"}})
+    result = run_cli("tools", "--mcp-config", str(config), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    names = [t["function"]["name"] for t in json.loads(result.stdout)]
+    assert names[: len(BASIC_TOOLS)] == BASIC_TOOLS
+    assert {"time__get_current_time", "clock__get_current_time"} <= set(names) and "get_current_time" not in names
+
+
 def test_tools_honours_the_prefix_and_profile_settings(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"basic": stdio_entry("basic.py")})
-    result = run_cli("tools", "--mcp-config", str(config), "--tool-prefix", "on-conflict",
+    result = run_cli("tools", "--mcp-config", str(config), "--tool-prefix", "always",
                      "--schema-profile", "passthrough", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     tools = json.loads(result.stdout)
-    assert [t["function"]["name"] for t in tools] == BASIC_TOOLS
-    rendezvous = next(t for t in tools if t["function"]["name"] == "rendezvous")["function"]["parameters"]
+    assert [t["function"]["name"] for t in tools] == [f"basic__{name}" for name in BASIC_TOOLS]
+    rendezvous = next(t for t in tools if t["function"]["name"] == "basic__rendezvous")["function"]["parameters"]
     assert rendezvous["properties"]["wait_seconds"]["default"] == 10.0  # passthrough keeps what grammar-safe moves
 
 
@@ -313,7 +323,7 @@ def test_a_killed_server_is_healed_without_user_action(tmp_path: Path, upstream:
         healed = wait_for_health(base, lambda b: b["servers"]["time"].get("restarts") == 1
                                  and b["servers"]["time"]["state"] == "ready")
         assert healed["servers"]["broken"]["state"] == "failed"
-        upstream.script(Turn(calls=[Call("time__get_current_time", {"timezone": "UTC"})]), Turn(content="done"))
+        upstream.script(Turn(calls=[Call("get_current_time", {"timezone": "UTC"})]), Turn(content="done"))
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "time?"}])
         assert json.loads(upstream.chat_requests()[1]["messages"][-1]["content"])["status"] == "success"
@@ -402,14 +412,14 @@ def test_streams_in_flight_get_the_grace_period_at_shutdown(
 ) -> None:
     with serving(tmp_path, upstream, TOOLBRIDGE_SHUTDOWN_GRACE=str(grace)) as (gateway, base):
         children = psutil.Process(gateway.pid).children(recursive=True)
-        upstream.script(Turn(calls=[Call("basic__sleep", {"seconds": tool_seconds})]), Turn(content="slept well"))
+        upstream.script(Turn(calls=[Call("sleep", {"seconds": tool_seconds})]), Turn(content="slept well"))
         body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "sleep"}]}
         seen: list[str] = []
         with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=EXIT_TIMEOUT) as response:
             lines = response.iter_lines()
             for line in lines:  # the trace announces the call as it starts
                 seen.append(line)
-                if "Calling basic__sleep" in line:
+                if "Calling sleep" in line:
                     break
             gateway.send_signal(signal.SIGTERM)
             with contextlib.suppress(httpx.RemoteProtocolError):
@@ -429,7 +439,7 @@ def test_streams_in_flight_get_the_grace_period_at_shutdown(
 
 def test_a_whole_answer_in_flight_is_finished_at_shutdown(tmp_path: Path, upstream: FakeUpstream) -> None:
     with serving(tmp_path, upstream, TOOLBRIDGE_SHUTDOWN_GRACE="30") as (gateway, base):
-        upstream.script(Turn(calls=[Call("basic__sleep", {"seconds": 2})]), Turn(content="slept well"))
+        upstream.script(Turn(calls=[Call("sleep", {"seconds": 2})]), Turn(content="slept well"))
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
         with ThreadPoolExecutor(1) as worker:
             reply = worker.submit(client.chat.completions.create, model="m",

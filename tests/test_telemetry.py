@@ -64,7 +64,7 @@ def test_a_chat_with_a_tool_call_is_one_trace_without_content(
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_health(f"http://127.0.0.1:{port}", lambda b: b["servers"]["basic"]["state"] == "ready")
-        upstream.script(Turn(calls=[Call("basic__echo", {"text": PRIVATE})], usage=(11, 3)),
+        upstream.script(Turn(calls=[Call("echo", {"text": PRIVATE})], usage=(11, 3)),
                         Turn(content=f"echoed {PRIVATE}", usage=(20, 4)))
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
         client.chat.completions.create(model="qwen3-8b", messages=[{"role": "user", "content": PRIVATE}])
@@ -73,13 +73,13 @@ def test_a_chat_with_a_tool_call_is_one_trace_without_content(
         assert gateway.wait(timeout=EXIT_TIMEOUT) in (0, -signal.SIGTERM)
 
     by_name = {span.name: span for span in received.spans}
-    chat, tool = by_name["chat qwen3-8b"], by_name["execute_tool basic__echo"]
+    chat, tool = by_name["chat qwen3-8b"], by_name["execute_tool echo"]
     assert attributes(chat) | {"toolbridge.stream": False} == {
         "gen_ai.operation.name": "chat", "gen_ai.request.model": "qwen3-8b", "toolbridge.stream": False,
         "toolbridge.tool_rounds": 2, "gen_ai.response.finish_reasons": ["stop"],
         "gen_ai.usage.input_tokens": 31, "gen_ai.usage.output_tokens": 7,
     }
-    assert attributes(tool)["gen_ai.tool.name"] == "basic__echo"
+    assert attributes(tool)["gen_ai.tool.name"] == "echo"
     assert attributes(tool)["gen_ai.operation.name"] == "execute_tool"
     assert tool.trace_id == chat.trace_id and tool.parent_span_id == chat.span_id
     # The mcp SDK's own span of the tools/call request nests under the tool call.

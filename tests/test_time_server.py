@@ -22,7 +22,7 @@ def test_repo_mcp_json_answers_the_time_in_utc(upstream: FakeUpstream) -> None:
         result = json.loads(next(iter(last_tool_results(body).values())))["data"]
         return Turn(content=f"It is {result['datetime']} in {result['timezone']}.")
 
-    upstream.script(Turn(calls=[Call("time__get_current_time", {"timezone": "UTC"})]), answer)
+    upstream.script(Turn(calls=[Call("get_current_time", {"timezone": "UTC"})]), answer)
     with ServerThread(create_app(settings)) as thread:
         wait_for_health(thread.url, servers_ready("time"))
         client = openai.OpenAI(base_url=f"{thread.url}/v1", api_key="none", max_retries=0)

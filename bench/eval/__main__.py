@@ -14,6 +14,7 @@ answer and median seconds, whole and streamed, then tasks passed per category.
 
 import argparse
 import importlib.util
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,8 @@ STREAMED_CONFIGS = ("defaults", "raw")  # the handler is deterministic, so the r
 
 
 def main() -> int:
+    # Stopped with SIGTERM, end like Ctrl-C: the finally blocks stop the model server and the gateway.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     parser = argparse.ArgumentParser(prog="python -m bench.eval", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2,gemma3",
