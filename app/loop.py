@@ -112,9 +112,7 @@ class Finished:
 
 LoopEvent = Started | TextDelta | ToolsStarted | ToolProgress | ToolsRan | Finished
 PROGRESS_BUFFER = 64  # progress past this many unread notes is dropped, never waited on
-# The last round's request ends with this, unseen by the client: `tool_choice: none` alone leaves small
-# models writing their next call out as text.
-ANSWER_NOW = "Answer my question now from the tool results above. Do not call any more tools."
+
 
 
 @dataclass
@@ -164,8 +162,7 @@ async def run_tool_loop(
                 # Keep the tools so the model still understands the history; only forbid calling them.
                 request["tool_choice"] = "none"
             turn = TurnAccumulator(offered_names)
-            sent = [*messages, {"role": "user", "content": ANSWER_NOW}] if last_round and round_number > 1 else messages
-            async with upstream.stream_chat({**request, "messages": sent}) as chunks:
+            async with upstream.stream_chat({**request, "messages": messages}) as chunks:
                 if round_number == 1:
                     yield Started()
                 async for chunk in chunks:
