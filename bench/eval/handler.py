@@ -147,5 +147,5 @@ def _chunks(completion: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield chunk({"tool_calls": [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]})
     elif message.get("content"):
         yield chunk({"content": message["content"]})
-    yield chunk({}, choice["finish_reason"])
+    yield chunk({}, choice["finish_reason"]) | {"usage": completion["usage"]}  # as include_usage asks
 

@@ -182,7 +182,7 @@ def table(outcomes: list[Outcome]) -> str:
             tokens = statistics.median(o.prompt_tokens for o in rows)
             lines.append(f"{config:<20}{'stream' if streamed else 'whole':<8}{share('passed'):>9}"
                          f"{share('tool_ok'):>8}{share('arguments_ok'):>8}{share('answer_ok'):>8}{median:>10.2f}"
-                         f"{tokens:>15.0f}")
+                         + (f"{tokens:>15.0f}" if tokens else f"{'-':>15}"))  # no usage reported
     return "\n".join(lines)
 
 
