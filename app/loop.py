@@ -114,7 +114,6 @@ LoopEvent = Started | TextDelta | ToolsStarted | ToolProgress | ToolsRan | Finis
 PROGRESS_BUFFER = 64  # progress past this many unread notes is dropped, never waited on
 
 
-
 @dataclass
 class _NoStats:
     rounds: int = 0
@@ -231,7 +230,8 @@ def _first_request(
     body: dict[str, Any], offered: Sequence[dict[str, Any]], client_tool_names: set[str]
 ) -> dict[str, Any]:
     request = dict(body)
-    # A client tool keeps its name; an MCP tool that clashes with it is left out rather than sent twice.
+    # A client tool keeps its name. The pool already renamed ours away from the client's; one that still
+    # clashes (a runner that did not) is left out rather than sent twice.
     mcp_tools = [t for t in offered if t["function"]["name"] not in client_tool_names]
     if mcp_tools:
         request["tools"] = [*(body.get("tools") or []), *mcp_tools]
