@@ -511,3 +511,31 @@ async def test_a_call_for_a_server_that_is_down_makes_it_retry_now_not_after_its
         await wait_until(pool, "flaky", lambda s: s["state"] == "ready")
         outcome = await pool.call_tool("flaky__hello", "{}")
         assert (readable(outcome.content), outcome.is_error) == ("hello", False)
+
+
+@pytest.mark.parametrize("use_uvloop", [False, True], ids=["asyncio", "uvloop"])
+def test_a_stderr_pipe_is_closed_once_by_its_owner(use_uvloop: bool) -> None:
+    # uvloop's libuv closes the fd and then the file object too; if the file object owned the fd as well,
+    # it would close a number another thread may have reused by then (an unrelated file failing EBADF).
+    import asyncio
+    import os
+
+    import uvloop
+
+    from app.mcp.processes import StderrTail, libuv_closes_pipes, pump_stderr
+
+    async def pump() -> tuple[bool, list[str]]:
+        read_fd, write_fd = os.pipe()
+        os.write(write_fd, b"starting\n")
+        os.close(write_fd)
+        tail = StderrTail()
+        await pump_stderr("s", read_fd, tail)
+        await asyncio.sleep(0)  # transports close on the next loop turn
+        try:
+            os.fstat(read_fd)
+        except OSError:
+            return libuv_closes_pipes(asyncio.get_running_loop()), list(tail.lines)
+        return False, ["fd leaked"]
+
+    owned_by_libuv, lines = uvloop.run(pump()) if use_uvloop else asyncio.run(pump())
+    assert (owned_by_libuv, lines) == (use_uvloop, ["starting"])

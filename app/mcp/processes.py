@@ -40,7 +40,7 @@ async def pump_stderr(server: str, read_fd: int, tail: StderrTail) -> None:
     server_log = log.bind(server=server)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 20)
-    pipe = os.fdopen(read_fd, "rb")
+    pipe = os.fdopen(read_fd, "rb", closefd=not libuv_closes_pipes(loop))
     transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
     try:
         while line := await reader.readline():
@@ -53,6 +53,14 @@ async def pump_stderr(server: str, read_fd: int, tail: StderrTail) -> None:
     finally:
         tail.closed.set()
         transport.close()
+
+
+def libuv_closes_pipes(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether the loop's pipe transport closes the fd itself (uvloop: libuv does, then it closes the file
+    object as well). A file object that also owned the fd would close that number a second time, after
+    another thread may have opened a file under it: an unrelated open file failing with EBADF. asyncio's
+    own loop closes the fd only through the file object."""
+    return type(loop).__module__.split(".")[0] == "uvloop"
 
 
 def session_children() -> dict[int, list[str]]:
