@@ -38,13 +38,17 @@ def lookup_order(order_id: Annotated[str, Field(description="The order id, such 
     return {"order_id": order_id.strip().upper(), **order}
 
 
+def _weather(city: str, missing: str) -> tuple[str, int, str]:
+    found = WEATHER.get(city.strip().lower())
+    if found is None:
+        raise ToolError(f"There is no {missing} for {city!r}.")
+    return found
+
+
 @server.tool()
 def get_weather(city: Annotated[str, Field(description="The city's name, such as Paris")]) -> str:
     """The weather right now in a city."""
-    found = WEATHER.get(city.strip().lower())
-    if found is None:
-        raise ToolError(f"There is no weather data for {city!r}.")
-    name, degrees, sky = found
+    name, degrees, sky = _weather(city, "weather data")
     return f"{name}: {degrees} °C and {sky}."
 
 
@@ -54,10 +58,7 @@ def get_forecast(
     days: Annotated[int, Field(ge=1, le=7, description="How many days ahead, 1 to 7")],
 ) -> str:
     """The weather forecast for a city, up to 7 days ahead."""
-    found = WEATHER.get(city.strip().lower())
-    if found is None:
-        raise ToolError(f"There is no forecast for {city!r}.")
-    name, degrees, sky = found
+    name, degrees, sky = _weather(city, "forecast")
     return f"{name}, next {days} days: around {degrees} °C with {sky}, then clearing."
 
 

@@ -12,6 +12,7 @@ of tools the client sends itself, such as `open_webui`), and `expect`, judged on
 
 import json
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +65,9 @@ def load_tasks(folder: Path = TASKS) -> list[Task]:
     return tasks
 
 
+@cache
 def client_tools(name: str | None) -> list[dict[str, Any]]:
-    """The tools a client sends itself, from bench/eval/fixtures/NAME_tools.json; none for None."""
+    """The tools a client sends itself, from bench/eval/fixtures/NAME_tools.json; none for None. Read once."""
     if name is None:
         return []
     return json.loads((FIXTURES / f"{name}_tools.json").read_text(encoding="utf-8"))
