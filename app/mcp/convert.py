@@ -12,6 +12,7 @@ import hashlib
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -67,10 +68,10 @@ class Catalogue:
         """Exposed names close to one the model got wrong."""
         return difflib.get_close_matches(name, list(self.routes), n=limit, cutoff=0.5)
 
-    def clear_of(self, taken: set[str]) -> "Catalogue":
+    def clear_of(self, taken: AbstractSet[str]) -> "Catalogue":
         """The catalogue with each tool whose name is in `taken` (a client's own tools) renamed to its
         server-prefixed form, so that with bare names a clash costs neither side its tool."""
-        clashing = [name for name in self.routes if name in taken]
+        clashing = sorted(name for name in taken if name in self.routes)
         if not clashing:
             return self
         renamed: dict[str, str] = {}

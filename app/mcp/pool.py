@@ -296,7 +296,7 @@ class McpPool:
     def tools_for_request(self, offered: bool = True, client_tools: frozenset[str] = frozenset()) -> "RequestTools":
         """The catalogue as it is now, kept by one request for its whole life (an empty one if not offered),
         with no name that one of the client's own tools has."""
-        return RequestTools(self, self._catalogue.clear_of(set(client_tools)) if offered else Catalogue())
+        return RequestTools(self, self._catalogue.clear_of(client_tools) if offered else Catalogue())
 
     async def call_tool(
         self, name: str, arguments: str, on_progress: ProgressFn | None = None, catalogue: Catalogue | None = None
