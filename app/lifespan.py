@@ -9,7 +9,7 @@ from typing import Any, TypedDict
 from app import __version__
 from app.mcp.config import McpConfig, config_paths, load_mcp_configs
 from app.mcp.convert import ConversionOptions, resolve_profile
-from app.mcp.pool import McpPool
+from app.mcp.pool import McpPool, PoolOptions
 from app.mcp.results import RenderOptions
 from app.mcp.sampling import Complete
 from app.memory import CallMemory
@@ -40,20 +40,23 @@ def build_pool(
     """The MCP pool with the conversion and result settings; shared by the app and `toolbridge tools`."""
     paths = config_paths(settings.mcp_config)
     sampling = upstream is not None and settings.sampling
-    return McpPool(
-        config,
-        retry=retry,
-        complete=_completer(upstream) if sampling and upstream is not None else None,
-        sampling_model=settings.sampling_model or None,
-        load_config=(lambda: load_mcp_configs(paths)) if reload else None,
-        watch=paths if reload and settings.watch_config else (),
+    options = PoolOptions(
         connect_timeout=settings.mcp_connect_timeout,
         call_timeout=settings.tool_timeout,
         call_timeout_max=settings.tool_timeout_max,
-        block_changed_tools=settings.block_changed_tools,
         conversion=ConversionOptions(profile=resolve_profile(settings.schema_profile, settings.upstream_base),
                                      prefix=settings.tool_prefix),
         rendering=RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars),
+        retry=retry,
+        block_changed_tools=settings.block_changed_tools,
+        sampling_model=settings.sampling_model or None,
+    )
+    return McpPool(
+        config,
+        options,
+        load_config=(lambda: load_mcp_configs(paths)) if reload else None,
+        watch=paths if reload and settings.watch_config else (),
+        complete=_completer(upstream) if sampling and upstream is not None else None,
         on_tool_call=metrics.observe_tool_call if metrics is not None else None,
     )
 

@@ -12,9 +12,9 @@ import psutil
 import pytest
 from structlog.testing import capture_logs
 
-from app.mcp.config import HttpServerConfig, McpConfig, StdioServerConfig
+from app.mcp.config import HttpServerConfig, McpConfig, ServerConfig, StdioServerConfig
 from app.mcp.convert import ConversionOptions
-from app.mcp.pool import McpPool
+from app.mcp.pool import McpPool, PoolOptions
 from tests.conftest import BASIC_TOOLS, SERVERS
 from tests.support.fake_upstream import readable
 from tests.support.servers import free_port
@@ -27,13 +27,17 @@ def stdio(script: str, *args: str, **options: object) -> StdioServerConfig:
     return StdioServerConfig(command=sys.executable, args=[str(SERVERS / script), *args], **options)
 
 
-def config(**servers: StdioServerConfig) -> McpConfig:
+def config(**servers: ServerConfig) -> McpConfig:
     return McpConfig(path=Path("test-mcp.json"), found=True, servers=servers)
+
+
+def options(*, connect_timeout: float = 60, call_timeout: float = 10, **more: Any) -> PoolOptions:
+    return PoolOptions(connect_timeout=connect_timeout, call_timeout=call_timeout, **more)
 
 
 async def test_a_server_that_never_answers_fails_at_the_connect_timeout_and_others_start() -> None:
     never = StdioServerConfig(command=sys.executable, args=["-c", "import time; time.sleep(60)"])
-    pool = McpPool(config(never=never, basic=stdio("basic.py")), connect_timeout=2, call_timeout=5)
+    pool = McpPool(config(never=never, basic=stdio("basic.py")), options(connect_timeout=2, call_timeout=5))
     async with pool:
         with anyio.fail_after(SETTLE_TIMEOUT):
             await pool.wait_settled()
@@ -49,7 +53,7 @@ async def test_a_servers_own_connect_timeout_overrides_the_default() -> None:
     hang = ["-c", "import time; time.sleep(60)"]
     impatient = StdioServerConfig(command=sys.executable, args=hang, connect_timeout=1)
     patient = StdioServerConfig(command=sys.executable, args=hang)
-    pool = McpPool(config(impatient=impatient, patient=patient), connect_timeout=60, call_timeout=5)
+    pool = McpPool(config(impatient=impatient, patient=patient), options(connect_timeout=60, call_timeout=5))
     async with pool:
         failed = await wait_until(pool, "impatient", lambda s: s["state"] == "failed")
         assert failed["error"] == "did not start within 1 s"
@@ -57,7 +61,7 @@ async def test_a_servers_own_connect_timeout_overrides_the_default() -> None:
 
 
 async def test_a_slow_tool_gets_a_timeout_error_and_the_server_stays_usable() -> None:
-    pool = McpPool(config(basic=stdio("basic.py", timeout=0.5)), connect_timeout=60, call_timeout=30)
+    pool = McpPool(config(basic=stdio("basic.py", timeout=0.5)), options(connect_timeout=60, call_timeout=30))
     async with pool:
         with anyio.fail_after(SETTLE_TIMEOUT):
             await pool.wait_settled()
@@ -72,7 +76,7 @@ async def test_a_slow_tool_gets_a_timeout_error_and_the_server_stays_usable() ->
 
 
 async def test_a_failed_server_offers_no_tools_and_calls_to_them_are_errors() -> None:
-    pool = McpPool(config(broken=stdio("crash_on_start.py")), connect_timeout=30, call_timeout=5)
+    pool = McpPool(config(broken=stdio("crash_on_start.py")), options(connect_timeout=30, call_timeout=5))
     async with pool:
         with anyio.fail_after(SETTLE_TIMEOUT):
             await pool.wait_settled()
@@ -102,7 +106,8 @@ async def gated_child_running(gate: Path) -> None:
 @pytest.mark.parametrize("spawned", [False, True], ids=["before-spawn", "during-handshake"])
 async def test_stopping_cancels_servers_that_are_still_starting(tmp_path: Path, spawned: bool) -> None:
     never_opened = tmp_path / "gate"
-    pool = McpPool(config(gated=stdio("gated_start.py", str(never_opened))), connect_timeout=120, call_timeout=5)
+    gated = config(gated=stdio("gated_start.py", str(never_opened)))
+    pool = McpPool(gated, options(connect_timeout=120, call_timeout=5))
     with anyio.fail_after(SETTLE_TIMEOUT):
         async with pool:
             if spawned:
@@ -127,7 +132,7 @@ async def wait_until(pool: McpPool, name: str, predicate: Any) -> dict:
 
 
 async def test_a_crashed_server_is_restarted_and_its_tools_come_back() -> None:
-    pool = McpPool(config(basic=stdio("basic.py")), connect_timeout=60, call_timeout=10)
+    pool = McpPool(config(basic=stdio("basic.py")), options())
     async with pool:
         with anyio.fail_after(SETTLE_TIMEOUT):
             await pool.wait_settled()
@@ -142,7 +147,7 @@ async def test_a_crashed_server_is_restarted_and_its_tools_come_back() -> None:
 
 async def test_a_server_that_failed_to_start_is_retried_until_it_starts(tmp_path: Path) -> None:
     gate = tmp_path / "database-up"
-    pool = McpPool(config(flaky=stdio("fails_until.py", str(gate))), connect_timeout=60, call_timeout=10)
+    pool = McpPool(config(flaky=stdio("fails_until.py", str(gate))), options())
     async with pool:
         failed = await wait_until(pool, "flaky", lambda s: s["state"] == "failed")
         assert "the database is down" in failed["error"]
@@ -153,7 +158,7 @@ async def test_a_server_that_failed_to_start_is_retried_until_it_starts(tmp_path
 
 
 async def test_a_server_that_keeps_failing_the_same_way_is_reported_once() -> None:
-    pool = McpPool(config(missing=StdioServerConfig(command="no-such-mcp-server")), connect_timeout=60, call_timeout=10)
+    pool = McpPool(config(missing=StdioServerConfig(command="no-such-mcp-server")), options())
     with capture_logs() as logs:
         async with pool:
             with anyio.fail_after(SETTLE_TIMEOUT):
@@ -166,8 +171,7 @@ async def test_a_server_that_keeps_failing_the_same_way_is_reported_once() -> No
 
 
 async def test_without_retries_a_failed_server_stays_failed(tmp_path: Path) -> None:
-    pool = McpPool(config(flaky=stdio("fails_until.py", str(tmp_path / "never"))), connect_timeout=60,
-                   call_timeout=10, retry=False)
+    pool = McpPool(config(flaky=stdio("fails_until.py", str(tmp_path / "never"))), options(retry=False))
     async with pool:
         with anyio.fail_after(SETTLE_TIMEOUT):
             await pool.wait_settled()
@@ -175,8 +179,7 @@ async def test_without_retries_a_failed_server_stays_failed(tmp_path: Path) -> N
 
 
 async def test_progress_extends_the_timeout_up_to_the_cap() -> None:
-    pool = McpPool(config(basic=stdio("basic.py", timeout=1.0)), connect_timeout=60, call_timeout=30,
-                   call_timeout_max=4.0)
+    pool = McpPool(config(basic=stdio("basic.py", timeout=1.0)), options(call_timeout=30, call_timeout_max=4.0))
     async with pool:
         with anyio.fail_after(SETTLE_TIMEOUT):
             await pool.wait_settled()
@@ -194,7 +197,7 @@ async def test_progress_extends_the_timeout_up_to_the_cap() -> None:
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-listen", "2025-notification"])
 async def test_a_changed_tool_list_is_picked_up_on_both_protocol_eras(mode: str) -> None:
-    pool = McpPool(config(basic=stdio("basic.py", mode=mode)), connect_timeout=60, call_timeout=10)
+    pool = McpPool(config(basic=stdio("basic.py", mode=mode)), options())
     async with pool:
         with anyio.fail_after(SETTLE_TIMEOUT):
             await pool.wait_settled()
@@ -208,7 +211,7 @@ async def test_a_changed_tool_list_is_picked_up_on_both_protocol_eras(mode: str)
 
 @pytest.mark.parametrize("block", [False, True], ids=["flagged", "blocked"])
 async def test_a_changed_definition_is_flagged_and_can_be_withdrawn(block: bool) -> None:
-    pool = McpPool(config(basic=stdio("basic.py")), connect_timeout=60, call_timeout=10, block_changed_tools=block)
+    pool = McpPool(config(basic=stdio("basic.py")), options(block_changed_tools=block))
     with capture_logs() as logs:
         async with pool:
             with anyio.fail_after(SETTLE_TIMEOUT):
@@ -228,7 +231,7 @@ async def test_elicitation_is_not_declared_so_a_server_that_asks_anyway_fails_th
 ) -> None:
     # 2025: a request to the client mid-call; 2026: an InputRequiredResult. Either way the server learns
     # that nobody can answer, and the model gets the server's own reason.
-    pool = McpPool(config(basic=stdio("basic.py", mode=mode)), connect_timeout=60, call_timeout=10)
+    pool = McpPool(config(basic=stdio("basic.py", mode=mode)), options())
     async with pool:
         with anyio.fail_after(SETTLE_TIMEOUT):
             await pool.wait_settled()
@@ -250,7 +253,7 @@ async def test_enabled_and_disabled_tools_filter_what_is_offered(filters: dict, 
     from app.mcp.config import StdioServerConfig as Config
 
     server = Config.model_validate({"command": sys.executable, "args": [str(SERVERS / "basic.py")], **filters})
-    pool = McpPool(config(basic=server), connect_timeout=60, call_timeout=10)
+    pool = McpPool(config(basic=server), options())
     async with pool:
         with anyio.fail_after(SETTLE_TIMEOUT):
             await pool.wait_settled()
@@ -261,7 +264,7 @@ async def test_enabled_and_disabled_tools_filter_what_is_offered(filters: dict, 
 
 @pytest.mark.parametrize("how", ["garbage", "flood", "stubborn"])
 async def test_misbehaving_servers_serve_and_shut_down_within_bounds(how: str) -> None:
-    pool = McpPool(config(bad=stdio("misbehaving.py", how)), connect_timeout=60, call_timeout=10)
+    pool = McpPool(config(bad=stdio("misbehaving.py", how)), options())
     with anyio.fail_after(SETTLE_TIMEOUT):
         async with pool:
             await wait_until(pool, "bad", lambda s: s["state"] == "ready")
@@ -320,8 +323,7 @@ async def remote_server() -> AsyncIterator[RemoteServer]:
 def remote_pool(remote: RemoteServer) -> McpPool:
     # 2025-era sessions: a restarted server no longer knows the session, and its loss goes unseen until a call.
     server = HttpServerConfig(url=remote.url, mode="legacy")
-    return McpPool(McpConfig(path=Path("t.json"), found=True, servers={"remote": server}),
-                   connect_timeout=30, call_timeout=10)
+    return McpPool(config(remote=server), options(connect_timeout=30, call_timeout=10))
 
 
 @pytest.mark.parametrize("tool", ["echo", "add"])
@@ -384,8 +386,7 @@ async def test_a_stateless_remote_server_that_goes_away_is_seen_at_once_and_reco
     # On 2026-era connections the tool-change subscription is the only stream held open between calls:
     # its end is how the pool learns that the server is gone, without waiting for a call to fail.
     server = HttpServerConfig(url=remote_server.url)
-    pool = McpPool(McpConfig(path=Path("t.json"), found=True, servers={"remote": server}),
-                   connect_timeout=30, call_timeout=10)
+    pool = McpPool(config(remote=server), options(connect_timeout=30, call_timeout=10))
     async with pool:
         status = await wait_until(pool, "remote", lambda s: s["state"] == "ready")
         assert status["protocol_version"] == "2026-07-28"
@@ -406,8 +407,7 @@ async def test_a_request_keeps_its_tools_while_a_reload_renames_them() -> None:
     # A request that began before that offered `echo`; its model calling `echo` must still reach it.
     before = config(one=stdio("basic.py"))
     after = config(one=stdio("basic.py"), two=stdio("basic.py"))
-    pool = McpPool(before, connect_timeout=60, call_timeout=10, load_config=lambda: after,
-                   conversion=ConversionOptions(prefix="on-conflict"))
+    pool = McpPool(before, options(conversion=ConversionOptions(prefix="on-conflict")), load_config=lambda: after)
     async with pool:
         await wait_until(pool, "one", lambda s: s["state"] == "ready")
         in_flight = pool.tools_for_request()
@@ -425,8 +425,7 @@ async def test_a_request_keeps_its_tools_while_a_reload_renames_them() -> None:
 async def test_a_bare_name_a_client_tool_also_has_gets_its_prefix_for_that_request() -> None:
     # Open WebUI sends tools of its own; with bare names one of ours may share a name with one of them.
     # Neither is dropped: ours is offered under its prefixed name in that request, and calls reach it.
-    pool = McpPool(config(one=stdio("basic.py")), connect_timeout=60, call_timeout=10,
-                   conversion=ConversionOptions(prefix="on-conflict"))
+    pool = McpPool(config(one=stdio("basic.py")), options(conversion=ConversionOptions(prefix="on-conflict")))
     async with pool:
         await wait_until(pool, "one", lambda s: s["state"] == "ready")
         tools = pool.tools_for_request(client_tools=frozenset({"echo"}))
@@ -440,7 +439,7 @@ async def test_a_bare_name_a_client_tool_also_has_gets_its_prefix_for_that_reque
 @pytest.mark.parametrize("change", ["removed", "changed"])
 async def test_a_reload_lets_the_calls_running_on_a_server_finish_first(change: str) -> None:
     after = config() if change == "removed" else config(basic=stdio("basic.py", timeout=30))
-    pool = McpPool(config(basic=stdio("basic.py")), connect_timeout=60, call_timeout=10, load_config=lambda: after)
+    pool = McpPool(config(basic=stdio("basic.py")), options(), load_config=lambda: after)
     ours = children_from_now_on()
     async with pool:
         await wait_until(pool, "basic", lambda s: s["state"] == "ready")
@@ -478,8 +477,7 @@ async def test_a_2025_remote_server_that_goes_away_is_seen_by_its_keep_alive_pin
     remote_server: RemoteServer,
 ) -> None:
     server = HttpServerConfig(url=remote_server.url, mode="legacy")
-    pool = McpPool(McpConfig(path=Path("t.json"), found=True, servers={"remote": server}),
-                   connect_timeout=30, call_timeout=10, keepalive_interval=0.2)
+    pool = McpPool(config(remote=server), options(connect_timeout=30, call_timeout=10, keepalive_interval=0.2))
     async with pool:
         await wait_until(pool, "remote", lambda s: s["state"] == "ready")
         remote_server.kill()
@@ -496,8 +494,7 @@ async def test_a_call_for_a_server_that_is_down_makes_it_retry_now_not_after_its
     gate = tmp_path / "database-up"
     gate.touch()
     # A backoff longer than the test may wait: only the call can bring the server back in time.
-    pool = McpPool(config(flaky=stdio("fails_until.py", str(gate))), connect_timeout=60, call_timeout=10,
-                   retry_first=10 * SETTLE_TIMEOUT)
+    pool = McpPool(config(flaky=stdio("fails_until.py", str(gate))), options(retry_first=10 * SETTLE_TIMEOUT))
     ours = children_from_now_on()
     async with pool:
         await wait_until(pool, "flaky", lambda s: s["state"] == "ready")

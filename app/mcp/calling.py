@@ -1,13 +1,12 @@
 """One tool call on one live connection: arguments checked, a deadline that progress extends, and
 whatever the SDK raises sorted into what the model is told, or into "the connection was lost".
 
-Also the count of calls running on each server, which a reload waits on. Which connection to use, and
-whether to try again after a loss, is the pool's business.
+Also the count of calls running on a server, which a reload waits on. Which connection to use, and
+whether to try again after a loss, is the server's supervisor's business (supervisor.py).
 """
 
 import json
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,11 +17,12 @@ from mcp import Client, MCPError
 from mcp.types import REQUEST_TIMEOUT
 
 from app.mcp.arguments import problems
-from app.mcp.connect import connection_gone, session_gone, tracking_delivery
+from app.mcp.connect import tracking_delivery
 from app.mcp.convert import ToolRoute
 from app.mcp.results import FailureKind, RenderOptions, ToolOutcome, render_failure, render_result
+from app.mcp.watching import connection_gone, session_gone
 
-ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+ProgressReport = Callable[[float, float | None, str | None], Awaitable[None]]
 # The SDK's own read timeout is a backstop a little past our cap; our deadline normally acts first.
 CALL_TIMEOUT_SLACK = 5.0
 # What a model is told to wait before retrying a call that timed out.
@@ -30,7 +30,7 @@ RETRY_AFTER_SECONDS = 5
 
 
 @dataclass(frozen=True)
-class Finished:
+class CallEnded:
     """The call ended, well or not; `failure` says how it failed, for the log."""
 
     outcome: ToolOutcome
@@ -51,10 +51,10 @@ class Limits:
     tracked: bool  # a streamable HTTP connection, which can tell a refused request from a lost one
 
 
-class ToolCall:
+class McpCall:
     """One call of one tool, possibly sent twice (once per connection): the clock runs from creation."""
 
-    def __init__(self, route: ToolRoute, rendering: RenderOptions, on_progress: ProgressFn | None) -> None:
+    def __init__(self, route: ToolRoute, rendering: RenderOptions, on_progress: ProgressReport | None) -> None:
         self.route, self._rendering, self._on_progress = route, rendering, on_progress
         self.started = time.perf_counter()
 
@@ -62,10 +62,10 @@ class ToolCall:
     def duration_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
 
-    def fail(self, kind: FailureKind, message: str, **details: Any) -> Finished:
-        return Finished(render_failure(kind, message, self._rendering, **details), kind)
+    def fail(self, kind: FailureKind, message: str, **details: Any) -> CallEnded:
+        return CallEnded(render_failure(kind, message, self._rendering, **details), kind)
 
-    def checked_arguments(self, arguments: str) -> dict[str, Any] | Finished:
+    def checked_arguments(self, arguments: str) -> dict[str, Any] | CallEnded:
         """The arguments as one JSON object that fits the tool's schema, or the failure to tell the model."""
         try:
             parsed = json.loads(arguments) if arguments.strip() else {}
@@ -82,7 +82,7 @@ class ToolCall:
             )
         return parsed
 
-    async def send(self, client: Client, arguments: dict[str, Any], limits: Limits) -> Finished | ConnectionLost:
+    async def send(self, client: Client, arguments: dict[str, Any], limits: Limits) -> CallEnded | ConnectionLost:
         server = self.route.server
         deadline = _ProgressDeadline(limits.timeout, max(limits.timeout, limits.cap))
 
@@ -113,32 +113,32 @@ class ToolCall:
             return ConnectionLost(never_ran=limits.tracked and not delivery.reached_server)
         except RuntimeError as exc:  # the SDK's outputSchema validation of the result
             return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
-        return Finished(render_result(result, self._rendering))
+        return CallEnded(render_result(result, self._rendering))
 
 
 class CallsInFlight:
-    """The calls running on each server, so that a reload lets them finish before stopping it."""
+    """The calls running on one server, so that a reload lets them finish before stopping it."""
 
     def __init__(self) -> None:
-        self._counts: Counter[str] = Counter()
-        self._idle: dict[str, anyio.Event] = {}
-
-    def count(self, server: str) -> int:
-        return self._counts[server]
+        self.count = 0
+        self._idle: anyio.Event | None = None
 
     @contextmanager
-    def running(self, server: str) -> Iterator[None]:
-        self._counts[server] += 1
+    def running(self) -> Iterator[None]:
+        self.count += 1
         try:
             yield
         finally:
-            self._counts[server] -= 1
-            if not self._counts[server]:
-                self._idle.pop(server, anyio.Event()).set()
+            self.count -= 1
+            if not self.count and self._idle is not None:
+                self._idle.set()
+                self._idle = None
 
-    async def drained(self, server: str) -> None:
-        if self._counts[server]:
-            await self._idle.setdefault(server, anyio.Event()).wait()
+    async def drained(self) -> None:
+        if self.count:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
 
 
 class _ProgressDeadline:

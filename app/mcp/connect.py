@@ -1,32 +1,92 @@
-"""Connecting to MCP servers: the remote transports, tool lists and their pagination, tool-change
-subscriptions, what became of a call's request, and readable reasons when connecting fails."""
+"""Opening a connection to one MCP server: a stdio process (its stderr read, its process group kept),
+streamable HTTP with legacy SSE as the fallback, what became of a call's HTTP request, and a readable
+reason when connecting fails."""
 
-import json
-import warnings
-from collections.abc import Callable, Iterator
-from contextlib import AsyncExitStack, contextmanager
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import httpx2
 import structlog
-from mcp import Client, MCPDeprecationWarning, MCPError
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.sse import sse_client
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
-from mcp.types import CONNECTION_CLOSED, Tool
+from mcp.types import Implementation
 
-from app.mcp.config import HttpServerConfig
+from app import __version__
+from app.mcp.callbacks import server_log_forwarder
+from app.mcp.config import HttpServerConfig, ServerConfig, StdioServerConfig
+from app.mcp.processes import StderrTail, pump_stderr, resolve_command, session_children, spawned_since
+from app.mcp.sampling import Complete, sampling_handler
 
 log = structlog.get_logger("toolbridge.mcp")
 
+CLIENT_INFO = Implementation(name="toolbridge", version=__version__)
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
-PING_TIMEOUT = 10.0
-MODERN_PROTOCOL = "2026-07-28"
-# We ping only 2025-era sessions, where ping is part of the protocol; the SDK warns about 2026 ones.
-warnings.filterwarnings("ignore", message="ping is removed as of 2026", category=MCPDeprecationWarning)
+MessageHandler = Callable[[Any], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Connection:
+    client: Client
+    transport: str  # "stdio", "http" or "sse": what the server turned out to speak
+
+
+@dataclass
+class ConnectionOpener:
+    """Opens the pool's connections. Its stderr readers run in the pool's task group (`task_group`, set once
+    the pool is entered), so that shutdown can cancel the ones a stray grandchild keeps open; the process
+    groups of stdio servers are gathered in `process_groups`, to end what they leave behind."""
+
+    complete: Complete | None = None
+    sampling_model: str | None = None
+    task_group: anyio.abc.TaskGroup | None = None
+    process_groups: set[int] = field(default_factory=set)
+
+    @asynccontextmanager
+    async def open(
+        self, name: str, server: ServerConfig, *, read_timeout: float, on_message: MessageHandler,
+        stderr: StderrTail | None,
+    ) -> AsyncIterator[Connection]:
+        options: dict[str, Any] = {
+            "client_info": CLIENT_INFO,
+            "read_timeout_seconds": read_timeout,
+            "logging_callback": server_log_forwarder(name),
+            "message_handler": on_message,
+            "mode": server.mode,
+        }
+        if self.complete is not None:  # registering the callback is what declares the capability
+            options["sampling_callback"] = sampling_handler(name, self.complete, self.sampling_model, log)
+        async with AsyncExitStack() as stack:
+            if isinstance(server, StdioServerConfig):
+                assert stderr is not None
+                yield Connection(await self._enter_stdio(stack, name, server, options, stderr), "stdio")
+            else:
+                yield Connection(*await enter_http(stack, server, options))
+
+    async def _enter_stdio(
+        self, stack: AsyncExitStack, name: str, server: StdioServerConfig, options: dict[str, Any], tail: StderrTail
+    ) -> Client:
+        params = StdioServerParameters(
+            command=resolve_command(server.command), args=server.args, env=server.env, cwd=server.cwd
+        )
+        read_fd, write_fd = os.pipe()
+        errlog = os.fdopen(write_fd, "w")
+        assert self.task_group is not None
+        self.task_group.start_soon(pump_stderr, name, read_fd, tail, name=f"mcp-stderr:{name}")
+        before = session_children()
+        try:
+            client = await stack.enter_async_context(Client(stdio_client(params, errlog=errlog), **options))
+        finally:
+            errlog.close()  # the child holds its own copy; ours would keep the pipe open forever
+        # Each stdio server leads its own process group; remember ours to end what it leaves behind.
+        self.process_groups.update(spawned_since(before, server.args))
+        return client
 
 
 @dataclass
@@ -102,82 +162,6 @@ async def enter_http(
 
 def sse_transport(server: HttpServerConfig) -> Any:
     return sse_client(server.url, headers=server.headers, timeout=30.0, sse_read_timeout=300.0)
-
-
-async def listen_for_tool_changes(
-    server: str, client: Client, changed: Callable[[], None], lost: Callable[[], None]
-) -> None:
-    """2026-era servers announce tool changes only on a subscriptions/listen stream.
-
-    That stream is also the only sign of life of a stateless server between calls: when it ends, the
-    connection counts as lost and is made again, which lists the tools and listens anew.
-    """
-    try:
-        async with client.listen(tools_list_changed=True) as subscription:
-            changed()  # a change between the first listing and the subscription would go unseen
-            async for _event in subscription:
-                changed()
-        log.info("mcp_listen_closed", server=server)
-        lost()
-    except SubscriptionLost:
-        lost()
-    except ListenNotSupportedError:
-        return  # a 2025-era connection: changes arrive through the message handler instead
-    except MCPError as exc:
-        # Servers without subscriptions/listen just never announce changes; nothing else is lost.
-        log.info("mcp_listen_unavailable", server=server, error=exc.message)
-
-
-async def keep_alive(server: str, client: Client, lost: Callable[[], None], interval: float) -> None:
-    """Pings a 2025-era remote session now and then: nothing else tells of a server that went away or
-    a session it expired until a call fails. (2026 has no ping; its subscription stream does this.)"""
-    while True:
-        await anyio.sleep(interval)
-        try:
-            with anyio.fail_after(PING_TIMEOUT):
-                await client.send_ping()
-            continue
-        except MCPError as exc:
-            if not connection_gone(exc):
-                log.info("mcp_ping_unsupported", server=server, error=exc.message)
-                return
-            reason = exc.message
-        except (TimeoutError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            reason = str(exc) or type(exc).__name__
-        log.warning("mcp_ping_failed", server=server, error=reason)
-        lost()
-        return
-
-
-def pings(client: Client, transport: str) -> bool:
-    """Whether `keep_alive` has work on this connection: remote, and of the 2025 era."""
-    # Protocol versions are dates, so they compare as strings.
-    return transport != "stdio" and (client.protocol_version or "") < MODERN_PROTOCOL
-
-
-def session_gone(error: MCPError) -> bool:
-    # A restarted or expired remote server: the SDK's 404 mapping, or the server's own JSON-RPC error.
-    return error.message.lower() in ("session terminated", "session not found")
-
-
-def connection_gone(error: MCPError) -> bool:
-    """The error says the connection or its session is gone, not that the server refused a request."""
-    return error.code == CONNECTION_CLOSED or session_gone(error)
-
-
-def definition(tool: Tool) -> str:
-    return json.dumps(tool.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=True)
-
-
-async def list_all_tools(client: Client, refresh: bool = False) -> list[Tool]:
-    tools: list[Tool] = []
-    cursor: str | None = None
-    while True:
-        page = await client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
 
 
 def describe_failure(exc: BaseException, command: str | None = None) -> str:

@@ -1,0 +1,416 @@
+"""One MCP server of mcp.json, supervised: its connection's life, restarts with capped backoff, its tools,
+its status, and the calls routed to it.
+
+The pool runs one supervisor per server, each in its own task of the pool's task group: it connects,
+lists the tools, publishes them, and waits for shutdown. anyio requires a client to be opened and closed
+in one task, and this layout gives that for free. What the whole pool shares (shutdown, the catalogue,
+"has every server settled") reaches a supervisor as an event and two callbacks.
+"""
+
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import anyio
+import structlog
+from mcp import Client, MCPError
+from mcp.types import Tool, ToolListChangedNotification
+
+from app.mcp.calling import CALL_TIMEOUT_SLACK, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
+from app.mcp.config import ServerConfig, StdioServerConfig
+from app.mcp.connect import Connection, ConnectionOpener, describe_failure
+from app.mcp.convert import ConversionOptions
+from app.mcp.processes import StderrTail
+from app.mcp.results import FailureKind, RenderOptions
+from app.mcp.watching import definition, keep_alive, list_all_tools, listen_for_tool_changes, pings
+
+log = structlog.get_logger("toolbridge.mcp")
+
+# How often a 2025-era remote session is pinged to learn that it is gone before a call does.
+KEEPALIVE_INTERVAL = 30.0
+# How long a safe call whose remote session expired waits for the reconnection before its one retry.
+RECONNECT_WAIT = 10.0
+# Reconnection after a failed start: 1 s, 2 s, 4 s ... at most a minute apart.
+RETRY_FIRST = 1.0
+RETRY_MAX = 60.0
+# A call for a server that is down cuts its backoff short, but attempts stay at least this far apart.
+RETRY_WHEN_NEEDED = 1.0
+# A server that died has flushed its stderr; this bounds the wait for our reader to catch up.
+STDERR_SETTLE_TIMEOUT = 1.0
+
+
+@dataclass(frozen=True)
+class PoolOptions:
+    """What every server of a pool shares: time limits, restarts, and how tools and results are shown."""
+
+    connect_timeout: float
+    call_timeout: float
+    call_timeout_max: float | None = None  # with progress; `call_timeout` when unset
+    conversion: ConversionOptions = field(default_factory=ConversionOptions)
+    rendering: RenderOptions = field(default_factory=RenderOptions)
+    retry: bool = True
+    retry_first: float = RETRY_FIRST
+    block_changed_tools: bool = False
+    keepalive_interval: float = KEEPALIVE_INTERVAL
+    sampling_model: str | None = None
+
+    @property
+    def longest_call_timeout(self) -> float:
+        return self.call_timeout_max or self.call_timeout
+
+
+class ServerState(StrEnum):
+    STARTING = "starting"
+    READY = "ready"
+    RESTARTING = "restarting"
+    FAILED = "failed"
+    DISABLED = "disabled"
+    STOPPED = "stopped"
+
+
+@dataclass
+class ServerStatus:
+    state: ServerState
+    transport: str
+    tools: int = 0
+    error: str | None = None
+    protocol_version: str | None = None
+    restarts: int = 0
+    last_error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"state": self.state.value, "transport": self.transport, "tools": self.tools}
+        if self.error:
+            out["error"] = self.error
+        if self.restarts:
+            out["restarts"] = self.restarts
+        if self.last_error and self.last_error != self.error:
+            out["last_error"] = self.last_error
+        if self.protocol_version:
+            out["protocol_version"] = self.protocol_version
+        return out
+
+
+class ServerSupervisor:
+    """Keeps one server connected while the pool runs, and runs the calls routed to it."""
+
+    def __init__(
+        self,
+        name: str,
+        config: ServerConfig,
+        options: PoolOptions,
+        opener: ConnectionOpener,
+        *,
+        stopping: anyio.Event,
+        tools_changed: Callable[[], None],
+        state_changed: Callable[[], None],
+    ) -> None:
+        """`stopping` is the whole pool's shutdown; `tools_changed` and `state_changed` tell the pool to
+        rebuild its catalogue and to check whether every server has settled."""
+        self.name, self.config, self._options, self._opener = name, config, options, opener
+        self._stopping, self._tools_changed, self._state_changed = stopping, tools_changed, state_changed
+        self.status = ServerStatus(ServerState.STARTING, transport_name(config))
+        self.client: Client | None = None
+        self.tools: list[Tool] | None = None  # None: nothing to offer (not listed yet, or withdrawn)
+        self.stop, self.done = anyio.Event(), anyio.Event()
+        self._blocked: set[str] = set()  # tools whose definition changed, under TOOLBRIDGE_BLOCK_CHANGED_TOOLS
+        self._stderr: StderrTail | None = None
+        self._start_scope: anyio.CancelScope | None = None
+        self._lost = anyio.Event()
+        self._published = anyio.Event()
+        self._list_changed = anyio.Event()
+        self._needed: anyio.Event | None = None  # set by a call that found the server down, during backoff
+        self._in_flight = CallsInFlight()
+
+    @property
+    def call_timeout(self) -> float:
+        configured = self.config.timeout
+        return configured if configured is not None else self._options.call_timeout
+
+    @property
+    def longest_call(self) -> float:
+        return max(self.call_timeout, self._options.longest_call_timeout)
+
+    @property
+    def connect_timeout(self) -> float:
+        configured = self.config.connect_timeout
+        return configured if configured is not None else self._options.connect_timeout
+
+    def offered(self) -> list[Tool]:
+        """The listed tools that mcp.json lets through and that have not been blocked."""
+        return [t for t in self.tools or [] if t.name not in self._blocked and self.config.offers(t.name)]
+
+    def retire(self) -> None:
+        """Stops the server (a reload removed or changed it); new requests stop seeing its tools at once,
+        calls in flight still reach it."""
+        self.stop.set()
+        self.tools = None
+
+    def cancel_start(self) -> None:
+        """Shutdown: a server still starting would otherwise hold it up to its connect timeout."""
+        if self._start_scope is not None:
+            self._start_scope.cancel()
+
+    # -- calls --------------------------------------------------------------------------------------
+
+    async def call(self, call: McpCall, arguments: str) -> CallEnded:
+        """Runs one call on the live connection; once more on the next connection when it was lost and
+        running it twice does no harm (or it never ran at all)."""
+        client = self.client
+        if client is None:
+            if self._needed is not None:  # it served before: retry it now, not later
+                self._needed.set()
+            return call.fail(FailureKind.SERVER_UNAVAILABLE, unavailable(self.name, self.status.state))
+        parsed = call.checked_arguments(arguments)
+        if isinstance(parsed, CallEnded):
+            return parsed
+        limits = Limits(self.call_timeout, self._options.longest_call_timeout, self.status.transport == "http")
+        with self._in_flight.running():
+            ended = await call.send(client, parsed, limits)
+        if isinstance(ended, ConnectionLost):
+            self._lost.set()
+            if (call.route.safe_to_retry or ended.never_ran) and await self._reconnected(client):
+                assert self.client is not None
+                with self._in_flight.running():
+                    ended = await call.send(self.client, parsed, limits)
+        if isinstance(ended, ConnectionLost):
+            self._lost.set()
+            return call.fail(FailureKind.SERVER_UNAVAILABLE,
+                             f"MCP server '{self.name}' closed the connection; it is being restarted.")
+        return ended
+
+    async def _reconnected(self, old: Client) -> bool:
+        """Waits, bounded, for the server's next connection after `old` was lost."""
+        with anyio.move_on_after(RECONNECT_WAIT):
+            while self.client in (None, old):
+                await self._next_publication().wait()
+            return True
+        return False
+
+    def _next_publication(self) -> anyio.Event:
+        if self._published.is_set():
+            self._published = anyio.Event()
+        return self._published
+
+    # -- the connection's life ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Connects, serves until shutdown, and reconnects with capped backoff when the server fails to
+        start or its connection is lost."""
+        status = self.status
+        failures = 0
+        try:
+            while not (self._stopping.is_set() or self.stop.is_set()):
+                ended = await self._serve_once()
+                if self._stopping.is_set() or self.stop.is_set() or not self._options.retry or ended == "stopped":
+                    break
+                if ended == "lost":
+                    status.restarts += 1
+                    failures = 0  # it ran until it died: try again at once, then back off
+                else:
+                    failures += 1
+                first = self._options.retry_first
+                delay = 0.0 if failures == 0 else min(first * 2 ** (failures - 1), RETRY_MAX)
+                await self._back_off(delay)
+        finally:
+            self.done.set()
+            self._start_scope = None
+            if status.state is ServerState.STARTING:  # shutdown came before this task first ran
+                self._fail("stopped while starting")
+            if status.state in (ServerState.READY, ServerState.RESTARTING):
+                status.state = ServerState.STOPPED
+            self._state_changed()
+
+    async def _back_off(self, delay: float) -> None:
+        """Waits `delay` before the next attempt, or less once a call needs the server (see `call`),
+        though never less than RETRY_WHEN_NEEDED after the last attempt: a dead server is not hammered."""
+        stopped = (self._stopping.wait, self.stop.wait)
+        earliest = anyio.current_time() + min(delay, RETRY_WHEN_NEEDED)
+        needed = self._needed = anyio.Event()
+        with anyio.move_on_after(delay):
+            await first_of(*stopped, needed.wait)
+        with anyio.move_on_after(earliest - anyio.current_time()):
+            await first_of(*stopped)
+
+    async def _serve_once(self) -> str:
+        """One connection's life: "stopped" (shutdown), "lost" (it died after serving), or "failed"."""
+        status = self.status
+        connect_timeout = self.connect_timeout
+        started = time.perf_counter()
+        lost = self._lost = anyio.Event()
+        self._stderr = StderrTail() if isinstance(self.config, StdioServerConfig) else None
+        served = False
+        try:
+            # One scope for the connection's whole life: its deadline covers only the start, and task
+            # groups opened inside the client must close inside the same scope.
+            with anyio.CancelScope(deadline=anyio.current_time() + connect_timeout) as scope:
+                self._start_scope = scope
+                if self._stopping.is_set():  # shutdown came before this task first ran
+                    scope.cancel()
+                async with self._opener.open(
+                    self.name, self.config, read_timeout=connect_timeout,
+                    on_message=self._on_message, stderr=self._stderr,
+                ) as connection:
+                    client = connection.client
+                    status.transport = connection.transport
+                    tools = await list_all_tools(client)
+                    scope.deadline = math.inf
+                    self._start_scope = None
+                    self._publish(connection, tools)
+                    served = True
+                    log.info("mcp_server_ready", server=self.name, tools=len(tools), protocol=client.protocol_version,
+                             seconds=round(time.perf_counter() - started, 2), restarts=status.restarts)
+                    async with anyio.create_task_group() as watchers:
+                        watchers.start_soon(self._follow_tool_changes, client)
+                        if pings(client, status.transport):
+                            watchers.start_soon(keep_alive, self.name, client, lost.set,
+                                                self._options.keepalive_interval)
+                        await first_of(self._stopping.wait, self.stop.wait, lost.wait, self._process_exited)
+                        watchers.cancel_scope.cancel()
+                    if self.stop.is_set() and not self._stopping.is_set():
+                        await self._let_calls_finish(lost)
+                    if self._stopping.is_set() or self.stop.is_set():
+                        self._unpublish()
+                        return "stopped"
+                    self._lose("the server's connection was lost" + await self._stderr_hint())
+                    return "lost"
+            if scope.cancelled_caught and self._stopping.is_set():
+                self._fail("stopped while starting")
+                return "stopped"
+            self._fail(f"did not start within {connect_timeout:g} s" + await self._stderr_hint())
+        except Exception as exc:  # boundary: any failure of one server must leave the others running
+            command = self.config.command if isinstance(self.config, StdioServerConfig) else None
+            reason = describe_failure(exc, command) + await self._stderr_hint()
+            if not served:
+                self._fail(reason)
+            elif self._stopping.is_set() or self.stop.is_set():
+                self._unpublish()
+                return "stopped"
+            else:  # it served, then its transport broke: the same as any other lost connection
+                self._lose(reason)
+                return "lost"
+        return "failed"
+
+    async def _let_calls_finish(self, lost: anyio.Event) -> None:
+        """A server stopped by a reload first finishes the calls running on it (each is bounded anyway)."""
+        if self._in_flight.count:
+            log.info("mcp_server_draining", server=self.name, calls=self._in_flight.count)
+        with anyio.move_on_after(self.longest_call + CALL_TIMEOUT_SLACK):
+            await first_of(self._in_flight.drained, self._stopping.wait, lost.wait)
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, ToolListChangedNotification):  # 2025-era connections push this
+            self._list_changed.set()
+        elif isinstance(message, Exception):
+            log.warning("mcp_transport_error", server=self.name, error=str(message))
+
+    async def _follow_tool_changes(self, client: Client) -> None:
+        """Re-lists the tools whenever the server says they changed, on either protocol era."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(listen_for_tool_changes, self.name, client,
+                             lambda: self._list_changed.set(), self._lost.set)
+            while True:
+                await self._list_changed.wait()
+                self._list_changed = anyio.Event()
+                try:
+                    tools = await list_all_tools(client, refresh=True)
+                except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+                    log.warning("mcp_tools_relist_failed", server=self.name, error=str(exc))
+                    continue
+                self._republish(tools)
+
+    def _republish(self, tools: list[Tool]) -> None:
+        """Swaps in a changed tool list; a changed definition of a known tool is flagged (rug pull)."""
+        before = {tool.name: definition(tool) for tool in self.tools or []}
+        after = {tool.name: definition(tool) for tool in tools}
+        added, removed = sorted(after.keys() - before.keys()), sorted(before.keys() - after.keys())
+        changed = sorted(n for n in after.keys() & before.keys() if after[n] != before[n])
+        block = self._options.block_changed_tools
+        if changed:
+            log.warning("mcp_tool_definition_changed", server=self.name, tools=changed,
+                        blocked=block, note="a server changed a tool it had offered before")
+            if block:
+                self._blocked.update(changed)
+        if added or removed or changed:
+            log.info("mcp_tools_changed", server=self.name, added=added, removed=removed, changed=changed)
+        self.tools = tools
+        self._tools_changed()
+
+    async def _process_exited(self) -> None:
+        if self._stderr is None:
+            await anyio.sleep_forever()
+        else:
+            await self._stderr.closed.wait()  # a stdio server's stderr closes when its process exits
+
+    async def _stderr_hint(self) -> str:
+        tail = self._stderr
+        if tail is None:
+            return ""
+        with anyio.move_on_after(STDERR_SETTLE_TIMEOUT):
+            await tail.closed.wait()
+        return f"; stderr: {' | '.join(tail.lines)}" if tail.lines else ""
+
+    def _publish(self, connection: Connection, tools: list[Tool]) -> None:
+        self.client = connection.client
+        self._next_publication().set()
+        self.tools = tools
+        status = self.status
+        status.state, status.error = ServerState.READY, None
+        status.protocol_version = connection.client.protocol_version
+        self._tools_changed()
+        self._state_changed()
+
+    def _unpublish(self) -> None:
+        self.client = None
+        self.tools = None
+        self._tools_changed()
+
+    def _lose(self, reason: str) -> None:
+        """A served connection died: calls answer `server_unavailable` until the restart lists tools again."""
+        self.client = None
+        status = self.status
+        status.state, status.error, status.last_error = ServerState.RESTARTING, reason, reason
+        log.warning("mcp_server_lost", server=self.name, error=reason, restarts=status.restarts + 1)
+
+    def _fail(self, reason: str) -> None:
+        status = self.status
+        again = status.state is ServerState.FAILED and status.error == reason
+        status.state, status.error, status.last_error = ServerState.FAILED, reason, reason
+        self._state_changed()
+        if self._stopping.is_set():
+            log.info("mcp_server_start_abandoned", server=self.name, error=reason)
+        elif again:  # each retry of a server that keeps failing the same way would repeat the same error
+            log.debug("mcp_server_still_failing", server=self.name, error=reason)
+        else:
+            log.error("mcp_server_failed", server=self.name, error=reason)
+
+
+def unavailable(server: str, state: ServerState) -> str:
+    """What a model (and so the user, and whoever shares the gateway) learns of a server that is down: its
+    state, never its error, which carries the server's stderr (other users' arguments, the operator's
+    secrets). The operator finds the error in the log and in /health."""
+    if state in (ServerState.STARTING, ServerState.RESTARTING):
+        return f"MCP server '{server}' is {state.value}; try again in a moment."
+    if state is ServerState.FAILED:
+        return f"MCP server '{server}' is not available: it failed to start (the gateway's operator can see why)."
+    return f"MCP server '{server}' is {state.value}."
+
+
+def transport_name(server: ServerConfig) -> str:
+    if isinstance(server, StdioServerConfig):
+        return "stdio"
+    return "sse" if server.is_legacy_sse else "http"
+
+
+async def first_of(*waits: Callable[[], Awaitable[Any]]) -> None:
+    """Returns as soon as any of the waits returns."""
+    async with anyio.create_task_group() as group:
+        async def run(wait: Callable[[], Awaitable[Any]]) -> None:
+            await wait()
+            group.cancel_scope.cancel()
+
+        for wait in waits:
+            group.start_soon(run, wait)

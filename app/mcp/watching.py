@@ -1,0 +1,95 @@
+"""A live connection, watched: its tool list (every page, and word that it changed) and whether it is
+still there (pings, the end of its listen stream, the errors that mean it is gone)."""
+
+import json
+import warnings
+from collections.abc import Callable
+
+import anyio
+import structlog
+from mcp import Client, MCPDeprecationWarning, MCPError
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+from mcp.types import CONNECTION_CLOSED, Tool
+
+log = structlog.get_logger("toolbridge.mcp")
+
+PING_TIMEOUT = 10.0
+MODERN_PROTOCOL = "2026-07-28"
+# We ping only 2025-era sessions, where ping is part of the protocol; the SDK warns about 2026 ones.
+warnings.filterwarnings("ignore", message="ping is removed as of 2026", category=MCPDeprecationWarning)
+
+
+async def listen_for_tool_changes(
+    server: str, client: Client, changed: Callable[[], None], lost: Callable[[], None]
+) -> None:
+    """2026-era servers announce tool changes only on a subscriptions/listen stream.
+
+    That stream is also the only sign of life of a stateless server between calls: when it ends, the
+    connection counts as lost and is made again, which lists the tools and listens anew.
+    """
+    try:
+        async with client.listen(tools_list_changed=True) as subscription:
+            changed()  # a change between the first listing and the subscription would go unseen
+            async for _event in subscription:
+                changed()
+        log.info("mcp_listen_closed", server=server)
+        lost()
+    except SubscriptionLost:
+        lost()
+    except ListenNotSupportedError:
+        return  # a 2025-era connection: changes arrive through the message handler instead
+    except MCPError as exc:
+        # Servers without subscriptions/listen just never announce changes; nothing else is lost.
+        log.info("mcp_listen_unavailable", server=server, error=exc.message)
+
+
+async def keep_alive(server: str, client: Client, lost: Callable[[], None], interval: float) -> None:
+    """Pings a 2025-era remote session now and then: nothing else tells of a server that went away or
+    a session it expired until a call fails. (2026 has no ping; its subscription stream does this.)"""
+    while True:
+        await anyio.sleep(interval)
+        try:
+            with anyio.fail_after(PING_TIMEOUT):
+                await client.send_ping()
+            continue
+        except MCPError as exc:
+            if not connection_gone(exc):
+                log.info("mcp_ping_unsupported", server=server, error=exc.message)
+                return
+            reason = exc.message
+        except (TimeoutError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            reason = str(exc) or type(exc).__name__
+        log.warning("mcp_ping_failed", server=server, error=reason)
+        lost()
+        return
+
+
+def pings(client: Client, transport: str) -> bool:
+    """Whether `keep_alive` has work on this connection: remote, and of the 2025 era."""
+    # Protocol versions are dates, so they compare as strings.
+    return transport != "stdio" and (client.protocol_version or "") < MODERN_PROTOCOL
+
+
+def session_gone(error: MCPError) -> bool:
+    # A restarted or expired remote server: the SDK's 404 mapping, or the server's own JSON-RPC error.
+    return error.message.lower() in ("session terminated", "session not found")
+
+
+def connection_gone(error: MCPError) -> bool:
+    """The error says the connection or its session is gone, not that the server refused a request."""
+    return error.code == CONNECTION_CLOSED or session_gone(error)
+
+
+def definition(tool: Tool) -> str:
+    return json.dumps(tool.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=True)
+
+
+async def list_all_tools(client: Client, refresh: bool = False) -> list[Tool]:
+    tools: list[Tool] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
