@@ -310,6 +310,7 @@ class ServerSupervisor:
     async def _follow_tool_changes(self, client: Client) -> None:
         """Re-lists the tools whenever the server says they changed, on either protocol era."""
         async with anyio.create_task_group() as group:
+            # The event is looked up at each announcement: it is replaced after every relisting.
             group.start_soon(listen_for_tool_changes, self.name, client,
                              lambda: self._list_changed.set(), self._lost.set)
             while True:

@@ -36,8 +36,20 @@ class FakeClient:
     async def list_tools(self, cursor: str | None = None, cache_mode: str = "use") -> ListToolsResult:
         return ListToolsResult(tools=self.tools)
 
-    def listen(self, **_: Any) -> Any:
-        raise ListenNotSupportedError(self.protocol_version)
+    announcements: list[anyio.Event] = field(default_factory=list)  # 2026 era: each one set is a change
+
+    @asynccontextmanager
+    async def listen(self, **_: Any) -> AsyncIterator[AsyncIterator[None]]:
+        if self.protocol_version < "2026-07-28":
+            raise ListenNotSupportedError(self.protocol_version)
+
+        async def changes() -> AsyncIterator[None]:
+            for announced in self.announcements:
+                await announced.wait()
+                yield None
+            await anyio.sleep_forever()
+
+        yield changes()
 
     async def call_tool(self, tool: str, arguments: dict[str, Any], **_: Any) -> CallToolResult:
         if self.broken.is_set():
@@ -54,6 +66,8 @@ class FakeOpener:
 
     failing: bool = False
     transport: str = "http"
+    protocol_version: str = "2025-11-25"
+    tools: list[Tool] = field(default_factory=lambda: [ECHO])
     opened: list[FakeClient] = field(default_factory=list)
     attempts: int = 0
     attempted: anyio.Event = field(default_factory=anyio.Event)
@@ -65,7 +79,7 @@ class FakeOpener:
         self.attempted = anyio.Event()
         if self.failing:
             raise ConnectionRefusedError("refused")
-        client = FakeClient([ECHO])
+        client = FakeClient(self.tools, self.protocol_version, announcements=[anyio.Event(), anyio.Event()])
         self.opened.append(client)
         yield Connection(client, self.transport)  # type: ignore[arg-type]
 
@@ -80,9 +94,12 @@ class Pool:
     stopping: anyio.Event = field(default_factory=anyio.Event)
     tool_changes: int = 0
     changed: anyio.Event = field(default_factory=anyio.Event)
+    listed: anyio.Event = field(default_factory=anyio.Event)
 
     def tools_changed(self) -> None:
         self.tool_changes += 1
+        self.listed.set()
+        self.listed = anyio.Event()
 
     def state_changed(self) -> None:
         self.changed.set()
@@ -202,3 +219,19 @@ async def test_shutdown_while_starting_is_not_held_up_by_the_connect_timeout() -
             pool.stopping.set()
             server.cancel_start()
     assert server.status.state is ServerState.FAILED and server.status.error == "stopped while starting"
+
+
+async def test_every_tool_change_a_2026_server_announces_is_listed_again() -> None:
+    opener, pool = FakeOpener(protocol_version="2026-07-28"), Pool()
+    server = supervisor(opener, pool)
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.run)
+        await until(pool, server, ServerState.READY)
+        client = opener.opened[0]
+        for round_number, name in enumerate(["second", "third"]):
+            client.tools = [*client.tools, Tool(name=name, input_schema={"type": "object"})]
+            client.announcements[round_number].set()
+            with anyio.fail_after(LIMIT):
+                while [t.name for t in server.offered()][-1] != name:
+                    await pool.listed.wait()
+        pool.stopping.set()
