@@ -12,8 +12,8 @@ from app.mcp.convert import ConversionOptions, resolve_profile
 from app.mcp.pool import McpPool, PoolOptions
 from app.mcp.results import RenderOptions
 from app.mcp.sampling import Complete
-from app.memory import CallMemory
 from app.metrics import Metrics
+from app.mixed_turns import MixedTurns
 from app.openai.accumulate import TurnAccumulator
 from app.settings import Settings
 from app.telemetry import start_tracing
@@ -24,7 +24,7 @@ class State(TypedDict):
     settings: Settings
     upstream: UpstreamClient
     pool: McpPool
-    memory: CallMemory
+    mixed_turns: MixedTurns
     metrics: Metrics
 
 
@@ -85,7 +85,8 @@ def build_lifespan(
             )
             metrics.watch_servers(pool.health)
             _reload_on_sighup(pool, stack)
-            yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": CallMemory(), "metrics": metrics}
+            yield {"settings": settings, "upstream": upstream, "pool": pool, "mixed_turns": MixedTurns(),
+                   "metrics": metrics}
 
     return lifespan
 

@@ -7,15 +7,14 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.clients import openwebui_fields
 from app.metrics import Metrics
-from app.openai.accumulate import Usage
+from app.open_webui import openwebui_fields
+from app.ports import RequestStats
 
 log = structlog.get_logger("toolbridge.http")
 
@@ -103,15 +102,6 @@ def _redacting(renderer: Any, secrets: Iterable[str]) -> Any:
         return line
 
     return render
-
-
-@dataclass
-class RequestStats:
-    """Filled in by the tool loop while a request runs; read by the request log line at its end."""
-
-    rounds: int = 0
-    tools_called: list[str] = field(default_factory=list)
-    usage: Usage | None = None
 
 
 class RequestLogMiddleware:

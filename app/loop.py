@@ -11,76 +11,23 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, aclosing
+from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
-from app.memory import CallMemory
+from app.mixed_turns import MixedTurns
 from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
+from app.openai.markup import TextDelta
+from app.ports import ChatUpstream, ImagePart, RequestStats, RequestTools, ToolOutput, ToolRunner
 from app.telemetry import Span, end_chat_span, start_chat_span, tool_failed, tool_span
 from app.trace import strip_trace
-
-
-class ChatUpstream(Protocol):
-    def stream_chat(self, body: dict[str, Any]) -> AbstractAsyncContextManager[AsyncIterator[dict[str, Any]]]: ...
-
-
-class ImagePart(Protocol):
-    @property
-    def mime_type(self) -> str: ...
-
-    @property
-    def data(self) -> str: ...
-
-
-class ToolOutput(Protocol):
-    @property
-    def content(self) -> str: ...
-
-    @property
-    def is_error(self) -> bool: ...
-
-    @property
-    def images(self) -> Sequence[ImagePart]: ...
-
-    @property
-    def retryable(self) -> bool: ...
-
-
-ProgressReport = Callable[[float, float | None, str | None], Awaitable[None]]
-
-
-class RequestTools(Protocol):
-    """The MCP tools of one request, fixed for its whole life: a tool list that changes meanwhile
-    reaches the next request, so the model is never offered one list and called with another."""
-
-    @property
-    def openai_tools(self) -> Sequence[dict[str, Any]]: ...
-
-    async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None) -> ToolOutput: ...
-
-
-class ToolRunner(Protocol):
-    def tools_for_request(self, offered: bool, client_tools: frozenset[str]) -> RequestTools: ...
-
-
-class LoopStats(Protocol):
-    rounds: int
-    tools_called: list[str]
-    usage: Usage | None
 
 
 @dataclass(frozen=True)
 class Started:
     """The upstream accepted the first request: the response can be committed to a 200."""
-
-
-@dataclass(frozen=True)
-class TextDelta:
-    content: str = ""
-    reasoning: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,38 +61,31 @@ LoopEvent = Started | TextDelta | ToolsStarted | ToolProgress | ToolsRan | Finis
 PROGRESS_BUFFER = 64  # progress past this many unread notes is dropped, never waited on
 
 
-@dataclass
-class _NoStats:
-    rounds: int = 0
-    tools_called: list[str] = field(default_factory=list)
-    usage: Usage | None = None
-
-
 async def run_tool_loop(
     body: dict[str, Any],
     upstream: ChatUpstream,
     tools: ToolRunner,
     *,
     max_tool_rounds: int,
-    stats: LoopStats | None = None,
+    stats: RequestStats | None = None,
     system_hint: str | None = None,
     sees_images: Callable[[], Awaitable[bool]] | None = None,
     offer_tools: bool = True,
-    memory: CallMemory | None = None,
+    mixed_turns: MixedTurns | None = None,
 ) -> AsyncIterator[LoopEvent]:
     """Runs one chat completion with MCP tools to its end, yielding what the client should learn.
 
     Raises:
         GatewayError: from the upstream; before `Started` when the first request fails.
     """
-    stats = stats if stats is not None else _NoStats()
+    stats = stats if stats is not None else RequestStats()
     client_tool_names = _tool_names(body.get("tools") or [])
     mcp_tools = tools.tools_for_request(offered=offer_tools, client_tools=frozenset(client_tool_names))
     request = _first_request(body, mcp_tools.openai_tools, client_tool_names)
     offered_names = client_tool_names | {tool["function"]["name"] for tool in mcp_tools.openai_tools}
     messages = clean_history(body["messages"])
-    if memory is not None:
-        messages = memory.restore(messages)
+    if mixed_turns is not None:
+        messages = mixed_turns.restore(messages)
     if system_hint and mcp_tools.openai_tools:
         messages = with_system_hint(messages, system_hint)
     usage: Usage | None = None
@@ -207,8 +147,8 @@ async def run_tool_loop(
             if client_calls:
                 # Ours ran; the client gets its own. Remember ours so the model sees the whole turn again when
                 # the client comes back with its results.
-                if mcp_calls and memory is not None:
-                    memory.remember([c.id for c in client_calls], _assistant_message(turn.content, calls),
+                if mcp_calls and mixed_turns is not None:
+                    mixed_turns.remember([c.id for c in client_calls], _assistant_message(turn.content, calls),
                                     _tool_messages(mcp_calls, outputs))
                 yield (finished := Finished("tool_calls", usage, client_calls))
                 return

@@ -14,15 +14,18 @@ from typing import Any
 import structlog
 
 from app.errors import GatewayError, error_envelope
-from app.loop import Finished, LoopEvent, TextDelta, ToolProgress, ToolsRan, ToolsStarted
+from app.loop import Finished, LoopEvent, ToolProgress, ToolsRan, ToolsStarted
 from app.openai.accumulate import ToolCall, Usage
+from app.openai.markup import TextDelta
 from app.openai.sse import DONE, encode
 from app.trace import TraceMode, TraceText, render_finished, render_progress, render_started
 
 log = structlog.get_logger("toolbridge.stream")
 
 
-class _Identity:
+class _ChunkFactory:
+    """The chunks of one streamed completion: one id, one creation time, one model name on each."""
+
     def __init__(self, model: str | None) -> None:
         self.id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         self.created = int(time.time())
@@ -56,23 +59,23 @@ async def stream_payloads(
     events: AsyncIterator[LoopEvent], *, model: str | None, include_usage: bool, trace: TraceMode = "reasoning"
 ) -> AsyncIterator[str]:
     """SSE `data:` payloads for one streamed chat completion."""
-    identity = _Identity(model)
-    yield identity.chunk({"role": "assistant", "content": ""})
+    chunks = _ChunkFactory(model)
+    yield chunks.chunk({"role": "assistant", "content": ""})
     try:
         async with aclosing(events):
             async for event in events:
                 if isinstance(event, TextDelta):
-                    yield identity.chunk(_text_delta(event))
+                    yield chunks.chunk(_text_delta(event))
                 elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan):
                     shown = _trace_text(trace, event)
                     if shown is not None:
-                        yield identity.chunk({_CHANNEL_FIELD[shown.channel]: shown.text})
+                        yield chunks.chunk({_CHANNEL_FIELD[shown.channel]: shown.text})
                 elif isinstance(event, Finished):
                     if event.client_tool_calls:
-                        yield identity.chunk({"tool_calls": _tool_call_deltas(event.client_tool_calls)})
-                    yield identity.chunk({}, event.finish_reason)
+                        yield chunks.chunk({"tool_calls": _tool_call_deltas(event.client_tool_calls)})
+                    yield chunks.chunk({}, event.finish_reason)
                     if include_usage and event.usage is not None:
-                        yield identity.usage_chunk(event.usage)
+                        yield chunks.usage_chunk(event.usage)
     except GatewayError as exc:
         log.warning("stream_failed", error=exc.message, code=exc.code)
         yield encode(exc.envelope())
@@ -86,7 +89,7 @@ async def collect_completion(
     events: AsyncIterator[LoopEvent], *, model: str | None, trace: TraceMode = "reasoning"
 ) -> dict[str, Any]:
     """The whole `chat.completion` object for a non-streaming request."""
-    identity = _Identity(model)
+    chunks = _ChunkFactory(model)
     content: list[str] = []
     reasoning: list[str] = []
     finished = Finished("stop", None)
@@ -108,10 +111,10 @@ async def collect_completion(
         message["tool_calls"] = [call.to_message_part() for call in finished.client_tool_calls]
         message["content"] = message["content"] or None
     completion: dict[str, Any] = {
-        "id": identity.id,
+        "id": chunks.id,
         "object": "chat.completion",
-        "created": identity.created,
-        "model": identity.model,
+        "created": chunks.created,
+        "model": chunks.model,
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finished.finish_reason}],
     }
     if finished.usage is not None:

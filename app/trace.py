@@ -11,7 +11,10 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
+
+from app.openai.accumulate import ToolCall
+from app.ports import ToolOutput
 
 TraceMode = Literal["reasoning", "details", "markdown", "off"]
 TRACE_MODES: tuple[TraceMode, ...] = ("reasoning", "details", "markdown", "off")
@@ -22,25 +25,6 @@ _DETAILS_BLOCK = re.compile(r'\n?<details type="tool_calls"[^>]*>.*?</details>\n
 _MARKDOWN_BLOCK = re.compile(rf"\n?(?:^{re.escape(MARKDOWN_MARK)}.*(?:\n|$))+\n?", re.MULTILINE)
 
 
-class TracedCall(Protocol):
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def arguments(self) -> str: ...
-
-
-class TracedOutput(Protocol):
-    @property
-    def content(self) -> str: ...
-
-    @property
-    def is_error(self) -> bool: ...
-
-
 @dataclass(frozen=True)
 class TraceText:
     """Text for one channel of the message: the visible content or the reasoning."""
@@ -49,14 +33,14 @@ class TraceText:
     text: str
 
 
-def render_started(mode: TraceMode, calls: Sequence[TracedCall]) -> TraceText | None:
+def render_started(mode: TraceMode, calls: Sequence[ToolCall]) -> TraceText | None:
     if mode != "reasoning":
         return None  # the other modes show each call once, finished, so nothing needs replacing
     return TraceText("reasoning", "".join(f"Calling {c.name}({_short(c.arguments)})\n" for c in calls))
 
 
 def render_finished(
-    mode: TraceMode, calls: Sequence[TracedCall], outputs: Sequence[TracedOutput], durations_ms: Sequence[float]
+    mode: TraceMode, calls: Sequence[ToolCall], outputs: Sequence[ToolOutput], durations_ms: Sequence[float]
 ) -> TraceText | None:
     entries = list(zip(calls, outputs, durations_ms, strict=True))
     if mode == "reasoning":
@@ -72,7 +56,7 @@ def render_finished(
 
 
 def render_progress(
-    mode: TraceMode, call: TracedCall, progress: float, total: float | None, message: str | None
+    mode: TraceMode, call: ToolCall, progress: float, total: float | None, message: str | None
 ) -> TraceText | None:
     """An MCP progress notification from a call still running."""
     amount = f"{progress:g}/{total:g}" if total else f"{progress:g}"
@@ -90,12 +74,12 @@ def strip_trace(text: str) -> str:
     return stripped.strip("\n") if stripped != text else text
 
 
-def summary(output: TracedOutput) -> str:
+def summary(output: ToolOutput) -> str:
     """A one-line gist of a result: the envelope's data or error message, shortened."""
     return _short(_gist(output.content))
 
 
-def _details_block(call: TracedCall, output: TracedOutput, duration_ms: float) -> str:
+def _details_block(call: ToolCall, output: ToolOutput, duration_ms: float) -> str:
     # Open WebUI needs the block at the start of a line, a line break after the opening tag,
     # done="true", and HTML-escaped attributes with no raw line breaks.
     value = _result_value(output.content)
@@ -139,7 +123,7 @@ def _gist(content: str) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _verdict(output: TracedOutput) -> str:
+def _verdict(output: ToolOutput) -> str:
     return "failed" if output.is_error else "ok"
 
 

@@ -3,7 +3,7 @@ the client's next request the model sees the whole turn with both results."""
 
 import json
 
-from app.memory import CallMemory
+from app.mixed_turns import MixedTurns
 from tests.conftest import Gateway
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 
@@ -44,7 +44,7 @@ def test_streamed_mixed_turns_hand_back_only_client_calls(gateway: Gateway, upst
 
 
 def test_memory_is_bounded_and_restores_only_matching_turns() -> None:
-    memory = CallMemory(max_entries=2)
+    memory = MixedTurns(max_entries=2)
     for number in range(3):
         memory.remember([f"c{number}"], {"role": "assistant", "tool_calls": [{"id": f"c{number}"}, {"id": "m"}]},
                         [{"role": "tool", "tool_call_id": "m", "content": str(number)}])
@@ -57,7 +57,7 @@ def test_memory_is_bounded_and_restores_only_matching_turns() -> None:
 
 
 def test_memory_entries_expire() -> None:
-    memory = CallMemory(ttl=-1)
+    memory = MixedTurns(ttl=-1)
     memory.remember(["c"], {"role": "assistant", "tool_calls": [{"id": "c"}, {"id": "m"}]}, [])
     history = [{"role": "assistant", "tool_calls": [{"id": "c"}]}]
     assert memory.restore(history) == history

@@ -8,10 +8,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.logging import RequestStats
 from app.mcp.pool import McpPool
-from app.memory import CallMemory
 from app.metrics import Metrics
+from app.mixed_turns import MixedTurns
+from app.ports import RequestStats
 from app.settings import Settings
 from app.upstream.client import UpstreamClient
 
@@ -28,8 +28,8 @@ async def get_pool(request: Request) -> McpPool:
     return request.state.pool
 
 
-async def get_memory(request: Request) -> CallMemory:
-    return request.state.memory
+async def get_mixed_turns(request: Request) -> MixedTurns:
+    return request.state.mixed_turns
 
 
 async def get_metrics(request: Request) -> Metrics:
@@ -49,6 +49,6 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 UpstreamDep = Annotated[UpstreamClient, Depends(get_upstream)]
 PoolDep = Annotated[McpPool, Depends(get_pool)]
 StatsDep = Annotated[RequestStats, Depends(get_stats)]
-MemoryDep = Annotated[CallMemory, Depends(get_memory)]
+MixedTurnsDep = Annotated[MixedTurns, Depends(get_mixed_turns)]
 AuthorisedDep = Annotated[bool, Depends(get_authorised)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]

@@ -10,13 +10,13 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
-from app.api.deps import AuthorisedDep, MemoryDep, MetricsDep, PoolDep, SettingsDep, StatsDep, UpstreamDep
-from app.clients import is_background_task
+from app.api.deps import AuthorisedDep, MetricsDep, MixedTurnsDep, PoolDep, SettingsDep, StatsDep, UpstreamDep
 from app.errors import InvalidRequest, MethodNotAllowed
 from app.loop import run_tool_loop
 from app.mcp.convert import resolve_profile
 from app.mcp.results import system_hint
 from app.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from app.open_webui import is_background_task
 from app.openai.schemas import ChatCompletionRequest
 from app.settings import Settings
 from app.streaming import collect_completion, stream_payloads
@@ -38,7 +38,7 @@ async def chat_completions(
     pool: PoolDep,
     settings: SettingsDep,
     stats: StatsDep,
-    memory: MemoryDep,
+    mixed_turns: MixedTurnsDep,
     trace_header: Annotated[str | None, Header(alias="X-Toolbridge-Trace")] = None,
 ) -> Response:
     trace = _trace_mode(trace_header, settings)
@@ -53,7 +53,7 @@ async def chat_completions(
         system_hint=system_hint(settings.result_format) if settings.system_hint else None,
         sees_images=_vision_check(settings, upstream, request.model),
         offer_tools=not background_task,
-        memory=memory,
+        mixed_turns=mixed_turns,
     )
     # Wait until the upstream accepted the request, so its failures still get a real HTTP status.
     try:

@@ -7,7 +7,7 @@ whether to try again after a loss, is the server's supervisor's business (superv
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -21,8 +21,8 @@ from app.mcp.connect import tracking_delivery
 from app.mcp.convert import ToolRoute
 from app.mcp.results import FailureKind, RenderOptions, ToolOutcome, render_failure, render_result
 from app.mcp.watching import connection_gone, session_gone
+from app.ports import ProgressReport
 
-ProgressReport = Callable[[float, float | None, str | None], Awaitable[None]]
 # The SDK's own read timeout is a backstop a little past our cap; our deadline normally acts first.
 CALL_TIMEOUT_SLACK = 5.0
 # What a model is told to wait before retrying a call that timed out.

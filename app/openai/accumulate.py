@@ -12,7 +12,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.openai.markup import ContentSplitter, Split
+from app.openai.markup import ContentSplitter, TextDelta
 
 
 @dataclass
@@ -51,14 +51,6 @@ class Usage:
         }
 
 
-@dataclass
-class Delta:
-    """What one chunk adds that a client may see at once."""
-
-    content: str = ""
-    reasoning: str = ""
-
-
 class TurnAccumulator:
     """State of one upstream turn. Feed chunks with `add`; read the folded turn afterwards."""
 
@@ -71,14 +63,14 @@ class TurnAccumulator:
         self._calls: dict[int, _DraftCall] = {}
         self._text_call_ids: list[str] = []
 
-    def add(self, chunk: dict[str, Any]) -> Delta:
+    def add(self, chunk: dict[str, Any]) -> TextDelta:
         if chunk.get("model") and self.model is None:
             self.model = chunk["model"]
         if isinstance(chunk.get("usage"), dict):
             self.usage = _read_usage(chunk["usage"])
         choices = chunk.get("choices") or []
         if not choices:
-            return Delta()
+            return TextDelta()
         choice = choices[0]
         if choice.get("finish_reason"):
             self.finish_reason = choice["finish_reason"]
@@ -87,15 +79,15 @@ class TurnAccumulator:
             self._add_call_part(part)
         content = delta.get("content")
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        split = self._splitter.feed(content) if isinstance(content, str) and content else Split()
-        return self._keep(Delta(content=split.content, reasoning=_text(reasoning) + split.reasoning))
+        split = self._splitter.feed(content) if isinstance(content, str) and content else TextDelta()
+        return self._keep(TextDelta(content=split.content, reasoning=_text(reasoning) + split.reasoning))
 
-    def finish(self) -> Delta:
+    def finish(self) -> TextDelta:
         """Ends the turn: text held back in case it was markup is released, or becomes a call."""
         split = self._splitter.finish()
-        return self._keep(Delta(content=split.content, reasoning=split.reasoning))
+        return self._keep(TextDelta(content=split.content, reasoning=split.reasoning))
 
-    def _keep(self, delta: Delta) -> Delta:
+    def _keep(self, delta: TextDelta) -> TextDelta:
         if delta.content:
             self.content_parts.append(delta.content)
         return delta

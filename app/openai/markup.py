@@ -24,7 +24,10 @@ class TextCall:
 
 
 @dataclass
-class Split:
+class TextDelta:
+    """Text a client may see at once: what a chunk (or a stretch of content) adds to the answer and to the
+    reasoning."""
+
     content: str = ""
     reasoning: str = ""
 
@@ -40,8 +43,8 @@ class ContentSplitter:
     _started: bool = False
     _holding_json: bool = False
 
-    def feed(self, text: str) -> Split:
-        out = Split()
+    def feed(self, text: str) -> TextDelta:
+        out = TextDelta()
         if self._holding_json or (not self._started and self._starts_json(text)):
             self._holding_json = True
             self._pending += text
@@ -73,9 +76,9 @@ class ContentSplitter:
             data = data[start + len(opening) :]
         return out
 
-    def finish(self) -> Split:
+    def finish(self) -> TextDelta:
         """The end of the turn: what was held back is either a call or plain text after all."""
-        out = Split()
+        out = TextDelta()
         if self._holding_json:
             call = self._bare_call(self._pending)
             if call is None:
@@ -95,7 +98,7 @@ class ContentSplitter:
         stripped = text.lstrip()
         return bool(self.tool_names) and stripped.startswith("{")
 
-    def _take(self, text: str, out: Split) -> None:
+    def _take(self, text: str, out: TextDelta) -> None:
         if self._kind == "reasoning":
             out.reasoning += text
         else:

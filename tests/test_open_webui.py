@@ -6,8 +6,8 @@ import openai
 import pytest
 from structlog.testing import capture_logs
 
-from app.clients import is_background_task, openwebui_fields
 from app.main import create_app
+from app.open_webui import is_background_task, openwebui_fields
 from tests.conftest import Gateway, make_settings, servers_ready, stdio_entry, wait_for_health
 from tests.support.fake_upstream import FakeUpstream, Turn
 from tests.support.servers import ServerThread

@@ -21,7 +21,9 @@ class _Entry:
     stored_at: float
 
 
-class CallMemory:
+class MixedTurns:
+    """The MCP half of each mixed turn, kept until the client comes back with its own calls' results."""
+
     def __init__(self, max_entries: int = MAX_ENTRIES, ttl: float = TTL_SECONDS) -> None:
         self._entries: OrderedDict[frozenset[str], _Entry] = OrderedDict()
         self._max_entries = max_entries
