@@ -10,13 +10,14 @@ tools. For a non-streaming client each round is one whole upstream answer, folde
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
+from app.loop_options import LoopOptions
 from app.mixed_turns import MixedTurns
 from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
 from app.openai.markup import TextDelta
@@ -65,12 +66,9 @@ async def run_tool_loop(
     body: dict[str, Any],
     upstream: ChatUpstream,
     tools: ToolRunner,
+    options: LoopOptions,
     *,
-    max_tool_rounds: int,
     stats: RequestStats | None = None,
-    system_hint: str | None = None,
-    sees_images: Callable[[], Awaitable[bool]] | None = None,
-    offer_tools: bool = True,
     mixed_turns: MixedTurns | None = None,
 ) -> AsyncIterator[LoopEvent]:
     """Runs one chat completion with MCP tools to its end, yielding what the client should learn.
@@ -80,14 +78,14 @@ async def run_tool_loop(
     """
     stats = stats if stats is not None else RequestStats()
     client_tool_names = _tool_names(body.get("tools") or [])
-    mcp_tools = tools.tools_for_request(offered=offer_tools, client_tools=frozenset(client_tool_names))
+    mcp_tools = tools.tools_for_request(offered=options.offer_tools, client_tools=frozenset(client_tool_names))
     request = _first_request(body, mcp_tools.openai_tools, client_tool_names)
     offered_names = client_tool_names | {tool["function"]["name"] for tool in mcp_tools.openai_tools}
     messages = clean_history(body["messages"])
     if mixed_turns is not None:
         messages = mixed_turns.restore(messages)
-    if system_hint and mcp_tools.openai_tools:
-        messages = with_system_hint(messages, system_hint)
+    if options.system_hint and mcp_tools.openai_tools:
+        messages = with_system_hint(messages, options.system_hint)
     usage: Usage | None = None
     span = start_chat_span(body.get("model"), bool(body.get("stream")))
     finished: Finished | None = None
@@ -95,8 +93,8 @@ async def run_tool_loop(
     answered: set[tuple[str, str]] = set()  # calls already run whose result another try would not change
     answer_now = False
     try:
-        for round_number in range(1, max_tool_rounds + 2):
-            last_round = round_number > max_tool_rounds or answer_now
+        for round_number in range(1, options.max_tool_rounds + 2):
+            last_round = round_number > options.max_tool_rounds or answer_now
             if last_round and request.get("tools"):
                 # Keep the tools so the model still understands the history; only forbid calling them.
                 request["tool_choice"] = "none"
@@ -126,7 +124,7 @@ async def run_tool_loop(
                 return
             if last_round and not client_calls:
                 if not turn.content:
-                    yield TextDelta(f"(Stopped: the model kept calling tools after {max_tool_rounds} rounds.)")
+                    yield TextDelta(f"(Stopped: the model kept calling tools after {options.max_tool_rounds} rounds.)")
                 yield (finished := Finished("stop", usage))
                 return
             if not client_calls and all(_same_call(call) in answered for call in mcp_calls):
@@ -155,7 +153,7 @@ async def run_tool_loop(
 
             messages = [*messages, _assistant_message(turn.content, mcp_calls), *_tool_messages(mcp_calls, outputs)]
             images = [image for output in outputs for image in output.images]
-            if images and sees_images is not None and await sees_images():
+            if images and options.sees_images is not None and await options.sees_images():
                 messages.append(_image_message(images))
             _release_forced_choice(request)
     except BaseException as exc:  # the span says how the request ended, whatever ended it

@@ -17,10 +17,11 @@ from app.errors import GatewayError, error_envelope
 from app.loop import Finished, LoopEvent, ToolProgress, ToolsRan, ToolsStarted
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.markup import TextDelta
-from app.openai.sse import DONE, encode
 from app.trace import TraceMode, TraceText, render_finished, render_progress, render_started
 
 log = structlog.get_logger("toolbridge.stream")
+
+DONE = "[DONE]"  # the last `data:` of an OpenAI stream; every other payload is a JSON object
 
 
 class _ChunkFactory:
@@ -31,8 +32,8 @@ class _ChunkFactory:
         self.created = int(time.time())
         self.model = model or "unknown"
 
-    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> str:
-        return encode(
+    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return (
             {
                 "id": self.id,
                 "object": "chat.completion.chunk",
@@ -42,8 +43,8 @@ class _ChunkFactory:
             }
         )
 
-    def usage_chunk(self, usage: Usage) -> str:
-        return encode(
+    def usage_chunk(self, usage: Usage) -> dict[str, Any]:
+        return (
             {
                 "id": self.id,
                 "object": "chat.completion.chunk",
@@ -57,8 +58,8 @@ class _ChunkFactory:
 
 async def stream_payloads(
     events: AsyncIterator[LoopEvent], *, model: str | None, include_usage: bool, trace: TraceMode = "reasoning"
-) -> AsyncIterator[str]:
-    """SSE `data:` payloads for one streamed chat completion."""
+) -> AsyncIterator[dict[str, Any] | str]:
+    """The `data:` payloads of one streamed chat completion: JSON objects (chunks, or one error), then DONE."""
     chunks = _ChunkFactory(model)
     yield chunks.chunk({"role": "assistant", "content": ""})
     try:
@@ -78,10 +79,10 @@ async def stream_payloads(
                         yield chunks.usage_chunk(event.usage)
     except GatewayError as exc:
         log.warning("stream_failed", error=exc.message, code=exc.code)
-        yield encode(exc.envelope())
+        yield exc.envelope()
     except Exception:  # boundary: after the 200 a bug must still end the stream the way clients understand
         log.exception("stream_crashed")
-        yield encode(error_envelope("Internal gateway error; see the gateway log.", "server_error"))
+        yield error_envelope("Internal gateway error; see the gateway log.", "server_error")
     yield DONE
 
 

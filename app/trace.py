@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from app.errors import InvalidRequest
 from app.openai.accumulate import ToolCall
 from app.ports import ToolOutput
 
@@ -23,6 +24,18 @@ DETAILS_RESULT_CHARS = 4000
 MARKDOWN_MARK = "> 🔧 "
 _DETAILS_BLOCK = re.compile(r'\n?<details type="tool_calls"[^>]*>.*?</details>\n?', re.DOTALL)
 _MARKDOWN_BLOCK = re.compile(rf"\n?(?:^{re.escape(MARKDOWN_MARK)}.*(?:\n|$))+\n?", re.MULTILINE)
+
+
+def trace_mode(header: str | None, default: TraceMode) -> TraceMode:
+    """The mode a request asks for with X-Toolbridge-Trace, else the configured one."""
+    if header is None:
+        return default
+    mode = header.strip().lower()
+    if mode not in TRACE_MODES:
+        raise InvalidRequest(
+            f"X-Toolbridge-Trace must be one of {', '.join(TRACE_MODES)}; got '{header}'.", param="X-Toolbridge-Trace"
+        )
+    return mode  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

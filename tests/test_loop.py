@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from app.loop import Finished, run_tool_loop
+from app.loop_options import LoopOptions
 
 pytestmark = pytest.mark.anyio
 TOOL = {"type": "function", "function": {"name": "fetch", "parameters": {"type": "object", "properties": {}}}}
@@ -64,7 +65,7 @@ class Model:
 
 async def run(tools: Tools, model: Model) -> Finished:
     body = {"model": "m", "messages": [{"role": "user", "content": "go"}]}
-    events = [event async for event in run_tool_loop(body, model, tools, max_tool_rounds=5)]
+    events = [event async for event in run_tool_loop(body, model, tools, LoopOptions(max_tool_rounds=5))]
     assert isinstance(events[-1], Finished)
     return events[-1]
 

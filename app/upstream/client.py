@@ -172,6 +172,13 @@ class UpstreamClient:
             raise InvalidRequest("The path leads outside the upstream's API.", code="invalid_path")
         return url
 
+    async def list_models(self, *, query: str, headers: Mapping[str, str]) -> tuple[int, dict[str, str], bytes]:
+        """The upstream's /models, with `context_length` added where LM Studio reports it (Chatbox reads it)."""
+        proxied = await self.forward("GET", "models", query=query, headers=headers, body=None)
+        body = b"".join([part async for part in proxied.body])
+        contexts = await self.context_lengths() if proxied.status_code == 200 else {}
+        return proxied.status_code, proxied.headers, _with_context_lengths(body, contexts)
+
     async def server_kind(self) -> ServerKind:
         """What answers at the base URL: LM Studio (its REST API), llama.cpp (`/props`), or another server."""
         now = time.monotonic()
@@ -338,3 +345,19 @@ def _error_message(error: Any) -> str:
     if isinstance(error, dict):
         return str(error.get("message") or error)
     return str(error)
+
+
+def _with_context_lengths(body: bytes, contexts: dict[str, int]) -> bytes:
+    if not contexts:
+        return body
+    try:
+        models = json.loads(body)
+    except ValueError:
+        return body
+    entries = models.get("data") if isinstance(models, dict) else None
+    if not isinstance(entries, list):
+        return body
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("id") in contexts and "context_length" not in entry:
+            entry["context_length"] = contexts[entry["id"]]
+    return json.dumps(models).encode()

@@ -1,0 +1,34 @@
+"""What /health reports: "ok" or "degraded" to anyone; to callers with a key (or when no keys are set)
+the whole picture: the upstream, each MCP server's state, the tool count and the config files.
+Servers' errors carry their stderr, which may hold what users sent them or what the operator set."""
+
+from typing import Any
+
+from app.mcp.convert import resolve_profile
+from app.mcp.pool import McpPool
+from app.settings import Settings
+from app.upstream.client import UpstreamClient
+
+
+async def health_report(
+    pool: McpPool, upstream: UpstreamClient, settings: Settings, authorised: bool
+) -> dict[str, Any]:
+    config = pool.config
+    status = "degraded" if pool.degraded or not config.found else "ok"
+    if not authorised:
+        return {"status": status}
+    body: dict[str, Any] = {
+        "status": status,
+        "upstream": {"url": upstream.base_url, "kind": await upstream.server_kind(),
+                     "schema_profile": resolve_profile(settings.schema_profile, settings.upstream_base)},
+        "servers": pool.health(),
+        "tools": len(pool.catalogue.openai_tools),
+        "mcp_config": {
+            "path": str(config.path),
+            "found": config.found,
+            "files": [{"path": str(path), "found": found} for path, found in config.files],
+        },
+    }
+    if not config.found:
+        body["mcp_config"]["note"] = "file not found: no MCP tools are offered"
+    return body

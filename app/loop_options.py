@@ -1,0 +1,39 @@
+"""What one chat request makes of the tool loop, from the settings and the request: how many tool rounds,
+the system hint, whether MCP tools are offered at all (not for Open WebUI's background tasks), and
+whether the model is shown the images tools return."""
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from app.mcp.results import system_hint
+from app.open_webui import is_background_task
+from app.settings import Settings
+
+
+class VisionSource(Protocol):
+    async def supports_vision(self, model: str | None) -> bool: ...
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    max_tool_rounds: int
+    system_hint: str | None = None
+    sees_images: Callable[[], Awaitable[bool]] | None = None  # asked only once a tool returned an image
+    offer_tools: bool = True
+
+
+def loop_options(settings: Settings, body: dict[str, Any], upstream: VisionSource) -> LoopOptions:
+    background_task = settings.skip_tools_for_tasks and is_background_task(body["messages"])
+
+    async def sees_images() -> bool:
+        if settings.vision == "auto":
+            return await upstream.supports_vision(body.get("model"))
+        return settings.vision == "on"
+
+    return LoopOptions(
+        max_tool_rounds=settings.max_tool_rounds,
+        system_hint=system_hint(settings.result_format) if settings.system_hint else None,
+        sees_images=sees_images,
+        offer_tools=not background_task,
+    )
