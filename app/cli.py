@@ -15,8 +15,9 @@ from pydantic_settings import CliApp, CliPositionalArg, SettingsConfigDict, Sett
 
 from app.lifespan import build_pool
 from app.logging import configure_logging
+from app.main import create_app
 from app.mcp.config import McpConfigError, config_paths, load_mcp_configs
-from app.mcp.pool import ServerState
+from app.mcp.supervisor import ServerState
 from app.serving import bounded_protocol
 from app.settings import SECRET_SETTINGS, Settings
 
@@ -65,8 +66,6 @@ def describe_setting_error(error: Any) -> str:
 
 
 def serve(settings: Settings) -> None:
-    from app.main import create_app
-
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,

@@ -9,9 +9,10 @@ from typing import Any, TypedDict
 from app import __version__
 from app.mcp.config import McpConfig, config_paths, load_mcp_configs
 from app.mcp.convert import ConversionOptions, resolve_profile
-from app.mcp.pool import McpPool, PoolOptions
+from app.mcp.pool import McpPool
 from app.mcp.results import RenderOptions
 from app.mcp.sampling import Complete
+from app.mcp.supervisor import PoolOptions
 from app.metrics import Metrics
 from app.mixed_turns import MixedTurns
 from app.openai.accumulate import TurnAccumulator

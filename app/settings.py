@@ -6,6 +6,13 @@ from typing import Literal
 from pydantic import Field, HttpUrl, NonNegativeFloat, PositiveFloat, PositiveInt, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# Each vocabulary is spelled once, by the module that acts on it.
+from app.mcp.convert import PrefixMode
+from app.mcp.results import ResultFormat
+from app.mcp.schema import ProfileSetting
+from app.trace import TraceMode
+from app.upstream.client import TransportKind
+
 SECRET_SETTINGS = frozenset({"api_keys", "upstream_api_key"})
 
 
@@ -23,7 +30,7 @@ class Settings(BaseSettings):
     upstream_api_key: SecretStr | None = Field(
         None, description="Key sent to the upstream as a bearer token. Clients' keys are never forwarded."
     )
-    upstream_transport: Literal["aiohttp", "httpx"] = Field(
+    upstream_transport: TransportKind = Field(
         "aiohttp", description="HTTP stack for upstream calls: aiohttp (faster) or httpx's own."
     )
     upstream_timeout: PositiveFloat = Field(
@@ -88,15 +95,15 @@ class Settings(BaseSettings):
     shutdown_grace: NonNegativeFloat = Field(
         10.0, description="Seconds requests in flight may take to finish after SIGTERM or Ctrl-C, then cut off."
     )
-    tool_prefix: Literal["always", "on-conflict"] = Field(
+    tool_prefix: PrefixMode = Field(
         "on-conflict", description="Prefix tool names with their server only where two servers (or a server and "
         "a client tool) clash, or always."
     )
-    schema_profile: Literal["auto", "lmstudio", "llamacpp", "openai", "passthrough"] = Field(
+    schema_profile: ProfileSetting = Field(
         "auto", description="How tool schemas are rewritten: lmstudio/llamacpp make them grammar-safe; auto does so "
         "for every upstream but OpenAI's API, which gets openai (strict)."
     )
-    result_format: Literal["envelope", "text"] = Field(
+    result_format: ResultFormat = Field(
         "envelope", description="Tool results as a JSON envelope with status, data and meta, or as plain text."
     )
     max_result_chars: int = Field(
@@ -111,7 +118,7 @@ class Settings(BaseSettings):
     skip_tools_for_tasks: bool = Field(
         True, description="Offer no tools to Open WebUI's background task prompts (titles, tags, follow-ups)."
     )
-    tool_trace: Literal["reasoning", "details", "markdown", "off"] = Field(
+    tool_trace: TraceMode = Field(
         "reasoning",
         description="How tool work is shown: as reasoning, Open WebUI tool blocks, text lines, or not at all. "
         "A request can choose with the header X-Toolbridge-Trace.",

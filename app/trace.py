@@ -11,14 +11,14 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from app.errors import InvalidRequest
 from app.openai.accumulate import ToolCall
 from app.ports import ToolOutput
 
 TraceMode = Literal["reasoning", "details", "markdown", "off"]
-TRACE_MODES: tuple[TraceMode, ...] = ("reasoning", "details", "markdown", "off")
+TRACE_MODES: tuple[TraceMode, ...] = get_args(TraceMode)
 SUMMARY_CHARS = 200
 DETAILS_RESULT_CHARS = 4000
 MARKDOWN_MARK = "> 🔧 "

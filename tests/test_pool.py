@@ -14,7 +14,8 @@ from structlog.testing import capture_logs
 
 from app.mcp.config import HttpServerConfig, McpConfig, ServerConfig, StdioServerConfig
 from app.mcp.convert import ConversionOptions
-from app.mcp.pool import McpPool, PoolOptions
+from app.mcp.pool import McpPool
+from app.mcp.supervisor import PoolOptions
 from tests.conftest import BASIC_TOOLS, SERVERS
 from tests.support.fake_upstream import readable
 from tests.support.servers import free_port

@@ -21,7 +21,7 @@ from jsonschema.protocols import Validator
 from mcp.types import Tool
 
 from app.mcp.arguments import compile_validator
-from app.mcp.schema import Profile, to_profile
+from app.mcp.schema import Profile, ProfileSetting, to_profile
 
 MAX_NAME_LENGTH = 64  # OpenAI: ^[a-zA-Z0-9_-]{1,64}$
 _HASH_LENGTH = 8
@@ -99,13 +99,13 @@ class Catalogue:
         return described
 
 
-def resolve_profile(setting: str, upstream_url: str = "") -> Profile:
+def resolve_profile(setting: ProfileSetting, upstream_url: str = "") -> Profile:
     """The profile `auto` means for this upstream. OpenAI's own API (and Azure's) enforces schemas itself and
     takes `strict`: `openai`. Every other server, LM Studio, llama.cpp, Ollama, vLLM or unknown, gets the
     grammar-safe rewrite: those that build grammars need it, and it costs the others nothing. (`llamacpp`
     and `lmstudio` name the same rewrite.)"""
     if setting != "auto":
-        return setting  # type: ignore[return-value]
+        return setting
     host = (urlsplit(upstream_url).hostname or "").lower()
     return "openai" if host == "api.openai.com" or host.endswith(".openai.azure.com") else "lmstudio"
 

@@ -12,6 +12,7 @@ import re
 from typing import Any, Literal
 
 Profile = Literal["lmstudio", "llamacpp", "openai", "passthrough"]
+ProfileSetting = Literal["auto", Profile]  # auto: chosen by the upstream (convert.resolve_profile)
 
 # Length and item bounds above this make llama.cpp expand huge repetition rules; they are dropped.
 MAX_GRAMMAR_BOUND = 100
