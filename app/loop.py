@@ -10,7 +10,7 @@ tools. For a non-streaming client each round is one whole upstream answer, folde
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,12 +81,7 @@ async def run_tool_loop(
     mcp_tools = tools.tools_for_request(offered=options.offer_tools, client_tools=frozenset(client_tool_names))
     request = _first_request(body, mcp_tools.openai_tools, client_tool_names)
     offered_names = client_tool_names | {tool["function"]["name"] for tool in mcp_tools.openai_tools}
-    messages = clean_history(body["messages"])
-    if mixed_turns is not None:
-        messages = mixed_turns.restore(messages)
-    if options.system_hint and mcp_tools.openai_tools:
-        messages = with_system_hint(messages, options.system_hint)
-    usage: Usage | None = None
+    messages = _first_messages(body, mcp_tools, options, mixed_turns)
     span = start_chat_span(body.get("model"), bool(body.get("stream")))
     finished: Finished | None = None
     failure: BaseException | None = None
@@ -99,33 +94,21 @@ async def run_tool_loop(
                 # Keep the tools so the model still understands the history; only forbid calling them.
                 request["tool_choice"] = "none"
             turn = TurnAccumulator(offered_names)
-            async with upstream.stream_chat({**request, "messages": messages}) as chunks:
-                if round_number == 1:
-                    yield Started()
-                async for chunk in chunks:
-                    delta = turn.add(chunk)
-                    if delta.content or delta.reasoning:
-                        yield TextDelta(delta.content, delta.reasoning)
-            tail = turn.finish()
-            if tail.content or tail.reasoning:
-                yield TextDelta(tail.content, tail.reasoning)
-            stats.rounds = round_number
-            if turn.usage is not None:
-                usage = usage or Usage()
-                usage.add(turn.usage)
-                stats.usage = usage
+            async for event in _ask(upstream, {**request, "messages": messages}, turn, first=round_number == 1):
+                yield event
+            _count(stats, round_number, turn)
 
             calls = turn.tool_calls()
             # A name neither side owns is a model's slip: the runner answers it with an error it can fix.
             client_calls = [c for c in calls if c.name in client_tool_names]
             mcp_calls = [c for c in calls if c.name not in client_tool_names]
             if not calls:
-                yield (finished := Finished(_plain_finish_reason(turn.finish_reason), usage))
+                yield (finished := Finished(_plain_finish_reason(turn.finish_reason), stats.usage))
                 return
             if last_round and not client_calls:
                 if not turn.content:
                     yield TextDelta(f"(Stopped: the model kept calling tools after {options.max_tool_rounds} rounds.)")
-                yield (finished := Finished("stop", usage))
+                yield (finished := Finished("stop", stats.usage))
                 return
             if not client_calls and all(_same_call(call) in answered for call in mcp_calls):
                 # Small models repeat a call they already have the result of, round after round. Running it
@@ -147,21 +130,66 @@ async def run_tool_loop(
                 # the client comes back with its results.
                 if mcp_calls and mixed_turns is not None:
                     mixed_turns.remember([c.id for c in client_calls], _assistant_message(turn.content, calls),
-                                    _tool_messages(mcp_calls, outputs))
-                yield (finished := Finished("tool_calls", usage, client_calls))
+                                         _tool_messages(mcp_calls, outputs))
+                yield (finished := Finished("tool_calls", stats.usage, client_calls))
                 return
-
-            messages = [*messages, _assistant_message(turn.content, mcp_calls), *_tool_messages(mcp_calls, outputs)]
-            images = [image for output in outputs for image in output.images]
-            if images and options.sees_images is not None and await options.sees_images():
-                messages.append(_image_message(images))
+            messages = await _next_messages(messages, turn.content, mcp_calls, outputs, options.sees_images)
             _release_forced_choice(request)
     except BaseException as exc:  # the span says how the request ended, whatever ended it
         failure = exc
         raise
     finally:
-        end_chat_span(span, rounds=stats.rounds, usage=usage, error=failure,
+        end_chat_span(span, rounds=stats.rounds, usage=stats.usage, error=failure,
                       finish_reason=finished.finish_reason if finished else None)
+
+
+async def _ask(
+    upstream: ChatUpstream, request: dict[str, Any], turn: TurnAccumulator, *, first: bool
+) -> AsyncIterator[Started | TextDelta]:
+    """One round: the upstream's answer folded into `turn`, its visible text passed on as it comes."""
+    async with upstream.stream_chat(request) as chunks:
+        if first:
+            yield Started()
+        async for chunk in chunks:
+            delta = turn.add(chunk)
+            if delta.content or delta.reasoning:
+                yield delta
+    tail = turn.finish()
+    if tail.content or tail.reasoning:
+        yield tail
+
+
+def _count(stats: RequestStats, round_number: int, turn: TurnAccumulator) -> None:
+    stats.rounds = round_number
+    if turn.usage is not None:  # summed over every round
+        stats.usage = stats.usage or Usage()
+        stats.usage.add(turn.usage)
+
+
+def _first_messages(
+    body: dict[str, Any], mcp_tools: RequestTools, options: LoopOptions, mixed_turns: MixedTurns | None
+) -> list[dict[str, Any]]:
+    """The client's history as the model should see it: our traces removed, mixed turns made whole again,
+    and the system hint added when there are MCP tools to read results of."""
+    messages = clean_history(body["messages"])
+    if mixed_turns is not None:
+        messages = mixed_turns.restore(messages)
+    if options.system_hint and mcp_tools.openai_tools:
+        messages = with_system_hint(messages, options.system_hint)
+    return messages
+
+
+async def _next_messages(
+    messages: list[dict[str, Any]], content: str, calls: list[ToolCall], outputs: list[ToolOutput],
+    sees_images: Callable[[], Awaitable[bool]] | None,
+) -> list[dict[str, Any]]:
+    """The history for the next round: this round's calls and their results, and the images they returned
+    if the model can see them."""
+    following = [*messages, _assistant_message(content, calls), *_tool_messages(calls, outputs)]
+    images = [image for output in outputs for image in output.images]
+    if images and sees_images is not None and await sees_images():
+        following.append(_image_message(images))
+    return following
 
 
 def _first_request(
