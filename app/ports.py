@@ -35,6 +35,12 @@ class ToolOutput(Protocol):
     @property
     def retryable(self) -> bool: ...
 
+    @property
+    def data(self) -> Any: ...
+
+    @property
+    def error_message(self) -> str | None: ...
+
 
 ProgressReport = Callable[[float, float | None, str | None], Awaitable[None]]
 

@@ -89,13 +89,13 @@ def strip_trace(text: str) -> str:
 
 def summary(output: ToolOutput) -> str:
     """A one-line gist of a result: the envelope's data or error message, shortened."""
-    return _short(_gist(output.content))
+    return _short(_gist(output))
 
 
 def _details_block(call: ToolCall, output: ToolOutput, duration_ms: float) -> str:
     # Open WebUI needs the block at the start of a line, a line break after the opening tag,
     # done="true", and HTML-escaped attributes with no raw line breaks.
-    value = _result_value(output.content)
+    value = _result_value(output)
     result = json.dumps(value, ensure_ascii=False)
     if len(result) > DETAILS_RESULT_CHARS:  # a cut object is no longer JSON: show it as text
         result = json.dumps(result[:DETAILS_RESULT_CHARS] + "…", ensure_ascii=False)
@@ -116,23 +116,16 @@ def _attribute(value: str) -> str:
     return html.escape(value, quote=True).replace("\n", "&#10;").replace("\r", "&#13;")
 
 
-def _result_value(content: str, label_errors: bool = True) -> Any:
+def _result_value(output: ToolOutput, label_errors: bool = True) -> Any:
     """The result as Open WebUI's widget shows it best: the data itself (pretty-printed), or the error."""
-    try:
-        envelope: Any = json.loads(content)
-    except ValueError:
-        return content
-    if isinstance(envelope, dict) and "status" in envelope and "data" in envelope:
-        data = envelope["data"]
-        if envelope["status"] == "error" and isinstance(data, dict):
-            message = data.get("message") or data
-            return f"Error: {message}" if label_errors else str(message)
-        return data
-    return envelope
+    if output.is_error:
+        message = output.error_message or output.content
+        return f"Error: {message}" if label_errors else message
+    return output.data if output.data is not None else output.content
 
 
-def _gist(content: str) -> str:
-    value = _result_value(content, label_errors=False)  # the line already says "failed"
+def _gist(output: ToolOutput) -> str:
+    value = _result_value(output, label_errors=False)  # the line already says "failed"
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 

@@ -33,6 +33,8 @@ class Outcome:
     is_error: bool = False
     images: Sequence[Any] = ()
     retryable: bool = False
+    data: Any = None
+    error_message: str | None = None
 
 
 @dataclass

@@ -164,3 +164,15 @@ def test_text_format_joins_text_and_marks_errors() -> None:
     long = render_result(CallToolResult(content=[text("x" * 5000)]), call).content
     assert len(long) <= LIMIT and "cut: 5000 characters" in long
     assert render_failure(FailureKind.TIMEOUT, "too slow", call).content == "Error: too slow"
+
+
+@pytest.mark.parametrize("result_format", ["envelope", "text"])
+def test_the_outcome_carries_the_result_as_values_in_either_format(result_format: str) -> None:
+    options = RenderOptions(result_format=result_format, max_chars=1_000)  # type: ignore[arg-type]
+    many = [{"n": n} for n in range(3_000)]  # over the cap: the content is cut, the data is whole
+    ok = render_result(CallToolResult(content=[text(json.dumps(many))]), options)
+    assert ok.data == many and len(ok.content) <= 1_000 and (ok.error_kind, ok.error_message) == (None, None)
+    failed = render_result(CallToolResult(content=[text("bad zone")], is_error=True), options)
+    assert (failed.data, failed.error_kind, failed.error_message) == (None, "tool_error", "bad zone")
+    down = render_failure(FailureKind.TIMEOUT, "The tool ran too long.", options)
+    assert (down.error_kind, down.error_message, down.retryable) == ("timeout", "The tool ran too long.", True)

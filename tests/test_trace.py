@@ -4,6 +4,7 @@ import html
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -21,11 +22,15 @@ class C:
 class Out:
     content: str
     is_error: bool = False
+    data: Any = None
+    error_message: str | None = None
 
 
 CALL = C("call_1", "time__get_current_time", '{"timezone": "UTC"}')
-OK = Out(json.dumps({"status": "success", "data": {"datetime": "2026-11-22T02:00:00+00:00"}, "meta": {}}))
-FAILED = Out(json.dumps({"status": "error", "data": {"error": "tool_error", "message": "bad zone\nreally"}}), True)
+OK_DATA = {"datetime": "2026-11-22T02:00:00+00:00"}
+OK = Out(json.dumps({"status": "success", "data": OK_DATA}), data=OK_DATA)
+FAILED = Out(json.dumps({"status": "error", "data": {"error": "tool_error", "message": "bad zone\nreally"}}), True,
+             error_message="bad zone\nreally")
 
 
 def test_reasoning_trace_shows_the_call_then_the_outcome() -> None:

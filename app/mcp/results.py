@@ -59,12 +59,16 @@ class Image:
 
 @dataclass(frozen=True)
 class ToolOutcome:
-    """A tool call's result: the `tool` message content, and images a vision model may also see."""
+    """A tool call's result: the `tool` message content, and images a vision model may also see. `data`,
+    `error_kind` and `error_message` are the same result as values, for whoever shows it to people."""
 
     content: str
     is_error: bool
     images: tuple[Image, ...] = ()
     retryable: bool = False  # the same call may succeed later (a timeout, a server coming back)
+    data: Any = None  # what the tool returned, as the envelope's `data` holds it before any cut
+    error_kind: str | None = None  # "tool_error" or a FailureKind
+    error_message: str | None = None
 
 
 class FailureKind(StrEnum):
@@ -84,35 +88,44 @@ class RenderOptions:
 def render_result(result: CallToolResult, options: RenderOptions) -> ToolOutcome:
     visible = [block for block in result.content if _for_assistant(block)]
     images = tuple(Image(b.mime_type, b.data) for b in visible if isinstance(b, ImageContent))
-    if options.result_format == "text":
-        return ToolOutcome(_cap_text(_plain_text(result, visible), options.max_chars), result.is_error, images)
-    meta: dict[str, Any] = {}
+    text_format = options.result_format == "text"
     if result.is_error:
         text = "\n".join(b.text for b in visible if isinstance(b, TextContent)) or "The tool failed without a message."
-        return ToolOutcome(_envelope("error", {"error": "tool_error", "message": text}, options, meta), True, images)
+        content = (_cap_text(_plain_text(result, visible), options.max_chars) if text_format
+                   else _envelope("error", {"error": "tool_error", "message": text}, options, {}))
+        return ToolOutcome(content, True, images, error_kind="tool_error", error_message=text)
+    data, meta = _data(result, visible)
+    content = (_cap_text(_plain_text(result, visible), options.max_chars) if text_format
+               else _envelope("success", data, options, meta))
+    return ToolOutcome(content, False, images, data=data)
+
+
+def _data(result: CallToolResult, visible: list[ContentBlock]) -> tuple[Any, dict[str, Any]]:
+    """The envelope's `data` and `meta`: the structured result with its other blocks as attachments, else
+    the blocks (one, or a list), else nothing and a note why."""
+    meta: dict[str, Any] = {}
     items = [_item(block) for block in visible]
     if result.structured_content is not None:
-        data: Any = result.structured_content
         attachments = [item for item, b in zip(items, visible, strict=True) if not isinstance(b, TextContent)]
         if attachments:
             meta["attachments"] = attachments
-    elif not items:
-        data = None
+        return result.structured_content, meta
+    if not items:
         meta["note"] = (
             "The tool's output was meant for the user only." if result.content else "The tool returned no content."
         )
-    else:
-        data = items[0] if len(items) == 1 else items
-    return ToolOutcome(_envelope("success", data, options, meta), False, images)
+        return None, meta
+    return (items[0] if len(items) == 1 else items), meta
 
 
 def render_failure(kind: FailureKind, message: str, options: RenderOptions, **details: Any) -> ToolOutcome:
     """A failure on the gateway's side (bad arguments, timeout, server down) told to the model."""
     retryable = kind in (FailureKind.TIMEOUT, FailureKind.SERVER_UNAVAILABLE)
     if options.result_format == "text":
-        return ToolOutcome(_cap_text(f"Error: {message}", options.max_chars), True, retryable=retryable)
-    data = {"error": kind.value, "message": message, **details}
-    return ToolOutcome(_envelope("error", data, options, {}), True, retryable=retryable)
+        content = _cap_text(f"Error: {message}", options.max_chars)
+    else:
+        content = _envelope("error", {"error": kind.value, "message": message, **details}, options, {})
+    return ToolOutcome(content, True, retryable=retryable, error_kind=kind.value, error_message=message)
 
 
 def _envelope(status: str, data: Any, options: RenderOptions, meta: dict[str, Any]) -> str:
