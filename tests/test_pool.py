@@ -127,9 +127,7 @@ def children_from_now_on() -> Callable[[], list[psutil.Process]]:
 
 async def wait_until(pool: McpPool, name: str, predicate: Any) -> dict:
     with anyio.fail_after(SETTLE_TIMEOUT):
-        while not predicate(status := pool.health().get(name, {"state": "unknown"})):
-            await anyio.sleep(0.05)
-    return status
+        return await pool.wait_for(name, predicate)
 
 
 async def test_a_crashed_server_is_restarted_and_its_tools_come_back() -> None:
@@ -164,7 +162,7 @@ async def test_a_server_that_keeps_failing_the_same_way_is_reported_once() -> No
         async with pool:
             with anyio.fail_after(SETTLE_TIMEOUT):
                 while not any(entry["event"] == "mcp_server_still_failing" for entry in logs):  # retried
-                    await anyio.sleep(0.05)
+                    await pool.next_change()
     assert [entry["error"] for entry in logs if entry["event"] == "mcp_server_failed"] == [
         "command not found: no-such-mcp-server"
     ]
@@ -205,7 +203,7 @@ async def test_a_changed_tool_list_is_picked_up_on_both_protocol_eras(mode: str)
             assert not pool.catalogue.owns("basic__late_tool")
             await pool.call_tool("basic__grow", "{}")
             while not pool.catalogue.owns("basic__late_tool"):
-                await anyio.sleep(0.02)
+                await pool.next_change()
         assert readable((await pool.call_tool("basic__late_tool", "{}")).content) == "late"
         assert pool.health()["basic"]["tools"] == len(BASIC_TOOLS) + 1
 
@@ -219,7 +217,7 @@ async def test_a_changed_definition_is_flagged_and_can_be_withdrawn(block: bool)
                 await pool.wait_settled()
                 await pool.call_tool("basic__mutate", "{}")
                 while not any(e["event"] == "mcp_tools_changed" for e in logs):
-                    await anyio.sleep(0.02)
+                    await pool.next_change()
             offered = pool.catalogue.owns("basic__echo")
     [warning] = [e for e in logs if e["event"] == "mcp_tool_definition_changed"]
     assert (warning["log_level"], warning["server"], warning["tools"]) == ("warning", "basic", ["echo"])
@@ -461,7 +459,7 @@ async def test_a_reload_lets_the_calls_running_on_a_server_finish_first(change: 
                 await first_step.wait()
                 pool.request_reload()
                 while "basic__steps" in [t["function"]["name"] for t in pool.tools_for_request().openai_tools]:
-                    await anyio.sleep(0.02)
+                    await pool.next_change()
                 assert outcomes == []  # the reload began while the call ran; new requests no longer see it
         assert (readable(outcomes[0].content), outcomes[0].is_error) == ("2 steps done", False)
         await anyio.to_thread.run_sync(lambda: psutil.wait_procs([old_server], timeout=SETTLE_TIMEOUT))

@@ -7,12 +7,13 @@ whether to try again after a loss, is the server's supervisor's business (superv
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import structlog
 from mcp import Client, MCPError
 from mcp.types import REQUEST_TIMEOUT
 
@@ -27,6 +28,9 @@ from app.ports import ProgressReport
 CALL_TIMEOUT_SLACK = 5.0
 # What a model is told to wait before retrying a call that timed out.
 RETRY_AFTER_SECONDS = 5
+# Learns of every call that reached a route: (server, tool, outcome, seconds); the metrics use it.
+ToolCallObserver = Callable[[str, str, str, float], None]
+log = structlog.get_logger("toolbridge.mcp")
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,15 @@ class McpCall:
     @property
     def duration_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
+
+    def record(self, ended: "CallEnded", observer: ToolCallObserver | None) -> None:
+        """The call's log line, and its outcome for the observer: ok, error, or how it failed."""
+        route = self.route
+        log.info("tool_call", server=route.server, tool=route.tool, duration_ms=round(self.duration_ms, 1),
+                 ok=not ended.outcome.is_error, **({"failure": ended.failure.value} if ended.failure else {}))
+        if observer is not None:
+            outcome = ended.failure.value if ended.failure else "error" if ended.outcome.is_error else "ok"
+            observer(route.server, route.tool, outcome, self.duration_ms / 1000)
 
     def fail(self, kind: FailureKind, message: str, **details: Any) -> CallEnded:
         return CallEnded(render_failure(kind, message, self._rendering, **details), kind)

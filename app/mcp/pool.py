@@ -16,7 +16,7 @@ from typing import Any, Self
 import anyio
 import structlog
 
-from app.mcp.calling import McpCall, ProgressReport
+from app.mcp.calling import McpCall, ProgressReport, ToolCallObserver
 from app.mcp.config import McpConfig, McpConfigError, ServerConfig
 from app.mcp.connect import ConnectionOpener
 from app.mcp.convert import Catalogue, build_catalogue
@@ -24,13 +24,12 @@ from app.mcp.processes import end_process_groups
 from app.mcp.reload import diff_configs, request_on_change
 from app.mcp.results import FailureKind, ToolOutcome, render_failure
 from app.mcp.sampling import Complete
-from app.mcp.supervisor import PoolOptions, ServerState, ServerStatus, ServerSupervisor
+from app.mcp.supervisor import PoolOptions, ServerState, ServerStatus, ServerSupervisor, unrun_statuses
 
 log = structlog.get_logger("toolbridge.mcp")
 
 # The SDK bounds each stdio shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL); this bounds them all.
 SHUTDOWN_TIMEOUT = 10.0
-ToolCallObserver = Callable[[str, str, str, float], None]
 
 
 class McpPool:
@@ -55,11 +54,11 @@ class McpPool:
         self._opener = ConnectionOpener(complete=complete, sampling_model=options.sampling_model)
         self._stopping = anyio.Event()
         self._supervisors = {name: self._supervisor(name, server) for name, server in config.servers.items()}
-        self._unrun: dict[str, ServerStatus] = {}  # entries that never run: broken or disabled ones
-        self._record_unrun(config)
+        self._unrun = unrun_statuses(config)  # entries that never run: broken or disabled ones
         self._catalogue = Catalogue()
         self._reload_requested = anyio.Event()
         self._settled = anyio.Event()
+        self._change = anyio.Event()  # set and replaced at each change of a status or the catalogue
         self._all_stopped = anyio.Event()
         self._running = 0
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -74,7 +73,7 @@ class McpPool:
         await self._task_group.__aenter__()
         for supervisor in self._supervisors.values():
             self._start(supervisor)
-        self._check_settled()
+        self._status_changed()
         if not self._running:
             self._all_stopped.set()
         if self._load_config is not None:
@@ -99,7 +98,7 @@ class McpPool:
 
     def _supervisor(self, name: str, server: ServerConfig) -> ServerSupervisor:
         return ServerSupervisor(name, server, self._options, self._opener, stopping=self._stopping,
-                                tools_changed=self._rebuild_catalogue, state_changed=self._check_settled)
+                                tools_changed=self._rebuild_catalogue, state_changed=self._status_changed)
 
     def _start(self, supervisor: ServerSupervisor) -> None:
         assert self._task_group is not None
@@ -146,18 +145,11 @@ class McpPool:
                 await supervisor.done.wait()
             del self._supervisors[supervisor.name]
         self.config = new
-        self._unrun = {}
-        self._record_unrun(new)
+        self._unrun = unrun_statuses(new)
         for name in diff.starting:
             self._supervisors[name] = self._supervisor(name, new.servers[name])
             self._start(self._supervisors[name])
         self._rebuild_catalogue()
-
-    def _record_unrun(self, config: McpConfig) -> None:
-        for name, problem in config.problems.items():
-            self._unrun[name] = ServerStatus(ServerState.FAILED, "unknown", error=problem)
-        for name in config.disabled:
-            self._unrun[name] = ServerStatus(ServerState.DISABLED, "none")
 
     # -- what requests see --------------------------------------------------------------------------
 
@@ -207,17 +199,7 @@ class McpPool:
             ended = call.fail(FailureKind.SERVER_UNAVAILABLE, removed)
         else:
             ended = await supervisor.call(call, arguments)
-        log.info(
-            "tool_call",
-            server=route.server,
-            tool=route.tool,
-            duration_ms=round(call.duration_ms, 1),
-            ok=not ended.outcome.is_error,
-            **({"failure": ended.failure.value} if ended.failure else {}),
-        )
-        if self._on_tool_call is not None:
-            outcome = ended.failure.value if ended.failure else "error" if ended.outcome.is_error else "ok"
-            self._on_tool_call(route.server, route.tool, outcome, call.duration_ms / 1000)
+        call.record(ended, self._on_tool_call)
         return ended.outcome
 
     def _rebuild_catalogue(self) -> None:
@@ -227,10 +209,23 @@ class McpPool:
         offered = Counter(route.server for route in self._catalogue.routes.values())
         for name in ordered:
             self._supervisors[name].status.tools = offered[name]
+        self._status_changed()
 
-    def _check_settled(self) -> None:
+    def _status_changed(self) -> None:
         if not any(s.state is ServerState.STARTING for s in self._statuses().values()):
             self._settled.set()
+        self._change.set()
+        self._change = anyio.Event()
+
+    async def next_change(self) -> None:
+        """Returns at the next change of a server's status or of the catalogue."""
+        await self._change.wait()
+
+    async def wait_for(self, name: str, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """Waits until `predicate` holds for the server's /health entry (bound it with a timeout)."""
+        while not predicate(status := self.health().get(name, {"state": "unknown"})):
+            await self.next_change()
+        return status
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from mcp import Client, MCPError
 from mcp.types import Tool, ToolListChangedNotification
 
 from app.mcp.calling import CALL_TIMEOUT_SLACK, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
-from app.mcp.config import ServerConfig, StdioServerConfig
+from app.mcp.config import McpConfig, ServerConfig, StdioServerConfig
 from app.mcp.connect import Connection, ConnectionOpener, describe_failure
 from app.mcp.convert import ConversionOptions
 from app.mcp.processes import StderrTail
@@ -94,6 +94,13 @@ class ServerStatus:
         return out
 
 
+def unrun_statuses(config: McpConfig) -> dict[str, ServerStatus]:
+    """The statuses of the entries of mcp.json that never run: broken ones and disabled ones."""
+    statuses = {name: ServerStatus(ServerState.FAILED, "unknown", error=problem)
+                for name, problem in config.problems.items()}
+    return statuses | {name: ServerStatus(ServerState.DISABLED, "none") for name in config.disabled}
+
+
 class ServerSupervisor:
     """Keeps one server connected while the pool runs, and runs the calls routed to it."""
 
@@ -109,7 +116,7 @@ class ServerSupervisor:
         state_changed: Callable[[], None],
     ) -> None:
         """`stopping` is the whole pool's shutdown; `tools_changed` and `state_changed` tell the pool to
-        rebuild its catalogue and to check whether every server has settled."""
+        rebuild its catalogue and that the status changed."""
         self.name, self.config, self._options, self._opener = name, config, options, opener
         self._stopping, self._tools_changed, self._state_changed = stopping, tools_changed, state_changed
         self.status = ServerStatus(ServerState.STARTING, transport_name(config))
@@ -374,6 +381,7 @@ class ServerSupervisor:
         self.client = None
         status = self.status
         status.state, status.error, status.last_error = ServerState.RESTARTING, reason, reason
+        self._state_changed()
         log.warning("mcp_server_lost", server=self.name, error=reason, restarts=status.restarts + 1)
 
     def _fail(self, reason: str) -> None:
