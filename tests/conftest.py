@@ -3,7 +3,8 @@
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -89,37 +90,47 @@ def legacy_sse_mcp() -> Iterator[str]:
 
 
 class Gateway:
-    def __init__(self, thread: ServerThread, settings: Settings, gate: Path | None = None) -> None:
+    def __init__(self, thread: ServerThread, settings: Settings) -> None:
         self.thread = thread
         self.settings = settings
         self.url = thread.url
-        self.gate = gate
 
-    def client(self, **options: Any) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.url}/v1", api_key="sk-client-secret", max_retries=0, **options)
+    def client(self, api_key: str = "sk-client-secret", **options: Any) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=api_key, max_retries=0, **options)
+
+
+@contextmanager
+def running_gateway(
+    tmp: Path, servers: dict[str, Any] | None = None, *, ready: Sequence[str] = (), key: str | None = None,
+    **overrides: Any,
+) -> Iterator[Gateway]:
+    """A gateway in this process on a free port, with these MCP servers (None: no mcp.json) and settings.
+    Returns once the `ready` servers are ready (bounded: a broken start fails the test, never hangs it);
+    `key` is the API key /health needs to show them."""
+    settings = make_settings(tmp, servers, **overrides)
+    with ServerThread(create_app(settings)) as thread:
+        if ready:
+            wait_for_health(thread.url, servers_ready(*ready), key=key)
+        yield Gateway(thread, settings)
 
 
 @pytest.fixture(scope="session")
 def gateway(
     upstream: FakeUpstream, remote_mcp: str, legacy_sse_mcp: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Gateway]:
-    tmp = tmp_path_factory.mktemp("gateway")
-    gate = tmp / "gate"
     servers = {
         "basic": stdio_entry("basic.py"),
         "remote": {"url": remote_mcp},
         "legacy": {"url": legacy_sse_mcp},
         "broken": stdio_entry("crash_on_start.py"),
-        "gated": stdio_entry("gated_start.py", str(gate)),
         "invalid": {"args": ["no command and no url"]},
         "off": {"command": "never-run", "disabled": True},
     }
-    settings = make_settings(
-        tmp, servers, upstream_url=f"{upstream.url}/v1", max_tool_rounds=3, upstream_api_key="sk-upstream"
-    )
-    with ServerThread(create_app(settings)) as thread:
-        wait_for_health(thread.url, servers_ready("basic", "remote", "legacy"))
-        yield Gateway(thread, settings, gate)
+    with running_gateway(
+        tmp_path_factory.mktemp("gateway"), servers, ready=("basic", "remote", "legacy"),
+        upstream_url=f"{upstream.url}/v1", max_tool_rounds=3, upstream_api_key="sk-upstream",
+    ) as gateway:
+        yield gateway
 
 
 @pytest.fixture

@@ -7,10 +7,9 @@ import httpx
 import openai
 import pytest
 
-from app.main import create_app
-from tests.conftest import BASIC_TOOLS, Gateway, make_settings, wait_for_health
+from tests.conftest import BASIC_TOOLS, Gateway, running_gateway, stdio_entry, wait_for_health
 from tests.support.fake_upstream import MODEL, FakeUpstream, Turn
-from tests.support.servers import ServerThread, free_port, raw_upstream
+from tests.support.servers import free_port, raw_upstream
 
 ASK = [{"role": "user", "content": "hi"}]
 
@@ -67,18 +66,20 @@ def test_health_reports_each_server(gateway: Gateway) -> None:
     assert servers["off"]["state"] == "disabled"
 
 
-def test_slow_server_starts_in_the_background(gateway: Gateway, upstream: FakeUpstream) -> None:
-    assert gateway.gate is not None
-    assert httpx.get(f"{gateway.url}/health").json()["servers"]["gated"]["state"] == "starting"
-    upstream.script(Turn(content="served while gated starts"))
-    reply = gateway.client().chat.completions.create(model="m", messages=ASK)
-    assert reply.choices[0].message.content == "served while gated starts"
-    assert "gated__ping" not in {t["function"]["name"] for t in upstream.chat_requests()[0]["tools"]}
+def test_slow_server_starts_in_the_background(tmp_path: Path, upstream: FakeUpstream) -> None:
+    gate = tmp_path / "gate"  # the server finishes starting once this file exists
+    servers = {"basic": stdio_entry("basic.py"), "gated": stdio_entry("gated_start.py", str(gate))}
+    with running_gateway(tmp_path, servers, ready=("basic",), upstream_url=f"{upstream.url}/v1") as gateway:
+        assert httpx.get(f"{gateway.url}/health").json()["servers"]["gated"]["state"] == "starting"
+        upstream.script(Turn(content="served while gated starts"))
+        reply = gateway.client().chat.completions.create(model="m", messages=ASK)
+        assert reply.choices[0].message.content == "served while gated starts"
+        assert "gated__ping" not in {t["function"]["name"] for t in upstream.chat_requests()[0]["tools"]}
 
-    gateway.gate.touch()
-    wait_for_health(gateway.url, lambda b: b["servers"]["gated"]["state"] == "ready")
-    names = {tool["function"]["name"] for tool in httpx.get(f"{gateway.url}/tools").json()["data"]}
-    assert "gated__ping" in names
+        gate.touch()
+        wait_for_health(gateway.url, lambda b: b["servers"]["gated"]["state"] == "ready")
+        names = {tool["function"]["name"] for tool in httpx.get(f"{gateway.url}/tools").json()["data"]}
+        assert "gated__ping" in names
 
 
 @pytest.mark.parametrize(
@@ -117,10 +118,8 @@ def test_unknown_route_is_a_404_envelope(gateway: Gateway) -> None:
 @pytest.fixture
 def lone_gateway(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Gateway]:
     """A gateway with no MCP config at all, pointed at the upstream URL the test parametrises."""
-    overrides = getattr(request, "param", {})
-    settings = make_settings(tmp_path, None, **overrides)
-    with ServerThread(create_app(settings)) as thread:
-        yield Gateway(thread, settings)
+    with running_gateway(tmp_path, **getattr(request, "param", {})) as gateway:
+        yield gateway
 
 
 def closed_port_url() -> str:
@@ -154,11 +153,9 @@ def silent_upstream() -> Iterator[str]:
 
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 def test_upstream_timeout_is_a_504(tmp_path: Path, silent_upstream: str, transport: str) -> None:
-    settings = make_settings(
-        tmp_path, None, upstream_url=silent_upstream, upstream_timeout=0.5, upstream_transport=transport
-    )
-    with ServerThread(create_app(settings)) as thread:
-        response = httpx.post(f"{thread.url}/v1/chat/completions", json={"model": "m", "messages": ASK}, timeout=10)
+    options = {"upstream_url": silent_upstream, "upstream_timeout": 0.5, "upstream_transport": transport}
+    with running_gateway(tmp_path, **options) as gateway:
+        response = httpx.post(f"{gateway.url}/v1/chat/completions", json={"model": "m", "messages": ASK}, timeout=10)
     error = assert_envelope(response, 504, "upstream_error")
     assert "TOOLBRIDGE_UPSTREAM_TIMEOUT" in error["message"]
 
@@ -172,16 +169,15 @@ def test_missing_mcp_config_means_no_tools_and_says_so(lone_gateway: Gateway) ->
 
 
 def test_api_keys_guard_the_api_but_not_health(tmp_path: Path, upstream: FakeUpstream) -> None:
-    settings = make_settings(tmp_path, None, upstream_url=f"{upstream.url}/v1", api_keys="k1, k2")
-    with ServerThread(create_app(settings)) as thread:
-        client = openai.OpenAI(base_url=f"{thread.url}/v1", api_key="wrong", max_retries=0)
+    with running_gateway(tmp_path, upstream_url=f"{upstream.url}/v1", api_keys="k1, k2") as gateway:
+        client = gateway.client(api_key="wrong")
         with pytest.raises(openai.AuthenticationError):
             client.models.list()
-        assert_envelope(httpx.get(f"{thread.url}/v1/models"), 401, "authentication_error")
-        assert_envelope(httpx.get(f"{thread.url}/tools"), 401, "authentication_error")
-        assert httpx.get(f"{thread.url}/health").status_code == 200
+        assert_envelope(httpx.get(f"{gateway.url}/v1/models"), 401, "authentication_error")
+        assert_envelope(httpx.get(f"{gateway.url}/tools"), 401, "authentication_error")
+        assert httpx.get(f"{gateway.url}/health").status_code == 200
         upstream.script(Turn(content="welcome"))
-        good = openai.OpenAI(base_url=f"{thread.url}/v1", api_key="k2", max_retries=0)
+        good = gateway.client(api_key="k2")
         assert good.chat.completions.create(model="m", messages=ASK).choices[0].message.content == "welcome"
     assert all("authorization" not in h for h in upstream.headers)
 
@@ -194,9 +190,8 @@ def test_request_ids_are_returned(gateway: Gateway) -> None:
 def test_both_upstream_transports_relay_streams_and_pass_through(
     tmp_path: Path, upstream: FakeUpstream, transport: str
 ) -> None:
-    settings = make_settings(tmp_path, None, upstream_url=f"{upstream.url}/v1", upstream_transport=transport)
-    with ServerThread(create_app(settings)) as thread:
-        client = openai.OpenAI(base_url=f"{thread.url}/v1", api_key="x", max_retries=0)
+    with running_gateway(tmp_path, upstream_url=f"{upstream.url}/v1", upstream_transport=transport) as gateway:
+        client = gateway.client()
         upstream.script(Turn(content="streamed through " + transport))
         stream = client.chat.completions.create(model="m", messages=ASK, stream=True)
         assert "".join(c.choices[0].delta.content or "" for c in stream) == "streamed through " + transport

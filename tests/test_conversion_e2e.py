@@ -7,23 +7,20 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.main import create_app
-from tests.conftest import Gateway, make_settings, servers_ready, stdio_entry, wait_for_health
+from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.conversion_checks import grammar_problems
 from tests.support.fake_upstream import MODEL, VISION_MODEL, Call, FakeUpstream, Turn, envelopes
 from tests.support.mcp_servers.hard import PNG
-from tests.support.servers import ServerThread
 
 ASK = [{"role": "user", "content": "go"}]
 
 
 @pytest.fixture(scope="module")
 def hard_gateway(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    tmp = tmp_path_factory.mktemp("hard")
-    settings = make_settings(tmp, {"hard": stdio_entry("hard.py")}, upstream_url=f"{upstream.url}/v1")
-    with ServerThread(create_app(settings)) as thread:
-        wait_for_health(thread.url, servers_ready("hard"))
-        yield Gateway(thread, settings)
+    servers = {"hard": stdio_entry("hard.py")}
+    with running_gateway(tmp_path_factory.mktemp("hard"), servers, ready=("hard",),
+                         upstream_url=f"{upstream.url}/v1") as gateway:
+        yield gateway
 
 
 def received(gateway: Gateway, upstream: FakeUpstream, call: Call, model: str = MODEL) -> dict:
@@ -134,12 +131,10 @@ def test_health_names_the_upstream_kind(hard_gateway: Gateway) -> None:
 
 @pytest.fixture
 def lone_hard_gateway(upstream: FakeUpstream, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Gateway]:
-    settings = make_settings(
-        tmp_path, {"hard": stdio_entry("hard.py")}, upstream_url=f"{upstream.url}/v1", **request.param
-    )
-    with ServerThread(create_app(settings)) as thread:
-        wait_for_health(thread.url, servers_ready("hard"))
-        yield Gateway(thread, settings)
+    servers = {"hard": stdio_entry("hard.py")}
+    with running_gateway(tmp_path, servers, ready=("hard",), upstream_url=f"{upstream.url}/v1",
+                         **request.param) as gateway:
+        yield gateway
 
 
 @pytest.mark.parametrize("lone_hard_gateway", [{"result_format": "text"}], indirect=True)

@@ -6,11 +6,9 @@ from pathlib import Path
 import httpx
 import yaml
 
-from app.main import create_app
 from app.mcp.config import load_mcp_config
 from app.settings import Settings
-from tests.conftest import make_settings
-from tests.support.servers import ServerThread
+from tests.conftest import running_gateway
 
 ROOT = Path(__file__).parent.parent
 SETTING_NAMES = {f"TOOLBRIDGE_{name.upper()}" for name in Settings.model_fields}
@@ -32,12 +30,11 @@ def test_compose_wires_open_webui_to_toolbridge_and_toolbridge_to_lm_studio() ->
 
 def test_the_compose_gateway_answers_open_webui_and_the_health_check_only(tmp_path: Path) -> None:
     gateway_env = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["toolbridge"]["environment"]
-    settings = make_settings(tmp_path, None, host=gateway_env["TOOLBRIDGE_HOST"],
-                             allowed_hosts=gateway_env["TOOLBRIDGE_ALLOWED_HOSTS"])
     port = gateway_env["TOOLBRIDGE_PORT"]
-    with ServerThread(create_app(settings)) as thread:
+    with running_gateway(tmp_path, host=gateway_env["TOOLBRIDGE_HOST"],
+                         allowed_hosts=gateway_env["TOOLBRIDGE_ALLOWED_HOSTS"]) as gateway:
         def status(host: str) -> int:
-            return httpx.get(f"{thread.url}/health", headers={"Host": host}).status_code
+            return httpx.get(f"{gateway.url}/health", headers={"Host": host}).status_code
 
         assert status(f"toolbridge:{port}") == 200  # Open WebUI's OPENAI_API_BASE_URL
         assert status(f"127.0.0.1:{port}") == 200  # the Dockerfile's HEALTHCHECK

@@ -7,13 +7,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.main import create_app
 from bench.eval.prompting import ANSWER, CALL, allowed, choice_grammar, conversation, offered_tools, parse_choice
 from bench.eval.runner import CONFIGS, Outcome, by_category, run_task, same_as_defaults, table, tool_names
 from bench.eval.scoring import Observed, Score, observe, score
 from bench.eval.tasks import ExpectedCall, Task, client_tools, load_tasks
 from bench.scripted_model import decide
-from tests.conftest import make_settings, servers_ready, wait_for_health
+from tests.conftest import running_gateway
 from tests.support.fake_upstream import FakeUpstream, Turn
 from tests.support.servers import ServerThread
 
@@ -161,30 +160,34 @@ def test_calls_are_read_from_the_details_trace() -> None:
 def test_a_task_runs_through_a_real_gateway_and_is_scored(tmp_path: Path) -> None:
     """The scripted model calls the time tool when asked the time: the whole path of the eval, minus llama.cpp."""
     model = FakeUpstream(default=lambda body: decide(body, words=5), record=False)
-    with ServerThread(model.app) as upstream:
-        settings = make_settings(tmp_path, {"time": {"command": "mcp-server-time"}}, upstream_url=f"{upstream.url}/v1")
-        with ServerThread(create_app(settings)) as gateway, httpx.Client(timeout=60) as client:
-            wait_for_health(gateway.url, servers_ready("time"))
-            tool_of = tool_names(gateway.url)
-            assert tool_of["time__get_current_time"] == "get_current_time"
-            tasks = {t.id: t for t in load_tasks()}
-            for streamed in (False, True):
-                timed, _, tokens = run_task(client, gateway.url, tasks["need-time"], streamed, tool_of)
-                assert tokens > 0  # summed over both rounds, streamed too
-                chat, *_ = run_task(client, gateway.url, tasks["chat-greeting"], streamed, tool_of)
-                summed, *_ = run_task(client, gateway.url, tasks["named-sum"], streamed, tool_of)
-                assert (timed.passed, chat.passed, summed.passed, summed.tool_ok) == (True, True, False, False)
+    servers = {"time": {"command": "mcp-server-time"}}
+    with (
+        ServerThread(model.app) as upstream,
+        running_gateway(tmp_path, servers, ready=("time",), upstream_url=f"{upstream.url}/v1") as gateway,
+        httpx.Client(timeout=60) as client,
+    ):
+        tool_of = tool_names(gateway.url)
+        assert tool_of["time__get_current_time"] == "get_current_time"
+        tasks = {t.id: t for t in load_tasks()}
+        for streamed in (False, True):
+            timed, _, tokens = run_task(client, gateway.url, tasks["need-time"], streamed, tool_of)
+            assert tokens > 0  # summed over both rounds, streamed too
+            chat, *_ = run_task(client, gateway.url, tasks["chat-greeting"], streamed, tool_of)
+            summed, *_ = run_task(client, gateway.url, tasks["named-sum"], streamed, tool_of)
+            assert (timed.passed, chat.passed, summed.passed, summed.tool_ok) == (True, True, False, False)
 
 
 def test_a_task_the_gateway_answers_with_an_error_fails(tmp_path: Path) -> None:
     broken = FakeUpstream(default=lambda _body: Turn(status=500, error="model crashed"), record=False)
-    with ServerThread(broken.app) as upstream:
-        settings = make_settings(tmp_path, None, upstream_url=f"{upstream.url}/v1")
-        with ServerThread(create_app(settings)) as gateway, httpx.Client(timeout=60) as client:
-            task = Task("c", "c", ["Hi"], [])
-            for streamed in (False, True):
-                result, *_ = run_task(client, gateway.url, task, streamed, {})
-                assert result == Score(False, False, False, False)
+    with (
+        ServerThread(broken.app) as upstream,
+        running_gateway(tmp_path, upstream_url=f"{upstream.url}/v1") as gateway,
+        httpx.Client(timeout=60) as client,
+    ):
+        task = Task("c", "c", ["Hi"], [])
+        for streamed in (False, True):
+            result, *_ = run_task(client, gateway.url, task, streamed, {})
+            assert result == Score(False, False, False, False)
 
 
 def test_the_table_counts_per_configuration_and_mode() -> None:
@@ -222,18 +225,19 @@ def test_the_help_desk_and_client_tools_through_a_real_gateway(tmp_path: Path) -
 
     model = FakeUpstream(default=lambda body: decide(body, words=5), record=False)
     servers = {"helpdesk": {"command": sys.executable, "args": [str(HELPDESK)]}}
-    with ServerThread(model.app) as upstream:
-        settings = make_settings(tmp_path, servers, upstream_url=f"{upstream.url}/v1")
-        with ServerThread(create_app(settings)) as gateway, httpx.Client(timeout=60) as client:
-            wait_for_health(gateway.url, servers_ready("helpdesk"))
-            tool_of = tool_names(gateway.url)
-            too_many = Task("f", "c", ['call helpdesk__get_forecast with {"city": "Oslo", "days": 10}'],
-                            [ExpectedCall("get_forecast", {"city": "Oslo", "days": 10})], ["invalid_arguments", "7"])
-            unknown = Task("e", "c", ['call helpdesk__lookup_order with {"order_id": "B-9"}'],
-                           [ExpectedCall("lookup_order")], ["No order has the id"])
-            own = Task("o", "c", ["call get_current_timestamp with {}"], [ExpectedCall("get_current_timestamp")],
-                       client_tools="open_webui")
-            for streamed in (False, True):
-                for task in (too_many, unknown, own):
-                    result, *_ = run_task(client, gateway.url, task, streamed, tool_of)
-                    assert result.passed, (task.id, streamed, result)
+    with (
+        ServerThread(model.app) as upstream,
+        running_gateway(tmp_path, servers, ready=("helpdesk",), upstream_url=f"{upstream.url}/v1") as gateway,
+        httpx.Client(timeout=60) as client,
+    ):
+        tool_of = tool_names(gateway.url)
+        too_many = Task("f", "c", ['call helpdesk__get_forecast with {"city": "Oslo", "days": 10}'],
+                        [ExpectedCall("get_forecast", {"city": "Oslo", "days": 10})], ["invalid_arguments", "7"])
+        unknown = Task("e", "c", ['call helpdesk__lookup_order with {"order_id": "B-9"}'],
+                       [ExpectedCall("lookup_order")], ["No order has the id"])
+        own = Task("o", "c", ["call get_current_timestamp with {}"], [ExpectedCall("get_current_timestamp")],
+                   client_tools="open_webui")
+        for streamed in (False, True):
+            for task in (too_many, unknown, own):
+                result, *_ = run_task(client, gateway.url, task, streamed, tool_of)
+                assert result.passed, (task.id, streamed, result)

@@ -13,8 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from app.main import create_app
-from tests.conftest import make_settings, stdio_entry, wait_for_health
+from tests.conftest import running_gateway, stdio_entry
 from tests.support.fake_upstream import FakeUpstream, Turn
 from tests.support.servers import ServerThread
 
@@ -27,12 +26,12 @@ sent: list[int] = []
 def fuzzed_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("fuzz")
     upstream = FakeUpstream(default=lambda _body: Turn(content="fine"), record=False)
-    with ServerThread(upstream.app) as upstream_thread:
-        config = make_settings(tmp, {"basic": stdio_entry("basic.py")}, upstream_url=f"{upstream_thread.url}/v1",
-                               max_body_bytes=1_000_000)
-        with ServerThread(create_app(config)) as thread:
-            wait_for_health(thread.url, lambda b: b["servers"]["basic"]["state"] == "ready")
-            yield thread.url
+    with (
+        ServerThread(upstream.app) as upstream_thread,
+        running_gateway(tmp, {"basic": stdio_entry("basic.py")}, ready=("basic",),
+                        upstream_url=f"{upstream_thread.url}/v1", max_body_bytes=1_000_000) as gateway,
+    ):
+        yield gateway.url
     assert sum(sent) >= AT_LEAST, f"only {sum(sent)} cases were sent"
     print(f"fuzzing: {sum(sent)} requests, no 5xx")
 

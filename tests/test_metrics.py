@@ -6,10 +6,8 @@ import httpx
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.main import create_app
-from tests.conftest import make_settings, stdio_entry, wait_for_health
+from tests.conftest import running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
-from tests.support.servers import ServerThread
 
 KEY = {"Authorization": "Bearer k1"}
 
@@ -24,17 +22,16 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 def test_a_chat_with_a_tool_call_is_counted(tmp_path: Path, upstream: FakeUpstream) -> None:
     servers = {"basic": stdio_entry("basic.py"), "broken": stdio_entry("crash_on_start.py")}
-    settings = make_settings(tmp_path, servers, upstream_url=f"{upstream.url}/v1", api_keys="k1")
-    with ServerThread(create_app(settings)) as thread:
-        wait_for_health(thread.url, lambda b: b["servers"]["basic"]["state"] == "ready", key="k1")
+    with running_gateway(tmp_path, servers, ready=("basic",), key="k1", upstream_url=f"{upstream.url}/v1",
+                         api_keys="k1") as gateway:
         upstream.script(Turn(calls=[Call("basic__echo", {"text": "x"})], usage=(11, 3)),
                         Turn(content="done", usage=(20, 4)))
-        client = openai.OpenAI(base_url=f"{thread.url}/v1", api_key="k1", max_retries=0)
+        client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="k1", max_retries=0)
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
-        assert httpx.get(f"{thread.url}/metrics").status_code == 401
+        assert httpx.get(f"{gateway.url}/metrics").status_code == 401
         for method in ("PROPFIND", "MKCOL", "LOCK"):  # methods the HTTP parser passes on: one label for them all
-            httpx.request(method, f"{thread.url}/tools", headers=KEY)
-        scraped = httpx.get(f"{thread.url}/metrics", headers=KEY)
+            httpx.request(method, f"{gateway.url}/tools", headers=KEY)
+        scraped = httpx.get(f"{gateway.url}/metrics", headers=KEY)
     assert scraped.headers["content-type"].startswith("text/plain")
     seen = samples(scraped.text)
     chat = (("method", "POST"), ("route", "/v1/chat/completions"), ("status", "200"))
@@ -55,7 +52,6 @@ def test_a_chat_with_a_tool_call_is_counted(tmp_path: Path, upstream: FakeUpstre
 
 
 def test_metrics_can_be_opened_to_scrapers_without_a_key(tmp_path: Path, upstream: FakeUpstream) -> None:
-    settings = make_settings(tmp_path, None, upstream_url=f"{upstream.url}/v1", api_keys="k1", metrics_public=True)
-    with ServerThread(create_app(settings)) as thread:
-        assert httpx.get(f"{thread.url}/metrics").status_code == 200
-        assert httpx.get(f"{thread.url}/v1/models").status_code == 401
+    with running_gateway(tmp_path, upstream_url=f"{upstream.url}/v1", api_keys="k1", metrics_public=True) as gateway:
+        assert httpx.get(f"{gateway.url}/metrics").status_code == 200
+        assert httpx.get(f"{gateway.url}/v1/models").status_code == 401

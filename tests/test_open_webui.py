@@ -6,11 +6,9 @@ import openai
 import pytest
 from structlog.testing import capture_logs
 
-from app.main import create_app
 from app.open_webui import is_background_task, openwebui_fields
-from tests.conftest import Gateway, make_settings, servers_ready, stdio_entry, wait_for_health
+from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import FakeUpstream, Turn
-from tests.support.servers import ServerThread
 
 TITLE_PROMPT = "### Task:\nGenerate a concise, 3-5 word title with an emoji summarizing the chat history."
 
@@ -46,12 +44,10 @@ def test_task_prompts_get_no_tools_but_chats_do(gateway: Gateway, upstream: Fake
 
 
 def test_the_task_rule_can_be_turned_off(upstream: FakeUpstream, tmp_path: Path) -> None:
-    settings = make_settings(tmp_path, {"basic": stdio_entry("basic.py")}, upstream_url=f"{upstream.url}/v1",
-                             skip_tools_for_tasks=False)
-    with ServerThread(create_app(settings)) as thread:
-        wait_for_health(thread.url, servers_ready("basic"))
+    with running_gateway(tmp_path, {"basic": stdio_entry("basic.py")}, ready=("basic",),
+                         upstream_url=f"{upstream.url}/v1", skip_tools_for_tasks=False) as gateway:
         upstream.script(Turn(content="title"))
-        client = openai.OpenAI(base_url=f"{thread.url}/v1", api_key="x", max_retries=0)
+        client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="x", max_retries=0)
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": TITLE_PROMPT}])
     assert upstream.chat_requests()[0]["tools"]
 

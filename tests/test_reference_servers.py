@@ -14,11 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.main import create_app
-from tests.conftest import Gateway, make_settings, servers_ready, wait_for_health
+from tests.conftest import Gateway, running_gateway
 from tests.conversion_checks import grammar_problems
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn, envelopes
-from tests.support.servers import ServerThread
 
 BIN = Path(__file__).parent / "npm" / "node_modules" / ".bin"
 EVERYTHING, FILESYSTEM = BIN / "mcp-server-everything", BIN / "mcp-server-filesystem"
@@ -64,11 +62,9 @@ def test_toolbridge_tools_shows_grammar_safe_reference_tools(files_root: Path, t
 @pytest.fixture(scope="module")
 def reference_gateway(upstream: FakeUpstream, files_root: Path, tmp_path_factory: pytest.TempPathFactory
                       ) -> Iterator[Gateway]:
-    tmp = tmp_path_factory.mktemp("reference")
-    settings = make_settings(tmp, reference_servers(files_root), upstream_url=f"{upstream.url}/v1")
-    with ServerThread(create_app(settings)) as thread:
-        wait_for_health(thread.url, servers_ready("everything", "files"))
-        yield Gateway(thread, settings)
+    with running_gateway(tmp_path_factory.mktemp("reference"), reference_servers(files_root),
+                         ready=("everything", "files"), upstream_url=f"{upstream.url}/v1") as gateway:
+        yield gateway
 
 
 def test_tools_that_only_elicit_are_not_offered(reference_gateway: Gateway) -> None:

@@ -6,10 +6,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.main import create_app
-from tests.conftest import Gateway, make_settings, servers_ready, stdio_entry, wait_for_health
+from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn, envelopes
-from tests.support.servers import ServerThread
 
 ASK = [{"role": "user", "content": "ask the model"}]
 
@@ -19,10 +17,8 @@ def sampling_gateway(upstream: FakeUpstream, tmp_path: Path, request: pytest.Fix
     options = dict(request.param)
     # 2025: sampling is a request to the client mid-call; 2026: an InputRequiredResult answered and retried.
     servers = {"basic": {**stdio_entry("basic.py"), "mode": options.pop("mode", "auto")}}
-    settings = make_settings(tmp_path, servers, upstream_url=f"{upstream.url}/v1", **options)
-    with ServerThread(create_app(settings)) as thread:
-        wait_for_health(thread.url, servers_ready("basic"))
-        yield Gateway(thread, settings)
+    with running_gateway(tmp_path, servers, ready=("basic",), upstream_url=f"{upstream.url}/v1", **options) as gateway:
+        yield gateway
 
 
 @pytest.mark.parametrize("sampling_gateway", [{"mode": "legacy"}, {"mode": "auto"}], indirect=True)

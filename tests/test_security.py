@@ -10,7 +10,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,8 +24,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from app.main import create_app
-from tests.conftest import Gateway, make_settings, stdio_entry, wait_for_health
+from tests.conftest import Gateway, running_gateway, stdio_entry, wait_for_health
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.servers import ServerThread, free_port, raw_upstream
 
@@ -34,19 +33,16 @@ UPSTREAM_KEY = "sk-upstream-CANARY"
 RAW_TIMEOUT = 10
 
 
-@contextmanager
-def running_gateway(
+def gateway_at(
     tmp_path: Path, upstream_url: str, servers: dict | None = None, **overrides: Any
-) -> Iterator[Gateway]:
-    settings = make_settings(tmp_path, servers, upstream_url=upstream_url, **overrides)
-    with ServerThread(create_app(settings)) as thread:
-        yield Gateway(thread, settings)
+) -> AbstractContextManager[Gateway]:
+    return running_gateway(tmp_path, servers, upstream_url=upstream_url, **overrides)
 
 
 @pytest.fixture
 def gateway(tmp_path: Path, upstream: FakeUpstream) -> Iterator[Gateway]:
     upstream.script()
-    with running_gateway(tmp_path, f"{upstream.url}/v1", upstream_api_key=UPSTREAM_KEY) as gateway:
+    with gateway_at(tmp_path, f"{upstream.url}/v1", upstream_api_key=UPSTREAM_KEY) as gateway:
         yield gateway
 
 
@@ -166,7 +162,7 @@ def test_no_protected_route_is_reached_without_the_key(tmp_path: Path, upstream:
     """400 requests: every protected route, in several spellings, with every wrong way to send a key."""
     upstream.script()
     body = json.dumps({"model": "m", "messages": ASK}).encode()
-    with running_gateway(tmp_path, f"{upstream.url}/v1", api_keys="k1") as gateway:
+    with gateway_at(tmp_path, f"{upstream.url}/v1", api_keys="k1") as gateway:
         cases = [(method, form.format(path=path, upper=path.upper()), credentials)
                  for method, path in PROTECTED for form in PATH_FORMS for credentials in WRONG_CREDENTIALS]
         answered = {
@@ -206,20 +202,20 @@ def test_a_rebinding_page_cannot_run_tools_through_chat(gateway: Gateway, upstre
 @pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}", "LOCALHOST", "[::1]:{port}",
                                   "app.localhost", "toolbridge:8000", "Toolbridge"])
 def test_loopback_names_and_listed_hosts_are_served(tmp_path: Path, upstream: FakeUpstream, host: str) -> None:
-    with running_gateway(tmp_path, f"{upstream.url}/v1", allowed_hosts="toolbridge") as gateway:
+    with gateway_at(tmp_path, f"{upstream.url}/v1", allowed_hosts="toolbridge") as gateway:
         status, _, _ = raw(gateway, "GET", "/health", {"Host": host.format(port=gateway.thread.port)})
     assert status == 200
 
 
 def test_the_unspecified_address_is_no_host_name(tmp_path: Path, upstream: FakeUpstream) -> None:
     """Browsers let pages send to 0.0.0.0 ("0.0.0.0 day"); bound to it or not, it is not a name served."""
-    with running_gateway(tmp_path, f"{upstream.url}/v1", host="0.0.0.0") as gateway:
+    with gateway_at(tmp_path, f"{upstream.url}/v1", host="0.0.0.0") as gateway:
         assert raw(gateway, "GET", "/health", {"Host": "0.0.0.0:8000"})[0] == 403
         assert raw(gateway, "GET", "/health", {"Host": "localhost.:8000"})[0] == 200
 
 
 def test_the_bind_address_is_served(tmp_path: Path, upstream: FakeUpstream) -> None:
-    with running_gateway(tmp_path, f"{upstream.url}/v1", host="192.0.2.10") as gateway:
+    with gateway_at(tmp_path, f"{upstream.url}/v1", host="192.0.2.10") as gateway:
         assert raw(gateway, "GET", "/health", {"Host": "192.0.2.10:8000"})[0] == 200
         assert raw(gateway, "GET", "/health", {"Host": "192.0.2.11:8000"})[0] == 403
 
@@ -244,7 +240,7 @@ def test_desktop_apps_and_loopback_pages_keep_working(gateway: Gateway, origin: 
 
 def test_listed_origins_get_cors_headers_and_preflights(tmp_path: Path, upstream: FakeUpstream) -> None:
     origin = "https://web.chatboxai.app"
-    with running_gateway(tmp_path, f"{upstream.url}/v1", cors_origins=f"{origin}/", api_keys="k1") as gateway:
+    with gateway_at(tmp_path, f"{upstream.url}/v1", cors_origins=f"{origin}/", api_keys="k1") as gateway:
         status, headers, _ = raw(gateway, "OPTIONS", "/v1/chat/completions", {
             "Origin": origin, "Access-Control-Request-Method": "POST",
             "Access-Control-Request-Headers": "authorization, content-type"})
@@ -264,7 +260,7 @@ def test_listed_origins_get_cors_headers_and_preflights(tmp_path: Path, upstream
 
 def test_a_servers_stderr_never_reaches_another_users_chat(tmp_path: Path, upstream: FakeUpstream) -> None:
     servers = {"leaky": stdio_entry("leaky.py", str(tmp_path / "down"))}
-    with running_gateway(tmp_path, f"{upstream.url}/v1", servers, api_keys="key-a,key-b") as gateway:
+    with gateway_at(tmp_path, f"{upstream.url}/v1", servers, api_keys="key-a,key-b") as gateway:
         wait_for_health(gateway.url, lambda b: b["servers"]["leaky"]["state"] == "ready", key="key-a")
         upstream.script(Turn(calls=[Call("leaky__note", {"text": "USER-A-PRIVATE"})]), Turn(content="saved"))
         user_a = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="key-a", max_retries=0)
@@ -366,7 +362,7 @@ def chat_head(port: int, length: int, *extra: str) -> str:
 
 def test_a_body_over_the_limit_is_refused_before_it_is_read(tmp_path: Path, upstream: FakeUpstream) -> None:
     upstream.script()
-    with running_gateway(tmp_path, f"{upstream.url}/v1", max_body_bytes=4096) as gateway:
+    with gateway_at(tmp_path, f"{upstream.url}/v1", max_body_bytes=4096) as gateway:
         status, body = send_head(gateway.thread.port, chat_head(gateway.thread.port, 100_000_000))
         assert status == 413
         assert "TOOLBRIDGE_MAX_BODY_BYTES" in body["error"]["message"]
@@ -385,7 +381,7 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(tmp_path: Path, upst
 
 def test_without_a_key_no_body_is_read_or_validated(tmp_path: Path, upstream: FakeUpstream) -> None:
     upstream.script()
-    with running_gateway(tmp_path, f"{upstream.url}/v1", api_keys="k1") as gateway:
+    with gateway_at(tmp_path, f"{upstream.url}/v1", api_keys="k1") as gateway:
         status, body = send_head(gateway.thread.port, chat_head(gateway.thread.port, 40_000_000))
         assert (status, body["error"]["code"]) == (401, "invalid_api_key")
         invalid = httpx.post(f"{gateway.url}/v1/chat/completions", content=b"{not json",
@@ -397,7 +393,7 @@ def test_without_a_key_no_body_is_read_or_validated(tmp_path: Path, upstream: Fa
 
 def test_a_client_that_stops_sending_its_body_gets_a_408(tmp_path: Path, upstream: FakeUpstream) -> None:
     upstream.script()
-    with running_gateway(tmp_path, f"{upstream.url}/v1", client_timeout=0.5) as gateway:
+    with gateway_at(tmp_path, f"{upstream.url}/v1", client_timeout=0.5) as gateway:
         status, body = send_head(gateway.thread.port, chat_head(gateway.thread.port, 100), b"{}")
     assert status == 408
     assert body["error"]["code"] == "request_timeout"
@@ -407,7 +403,7 @@ def test_a_client_that_stops_sending_its_body_gets_a_408(tmp_path: Path, upstrea
 def test_too_many_requests_at_once_get_a_503_with_retry_after(tmp_path: Path, upstream: FakeUpstream) -> None:
     release, closed = threading.Event(), threading.Event()
     upstream.script(Turn(content="first and second", hold_after_first_content=release, closed=closed))
-    with running_gateway(tmp_path, f"{upstream.url}/v1", max_concurrent_requests=1) as gateway:
+    with gateway_at(tmp_path, f"{upstream.url}/v1", max_concurrent_requests=1) as gateway:
         client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="x", max_retries=0)
         stream = client.chat.completions.create(model="m", messages=ASK, stream=True)
         first = next(iter(stream))  # the first request is in flight, held by the upstream
@@ -428,7 +424,7 @@ def test_clients_that_leave_mid_stream_leak_no_slot_thread_or_descriptor(
     """100 streams abandoned mid-answer, with a cap of 4 requests at once: every slot comes back (a leaked one
     would soon refuse everybody), and the process keeps its threads and file descriptors."""
     me = psutil.Process()
-    with running_gateway(tmp_path, f"{upstream.url}/v1", max_concurrent_requests=4) as gateway:
+    with gateway_at(tmp_path, f"{upstream.url}/v1", max_concurrent_requests=4) as gateway:
         def abandon_one() -> None:
             release, closed = threading.Event(), threading.Event()
             upstream.script(Turn(content="never read to the end", hold_after_first_content=release, closed=closed))
@@ -486,7 +482,7 @@ def strict_upstream() -> Iterator[str]:
 
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 def test_gets_are_passed_on_without_a_body(tmp_path: Path, strict_upstream: str, transport: str) -> None:
-    with running_gateway(tmp_path, strict_upstream, upstream_transport=transport) as gateway:
+    with gateway_at(tmp_path, strict_upstream, upstream_transport=transport) as gateway:
         for _ in range(3):
             response = httpx.get(f"{gateway.url}/v1/models/strict-model")
             assert response.status_code == 200
@@ -514,7 +510,7 @@ def garbage_upstream() -> Iterator[str]:
 
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 def test_an_upstream_that_answers_garbage_is_a_502(tmp_path: Path, garbage_upstream: str, transport: str) -> None:
-    with running_gateway(tmp_path, garbage_upstream, upstream_transport=transport) as gateway:
+    with gateway_at(tmp_path, garbage_upstream, upstream_transport=transport) as gateway:
         for response in (
             httpx.get(f"{gateway.url}/v1/models"),
             httpx.get(f"{gateway.url}/v1/models/x"),
@@ -572,6 +568,6 @@ def test_an_upstream_html_error_page_becomes_its_words(gateway: Gateway, upstrea
 
 def test_nothing_listens_for_a_refused_host_header_either(tmp_path: Path, upstream: FakeUpstream) -> None:
     """A gateway bound to every interface still refuses names it was not given."""
-    with running_gateway(tmp_path, f"{upstream.url}/v1", host="0.0.0.0") as gateway:
+    with gateway_at(tmp_path, f"{upstream.url}/v1", host="0.0.0.0") as gateway:
         assert raw(gateway, "GET", "/health", {"Host": f"127.0.0.1:{free_port()}"})[0] == 200
         assert raw(gateway, "GET", "/health", {"Host": "192.168.1.20:8000"})[0] == 403

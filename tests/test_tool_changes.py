@@ -1,15 +1,13 @@
 """A server's tool list changing under requests: those in flight keep theirs, the next ones see the new list."""
 
-import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 
-from app.main import create_app
-from tests.conftest import make_settings, servers_ready, stdio_entry, wait_for_health
+from tests.conftest import running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
-from tests.support.servers import ServerThread
 
 CHANGE_TIMEOUT = 30
 
@@ -19,19 +17,19 @@ def tool_names(request: dict[str, Any]) -> list[str]:
 
 
 def test_a_request_in_flight_keeps_its_tools_when_a_server_adds_one(upstream: FakeUpstream, tmp_path: Path) -> None:
-    settings = make_settings(tmp_path, {"basic": stdio_entry("basic.py")}, upstream_url=f"{upstream.url}/v1")
-    with ServerThread(create_app(settings)) as gateway:
-        wait_for_health(gateway.url, servers_ready("basic"))
+    servers = {"basic": stdio_entry("basic.py")}
+    with running_gateway(tmp_path, servers, ready=("basic",), upstream_url=f"{upstream.url}/v1") as gateway:
 
-        def once_the_new_tool_is_listed(_body: dict[str, Any]) -> Turn:
+        async def once_the_new_tool_is_listed(_body: dict[str, Any]) -> Turn:
             # grow ran and announced `late_tool`; go on only once the gateway's catalogue has it, so the
-            # next round is built after the change for certain.
-            deadline = time.monotonic() + CHANGE_TIMEOUT
-            while time.monotonic() < deadline:
-                listed = [t["function"]["name"] for t in httpx.get(f"{gateway.url}/tools").json()["data"]]
-                if "basic__late_tool" in listed:
-                    return Turn(calls=[Call("basic__echo", {"text": "again"})])
-                time.sleep(0.02)
+            # next round is built after the change for certain. Awaited: the fake upstream's loop keeps serving.
+            async with httpx.AsyncClient() as client:
+                with anyio.move_on_after(CHANGE_TIMEOUT):
+                    while True:
+                        listed = (await client.get(f"{gateway.url}/tools")).json()["data"]
+                        if "basic__late_tool" in [t["function"]["name"] for t in listed]:
+                            return Turn(calls=[Call("basic__echo", {"text": "again"})])
+                        await anyio.sleep(0.02)
             return Turn(content="the catalogue never changed")
 
         upstream.script(Turn(calls=[Call("basic__grow", {})]), once_the_new_tool_is_listed, Turn(content="grown"))

@@ -6,10 +6,11 @@ body returning one. Streaming mimics LM Studio: numeric-string call ids only on 
 reasoning deltas before content. Every request is recorded for assertions.
 """
 
+import inspect
 import json
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +51,8 @@ class Turn:
     raw_body: str | None = None
 
 
-Reply = Turn | Callable[[dict[str, Any]], Turn]
+# A turn, or a function of the request that makes one (async when it must wait for something).
+Reply = Turn | Callable[[dict[str, Any]], Turn] | Callable[[dict[str, Any]], Awaitable[Turn]]
 
 
 class FakeUpstream:
@@ -99,6 +101,8 @@ class FakeUpstream:
         reply = self._replies.popleft() if self._replies else self.default
         assert reply is not None
         turn = reply(body) if callable(reply) else reply
+        if inspect.isawaitable(turn):
+            turn = await turn
         if turn.status != 200 and turn.raw_body is not None:
             return Response(turn.raw_body, turn.status, headers=turn.headers, media_type="text/html")
         if turn.status != 200:
