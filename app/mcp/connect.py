@@ -81,12 +81,13 @@ class ConnectionOpener:
         self.task_group.start_soon(pump_stderr, name, read_fd, tail, name=f"mcp-stderr:{name}")
         before = session_children()
         try:
-            client = await stack.enter_async_context(Client(stdio_client(params, errlog=errlog), **options))
+            return await stack.enter_async_context(Client(stdio_client(params, errlog=errlog), **options))
         finally:
             errlog.close()  # the child holds its own copy; ours would keep the pipe open forever
-        # Each stdio server leads its own process group; remember ours to end what it leaves behind.
-        self.process_groups.update(spawned_since(before, server.args))
-        return client
+            # Each stdio server leads its own process group; remember ours to end what it leaves behind. Also
+            # when the start failed or was cut off: shutdown landing while the SDK spawns leaves it a live
+            # process it never learns of (one that was cleaned up is gone and not found here).
+            self.process_groups.update(spawned_since(before, server.args))
 
 
 @dataclass
