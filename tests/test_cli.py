@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -40,6 +41,32 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subproc
         [TOOLBRIDGE, *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=clean_env() | (env or {}),
         check=False,
     )
+
+
+@contextlib.contextmanager
+def toolbridge(
+    tmp_path: Path, config: Path, *flags: str, env: dict[str, str] | None = None, ready: Any = None,
+    key: str | None = None,
+) -> Iterator[tuple[subprocess.Popen, str]]:
+    """`toolbridge` started as a user starts it, its log in tmp_path/gateway.log; yields the process and its
+    URL once /health satisfies `ready` (default: it answers). Stopped at the end as a supervisor stops it
+    (SIGTERM, then SIGKILL), however the test ended."""
+    port = free_port()
+    with (tmp_path / "gateway.log").open("w") as log_file:
+        gateway = subprocess.Popen([TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config), *flags],
+                                   cwd=tmp_path, env=env or clean_env(), stdout=subprocess.DEVNULL, stderr=log_file)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(base, ready or (lambda body: "status" in body), key=key)
+        yield gateway, base
+    finally:
+        if gateway.poll() is None:
+            gateway.send_signal(signal.SIGTERM)
+            try:
+                gateway.wait(timeout=EXIT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                gateway.kill()
+                gateway.wait(timeout=EXIT_TIMEOUT)
 
 
 def test_tools_prints_the_openai_tools_and_exits(tmp_path: Path) -> None:
@@ -82,29 +109,17 @@ def test_settings_come_from_environment_and_dotenv(tmp_path: Path) -> None:
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 def test_stopping_leaves_no_mcp_server_process_behind(tmp_path: Path, stop_signal: signal.Signals) -> None:
     config = write_config(tmp_path, {"one": stdio_entry("basic.py"), "two": stdio_entry("lingering.py")})
-    port = free_port()
-    log_path = tmp_path / "gateway.log"
-    with log_path.open("w") as log_file:
-        gateway = subprocess.Popen(
-            [TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config), "--log-format", "json"],
-            cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=log_file,
-        )
-    try:
-        wait_for_health(f"http://127.0.0.1:{port}", lambda b: b["status"] == "ok")
+    with toolbridge(tmp_path, config, "--log-format", "json", ready=lambda b: b["status"] == "ok") as (gateway, base):
         children = psutil.Process(gateway.pid).children(recursive=True)
         assert len(children) >= 2
         gateway.send_signal(stop_signal)
         # uvicorn shuts down gracefully, then re-raises the signal so the exit status tells of it.
         assert gateway.wait(timeout=EXIT_TIMEOUT) in (0, -stop_signal)
-        assert "Application shutdown complete" in log_path.read_text()
+        assert "Application shutdown complete" in (tmp_path / "gateway.log").read_text()
         _, alive = psutil.wait_procs(children, timeout=5)
         assert alive == []
-    finally:
-        if gateway.poll() is None:
-            gateway.kill()
-            gateway.wait(timeout=EXIT_TIMEOUT)
     with pytest.raises(httpx.ConnectError):
-        httpx.get(f"http://127.0.0.1:{port}/health")
+        httpx.get(f"{base}/health")
 
 
 @pytest.mark.parametrize("log_format", ["json", "console"])
@@ -112,20 +127,12 @@ def test_logs_carry_request_tool_and_stderr_lines_but_no_secrets(
     tmp_path: Path, upstream: FakeUpstream, log_format: str
 ) -> None:
     config = write_config(tmp_path, {"basic": stdio_entry("basic.py"), "broken": stdio_entry("crash_on_start.py")})
-    port = free_port()
     secrets = {"TOOLBRIDGE_UPSTREAM_API_KEY": "sk-upstream-CANARY-1", "TOOLBRIDGE_API_KEYS": "sk-client-CANARY-2"}
     env = clean_env() | secrets | {"TOOLBRIDGE_UPSTREAM_URL": f"{upstream.url}/v1"}
-    log_path = tmp_path / "gateway.log"
-    with log_path.open("w") as log_file:
-        gateway = subprocess.Popen(
-            [TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config), "--log-format", log_format,
-             "--log-level", "debug"],
-            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=log_file,
-        )
-    try:
-        base = f"http://127.0.0.1:{port}"
+    flags = ("--log-format", log_format, "--log-level", "debug")
+    with toolbridge(tmp_path, config, *flags, env=env, ready=lambda b: b["servers"]["basic"]["state"] == "ready",
+                    key="sk-client-CANARY-2") as (_gateway, base):
         key = {"Authorization": "Bearer sk-client-CANARY-2"}
-        wait_for_health(base, lambda b: b["servers"]["basic"]["state"] == "ready", key="sk-client-CANARY-2")
         upstream.script(Turn(calls=[Call("echo", {"text": "x"})]), Turn(content="done"))
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-client-CANARY-2", max_retries=0)
         assert client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
@@ -146,10 +153,7 @@ def test_logs_carry_request_tool_and_stderr_lines_but_no_secrets(
             httpx.get(f"{base}/health", headers={"Host": "evil.example", "Authorization": "Bearer CANARY-6"}),
         ]
         assert [r.status_code for r in bad_requests] == [400, 400, 400, 405, 403]
-    finally:
-        gateway.send_signal(signal.SIGTERM)
-        gateway.wait(timeout=EXIT_TIMEOUT)
-    text = log_path.read_text()
+    text = (tmp_path / "gateway.log").read_text()
     for canary in ("CANARY-1", "CANARY-2", "CANARY-3", "CANARY-4", "CANARY-5", "CANARY-6"):
         assert canary not in text
     assert "Traceback" not in text
@@ -227,13 +231,8 @@ def test_an_mcp_json_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
 
 
 def test_slow_or_huge_request_heads_are_refused(tmp_path: Path) -> None:
-    port = free_port()
-    gateway = subprocess.Popen(
-        [TOOLBRIDGE, "--port", str(port), "--mcp-config", str(tmp_path / "none.json"), "--client-timeout", "1"],
-        cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_health(f"http://127.0.0.1:{port}", lambda b: "status" in b)
+    with toolbridge(tmp_path, tmp_path / "none.json", "--client-timeout", "1") as (_gateway, base):
+        port = int(base.rsplit(":", 1)[1])
 
         def answer(head: bytes) -> bytes:
             with socket.create_connection(("127.0.0.1", port), timeout=EXIT_TIMEOUT) as sock:
@@ -254,9 +253,6 @@ def test_slow_or_huge_request_heads_are_refused(tmp_path: Path) -> None:
         body = b"x" * 1_000_000
         sent_at_once = b"POST /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n" % len(body) + body
         assert answer(sent_at_once).startswith(b"HTTP/1.1 405 ")
-    finally:
-        gateway.send_signal(signal.SIGTERM)
-        gateway.wait(timeout=EXIT_TIMEOUT)
 
 
 def test_a_port_in_use_fails_before_any_mcp_server_starts(tmp_path: Path) -> None:
@@ -308,15 +304,10 @@ def test_lm_studio_users_existing_servers_are_offered(tmp_path: Path) -> None:
 
 def test_a_killed_server_is_healed_without_user_action(tmp_path: Path, upstream: FakeUpstream) -> None:
     config = write_config(tmp_path, {"time": {"command": "mcp-server-time"}, "broken": {"command": "no-such-binary"}})
-    port = free_port()
     env = clean_env() | {"TOOLBRIDGE_UPSTREAM_URL": f"{upstream.url}/v1"}
-    log_path = tmp_path / "gateway.log"
-    with log_path.open("w") as log_file:
-        gateway = subprocess.Popen([TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config)],
-                                   cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=log_file)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_health(base, lambda b: b["servers"]["time"]["state"] == "ready")
+    with toolbridge(tmp_path, config, env=env, ready=lambda b: b["servers"]["time"]["state"] == "ready") as (
+        gateway, base
+    ):
         children = psutil.Process(gateway.pid).children(recursive=True)
         [server] = [c for c in children if "mcp-server-time" in " ".join(c.cmdline())]
         server.kill()
@@ -327,22 +318,13 @@ def test_a_killed_server_is_healed_without_user_action(tmp_path: Path, upstream:
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "time?"}])
         assert json.loads(upstream.chat_requests()[1]["messages"][-1]["content"])["status"] == "success"
-    finally:
-        gateway.send_signal(signal.SIGTERM)
-        gateway.wait(timeout=EXIT_TIMEOUT)
 
 
 @pytest.mark.parametrize("trigger", ["sighup", "watch"])
 def test_config_changes_are_applied_without_a_restart(tmp_path: Path, trigger: str) -> None:
     config = write_config(tmp_path, {"one": stdio_entry("basic.py", "one"), "kept": stdio_entry("basic.py", "kept")})
-    port = free_port()
     flags = ["--watch-config"] if trigger == "watch" else []
-    with (tmp_path / "gateway.log").open("w") as log_file:
-        gateway = subprocess.Popen([TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config), *flags],
-                                   cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=log_file)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_health(base, lambda b: b["status"] == "ok")
+    with toolbridge(tmp_path, config, *flags, ready=lambda b: b["status"] == "ok") as (gateway, base):
         kept_pid = _server_pid(gateway.pid, "kept")
         one = psutil.Process(_server_pid(gateway.pid, "one"))
         write_config(tmp_path, {"kept": stdio_entry("basic.py", "kept"), "two": stdio_entry("basic.py", "two")})
@@ -353,9 +335,6 @@ def test_config_changes_are_applied_without_a_restart(tmp_path: Path, trigger: s
         assert _server_pid(gateway.pid, "kept") == kept_pid  # unchanged servers keep running
         _, alive = psutil.wait_procs([one], timeout=10)
         assert alive == []
-    finally:
-        gateway.send_signal(signal.SIGTERM)
-        gateway.wait(timeout=EXIT_TIMEOUT)
 
 
 def _server_pid(gateway_pid: int, tag: str) -> int:
@@ -370,40 +349,26 @@ def _server_pid(gateway_pid: int, tag: str) -> int:
 def test_helpers_a_server_leaves_behind_are_ended_at_shutdown(tmp_path: Path) -> None:
     helper_file = tmp_path / "helper.pid"
     config = write_config(tmp_path, {"spawner": stdio_entry("spawner.py", str(helper_file))})
-    port = free_port()
-    gateway = subprocess.Popen([TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config)],
-                               cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for_health(f"http://127.0.0.1:{port}", lambda b: b["status"] == "ok")
-        helper = psutil.Process(int(helper_file.read_text()))
-        assert helper.is_running()
-        gateway.send_signal(signal.SIGTERM)
-        gateway.wait(timeout=EXIT_TIMEOUT)
-        _, alive = psutil.wait_procs([helper], timeout=5)
-        assert alive == []
+        with toolbridge(tmp_path, config, ready=lambda b: b["status"] == "ok") as (gateway, _base):
+            helper = psutil.Process(int(helper_file.read_text()))
+            assert helper.is_running()
+            gateway.send_signal(signal.SIGTERM)
+            gateway.wait(timeout=EXIT_TIMEOUT)
+            _, alive = psutil.wait_procs([helper], timeout=5)
+            assert alive == []
     finally:
-        if gateway.poll() is None:
-            gateway.kill()
-        with contextlib.suppress(psutil.Error):
+        with contextlib.suppress(psutil.Error, FileNotFoundError, ValueError):
             psutil.Process(int(helper_file.read_text())).kill()
 
 
 @contextlib.contextmanager
 def serving(tmp_path: Path, upstream: FakeUpstream, **settings: str) -> Iterator[tuple[subprocess.Popen, str]]:
-    """`toolbridge` with basic.py, as a user starts it; yields the process once its server is ready."""
+    """`toolbridge` with basic.py and the fake upstream; yields the process and its URL once it is ready."""
     config = write_config(tmp_path, {"basic": stdio_entry("basic.py")})
-    port = free_port()
     env = clean_env() | {"TOOLBRIDGE_UPSTREAM_URL": f"{upstream.url}/v1"} | settings
-    gateway = subprocess.Popen([TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config)],
-                               cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_health(base, lambda b: b["status"] == "ok")
+    with toolbridge(tmp_path, config, env=env, ready=lambda b: b["status"] == "ok") as (gateway, base):
         yield gateway, base
-    finally:
-        if gateway.poll() is None:
-            gateway.kill()
-            gateway.wait(timeout=EXIT_TIMEOUT)
 
 
 @pytest.mark.parametrize(("grace", "tool_seconds", "finishes"), [(30, 2, True), (0.5, 60, False)])
