@@ -156,17 +156,24 @@ def _parse_upstream_error(body: bytes) -> tuple[str, str | None, str | None, str
         return _plain(text) or "(empty response)", None, None, None
     error = payload.get("error", payload) if isinstance(payload, dict) else payload
     if isinstance(error, str):
-        return _plain(error), None, None, None
+        return upstream_message(error), None, None, None
     if isinstance(error, dict):
-        message = error.get("message") or error.get("detail") or json.dumps(error)
         code = error.get("code")
         return (
-            _plain(str(message)),
+            upstream_message(error),
             error.get("type") if isinstance(error.get("type"), str) else None,
             error.get("param") if isinstance(error.get("param"), str) else None,
             str(code) if code is not None else None,
         )
     return _plain(text), None, None, None
+
+
+def upstream_message(error: Any) -> str:
+    """An upstream's error as words: an OpenAI error object's message (or detail), a bare string, an HTML page's
+    title; bounded. For error bodies and for errors sent inside a stream alike."""
+    if isinstance(error, dict):
+        return _plain(str(error.get("message") or error.get("detail") or json.dumps(error)))
+    return _plain(str(error))
 
 
 def _plain(message: str) -> str:

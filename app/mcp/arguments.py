@@ -33,15 +33,19 @@ def problems(validator: Validator | None, arguments: dict[str, Any]) -> list[Fie
     """What is missing or wrong, one entry per field, in a form a model can fix."""
     if validator is None:
         return []
-    found = [_describe(error) for error in validator.iter_errors(arguments)]
+    found = [problem for error in validator.iter_errors(arguments) for problem in _describe(error)]
     return sorted(set(found), key=lambda p: (p.field, p.problem))
 
 
-def _describe(error: schema_exceptions.ValidationError) -> FieldProblem:
+def _describe(error: schema_exceptions.ValidationError) -> list[FieldProblem]:
     path = ".".join(str(part) for part in error.absolute_path)
-    if error.validator == "required":
-        missing = error.message.split("'")[1] if error.message.count("'") >= 2 else error.message
-        return FieldProblem(f"{path}.{missing}" if path else missing, "missing: this field is required")
+    if error.validator == "required":  # one error per missing field; each names them all, the set keeps one
+        missing = [name for name in error.validator_value if name not in error.instance]
+        return [FieldProblem(f"{path}.{name}" if path else name, "missing: this field is required") for name in missing]
+    return [_describe_one(error, path)]
+
+
+def _describe_one(error: schema_exceptions.ValidationError, path: str) -> FieldProblem:
     if error.validator == "type":
         return FieldProblem(path or "(arguments)", f"expected {error.validator_value}, got {_show(error.instance)}")
     if error.validator == "enum":

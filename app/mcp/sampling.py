@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.types import (
+    INTERNAL_ERROR,
     CreateMessageRequestParams,
     CreateMessageResult,
     ErrorData,
@@ -59,7 +60,7 @@ def sampling_handler(server: str, complete: Complete, default_model: str | None,
             text, finish_reason, model = await complete(body)
         except Exception as exc:  # boundary: the server gets an error answer, the gateway goes on
             log.warning("mcp_sampling_failed", server=server, error=str(exc))
-            return ErrorData(code=-32603, message=f"The model could not answer: {exc}")
+            return ErrorData(code=INTERNAL_ERROR, message=f"The model could not answer: {exc}")
         return to_result(text, finish_reason, model or body.get("model"))
 
     return sample

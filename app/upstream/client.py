@@ -18,7 +18,14 @@ import structlog
 from httpx_aiohttp import AiohttpTransport
 from httpx_sse import EventSource, SSEError
 
-from app.errors import InvalidRequest, UpstreamError, UpstreamStatusError, UpstreamTimeout, UpstreamUnreachable
+from app.errors import (
+    InvalidRequest,
+    UpstreamError,
+    UpstreamStatusError,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+    upstream_message,
+)
 from app.upstream.paths import relative_path, without_credentials
 
 log = structlog.get_logger("toolbridge.upstream")
@@ -268,7 +275,7 @@ class UpstreamClient:
                     continue
                 chunk = _decode(event.data)
                 if "error" in chunk and not chunk.get("choices"):
-                    raise UpstreamError(f"Upstream error: {_error_message(chunk['error'])}")
+                    raise UpstreamError(f"Upstream error: {upstream_message(chunk['error'])}")
                 finished = finished or _has_finish_reason(chunk)
                 yield chunk
             if not finished:
@@ -339,12 +346,6 @@ def _json_bytes(body: dict[str, Any]) -> bytes:
 def _has_finish_reason(chunk: dict[str, Any]) -> bool:
     choices = chunk.get("choices")
     return isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
-
-
-def _error_message(error: Any) -> str:
-    if isinstance(error, dict):
-        return str(error.get("message") or error)
-    return str(error)
 
 
 def _with_context_lengths(body: bytes, contexts: dict[str, int]) -> bytes:
