@@ -1,7 +1,7 @@
 """The tool loop: ask the upstream, run the MCP tools it calls, feed the results back, until it answers.
 
-Written against two small protocols (an upstream that streams chunks, a runner that owns tools), so
-it imports no web framework and no SDK. It yields events; `streaming.py` turns them into what the
+Written against the Protocols of `ports.py` (an upstream that streams chunks, a runner that owns tools),
+so it imports no web framework and no SDK. It yields events; `streaming.py` turns them into what the
 client receives. For a streaming client every round is streamed from the upstream: content is relayed
 as it arrives and tool-call deltas are folded, never passed on, unless they call the client's own
 tools. For a non-streaming client each round is one whole upstream answer, folded the same way.
@@ -17,11 +17,10 @@ from typing import Any
 
 import anyio
 
-from app.loop_options import LoopOptions
 from app.mixed_turns import MixedTurns
 from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
 from app.openai.markup import TextDelta
-from app.ports import ChatUpstream, ImagePart, RequestStats, RequestTools, ToolOutput, ToolRunner
+from app.ports import ChatUpstream, ImagePart, LoopOptions, RequestStats, RequestTools, ToolOutput, ToolRunner
 from app.telemetry import Span, end_chat_span, start_chat_span, tool_failed, tool_span
 from app.trace import strip_trace
 

@@ -2,25 +2,16 @@
 the system hint, whether MCP tools are offered at all (not for Open WebUI's background tasks), and
 whether the model is shown the images tools return."""
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.mcp.results import system_hint
 from app.open_webui import is_background_task
+from app.ports import LoopOptions
 from app.settings import Settings
 
 
 class VisionSource(Protocol):
     async def supports_vision(self, model: str | None) -> bool: ...
-
-
-@dataclass(frozen=True)
-class LoopOptions:
-    max_tool_rounds: int
-    system_hint: str | None = None
-    sees_images: Callable[[], Awaitable[bool]] | None = None  # asked only once a tool returned an image
-    offer_tools: bool = True
 
 
 def loop_options(settings: Settings, body: dict[str, Any], upstream: VisionSource) -> LoopOptions:

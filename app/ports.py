@@ -1,6 +1,6 @@
-"""The tool loop's boundary: what it is given (an upstream that streams, the tools of one request) and what
-it fills in (the request's stats). The upstream client and the MCP pool implement these Protocols; tests
-implement them with plain Python (tests/test_loop.py)."""
+"""The tool loop's boundary: what it is given (an upstream that streams, the tools of one request, its
+options) and what it fills in (the request's stats). The upstream client and the MCP pool implement these
+Protocols; tests implement them with plain Python (tests/test_loop.py)."""
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -66,3 +66,13 @@ class RequestStats:
     rounds: int = 0
     tools_called: list[str] = field(default_factory=list)
     usage: Usage | None = None
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """What one request makes of the loop; `loop_options.py` reads it from the settings and the request."""
+
+    max_tool_rounds: int
+    system_hint: str | None = None
+    sees_images: Callable[[], Awaitable[bool]] | None = None  # asked only once a tool returned an image
+    offer_tools: bool = True

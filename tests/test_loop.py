@@ -11,10 +11,9 @@ import anyio
 import pytest
 
 from app.loop import Finished, LoopEvent, Started, ToolProgress, ToolsRan, ToolsStarted, run_tool_loop
-from app.loop_options import LoopOptions
 from app.mixed_turns import MixedTurns
 from app.openai.markup import TextDelta
-from app.ports import RequestStats
+from app.ports import LoopOptions, RequestStats
 
 pytestmark = pytest.mark.anyio
 FETCH = {"type": "function", "function": {"name": "fetch", "parameters": {"type": "object", "properties": {}}}}
