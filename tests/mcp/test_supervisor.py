@@ -1,6 +1,6 @@
 """One server's supervisor on its own (app/mcp/supervisor.py), with a fake connection opener: start, loss
 and restart, backoff cut short by a call, a call retried on the next connection, and stopping. In
-milliseconds; the real transports are tested in tests/test_pool.py."""
+milliseconds; the real transports are tested in tests/mcp/test_pool.py."""
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
