@@ -17,7 +17,7 @@ from app.lifespan import build_pool
 from app.logging import configure_logging
 from app.main import create_app
 from app.mcp.config import McpConfigError, config_paths, load_mcp_configs
-from app.mcp.supervisor import ServerState
+from app.mcp.status import ServerState
 from app.serving import bounded_protocol
 from app.settings import SECRET_SETTINGS, Settings
 

@@ -24,7 +24,8 @@ from app.mcp.processes import end_process_groups
 from app.mcp.reload import diff_configs, request_on_change
 from app.mcp.results import FailureKind, ToolOutcome, render_failure
 from app.mcp.sampling import Complete
-from app.mcp.supervisor import PoolOptions, ServerState, ServerStatus, ServerSupervisor, unrun_statuses
+from app.mcp.status import ServerState, ServerStatus, unrun_statuses
+from app.mcp.supervisor import PoolOptions, ServerSupervisor
 
 log = structlog.get_logger("toolbridge.mcp")
 

@@ -11,7 +11,6 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import anyio
@@ -20,11 +19,12 @@ from mcp import Client, MCPError
 from mcp.types import Tool, ToolListChangedNotification
 
 from app.mcp.calling import CALL_TIMEOUT_SLACK, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
-from app.mcp.config import McpConfig, ServerConfig, StdioServerConfig
+from app.mcp.config import ServerConfig, StdioServerConfig
 from app.mcp.connect import Connection, ConnectionOpener, describe_failure
 from app.mcp.convert import ConversionOptions
 from app.mcp.processes import StderrTail
 from app.mcp.results import FailureKind, RenderOptions
+from app.mcp.status import ServerState, ServerStatus, transport_name, unavailable
 from app.mcp.watching import definition, keep_alive, list_all_tools, listen_for_tool_changes, pings
 
 log = structlog.get_logger("toolbridge.mcp")
@@ -60,45 +60,6 @@ class PoolOptions:
     @property
     def longest_call_timeout(self) -> float:
         return self.call_timeout_max or self.call_timeout
-
-
-class ServerState(StrEnum):
-    STARTING = "starting"
-    READY = "ready"
-    RESTARTING = "restarting"
-    FAILED = "failed"
-    DISABLED = "disabled"
-    STOPPED = "stopped"
-
-
-@dataclass
-class ServerStatus:
-    state: ServerState
-    transport: str
-    tools: int = 0
-    error: str | None = None
-    protocol_version: str | None = None
-    restarts: int = 0
-    last_error: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"state": self.state.value, "transport": self.transport, "tools": self.tools}
-        if self.error:
-            out["error"] = self.error
-        if self.restarts:
-            out["restarts"] = self.restarts
-        if self.last_error and self.last_error != self.error:
-            out["last_error"] = self.last_error
-        if self.protocol_version:
-            out["protocol_version"] = self.protocol_version
-        return out
-
-
-def unrun_statuses(config: McpConfig) -> dict[str, ServerStatus]:
-    """The statuses of the entries of mcp.json that never run: broken ones and disabled ones."""
-    statuses = {name: ServerStatus(ServerState.FAILED, "unknown", error=problem)
-                for name, problem in config.problems.items()}
-    return statuses | {name: ServerStatus(ServerState.DISABLED, "none") for name in config.disabled}
 
 
 class ServerSupervisor:
@@ -395,23 +356,6 @@ class ServerSupervisor:
             log.debug("mcp_server_still_failing", server=self.name, error=reason)
         else:
             log.error("mcp_server_failed", server=self.name, error=reason)
-
-
-def unavailable(server: str, state: ServerState) -> str:
-    """What a model (and so the user, and whoever shares the gateway) learns of a server that is down: its
-    state, never its error, which carries the server's stderr (other users' arguments, the operator's
-    secrets). The operator finds the error in the log and in /health."""
-    if state in (ServerState.STARTING, ServerState.RESTARTING):
-        return f"MCP server '{server}' is {state.value}; try again in a moment."
-    if state is ServerState.FAILED:
-        return f"MCP server '{server}' is not available: it failed to start (the gateway's operator can see why)."
-    return f"MCP server '{server}' is {state.value}."
-
-
-def transport_name(server: ServerConfig) -> str:
-    if isinstance(server, StdioServerConfig):
-        return "stdio"
-    return "sse" if server.is_legacy_sse else "http"
 
 
 async def first_of(*waits: Callable[[], Awaitable[Any]]) -> None:

@@ -17,7 +17,8 @@ from app.mcp.config import HttpServerConfig
 from app.mcp.connect import Connection
 from app.mcp.convert import build_catalogue
 from app.mcp.results import RenderOptions
-from app.mcp.supervisor import PoolOptions, ServerState, ServerSupervisor
+from app.mcp.status import ServerState
+from app.mcp.supervisor import PoolOptions, ServerSupervisor
 
 pytestmark = pytest.mark.anyio
 LIMIT = 5  # seconds; every wait below is bounded, none is a guess at how long something takes
