@@ -22,7 +22,7 @@ from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
 from app.openai.markup import TextDelta
 from app.ports import ChatUpstream, ImagePart, LoopOptions, RequestStats, RequestTools, ToolOutput, ToolRunner
 from app.telemetry import Span, end_chat_span, start_chat_span, tool_failed, tool_span
-from app.trace import strip_trace
+from app.trace import RecordedCall, read_back, strip_trace
 
 
 @dataclass(frozen=True)
@@ -170,9 +170,10 @@ def _first_messages(
 ) -> list[dict[str, Any]]:
     """The client's history as the model should see it: our traces removed, mixed turns made whole again,
     and the system hint added when there are MCP tools to read results of."""
-    messages = clean_history(body["messages"])
-    if mixed_turns is not None:
+    messages = body["messages"]
+    if mixed_turns is not None:  # first: the turns read back from traces below must not be taken for them
         messages = mixed_turns.restore(messages)
+    messages = clean_history(messages, options.recorded_result)
     if options.system_hint and mcp_tools.openai_tools:
         messages = with_system_hint(messages, options.system_hint)
     return messages
@@ -207,16 +208,40 @@ def _first_request(
     return request
 
 
-def clean_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Assistant turns as the model wrote them: the tool traces clients send back are removed."""
-    cleaned = []
+def clean_history(
+    messages: list[dict[str, Any]], recorded_result: Callable[[RecordedCall], str] | None = None
+) -> list[dict[str, Any]]:
+    """Assistant turns as the model wrote them: the tool traces clients send back are removed, and with
+    `recorded_result` each round of calls a details trace recorded is given back as the assistant's
+    `tool_calls` and the `tool` messages, in order, before the turn's final text."""
+    cleaned: list[dict[str, Any]] = []
     for message in messages:
         content = message.get("content")
-        if message.get("role") == "assistant" and isinstance(content, str) and content:
+        if message.get("role") != "assistant" or not isinstance(content, str) or not content:
+            cleaned.append(message)
+            continue
+        parts = read_back(content) if recorded_result is not None else None
+        if parts is None:
             stripped = strip_trace(content)
-            if stripped != content:
-                message = {**message, "content": stripped}
-        cleaned.append(message)
+            cleaned.append(message if stripped == content else {**message, "content": stripped})
+            continue
+        assert recorded_result is not None
+        # A turn that also called the client's tools carries its last round's MCP calls itself (MixedTurns).
+        own = {call.get("id") for call in message.get("tool_calls") or [] if isinstance(call, dict)}
+        text = ""
+        for part in parts:
+            if isinstance(part, str):
+                text += part
+                continue
+            recorded = [call for call in part if call.id not in own]
+            if not recorded:
+                continue
+            calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                     for c in recorded]
+            cleaned.append({"role": "assistant", "content": strip_trace(text).strip(), "tool_calls": calls})
+            cleaned += [{"role": "tool", "tool_call_id": c.id, "content": recorded_result(c)} for c in recorded]
+            text = ""
+        cleaned.append({**message, "content": strip_trace(text).strip()})
     return cleaned
 
 

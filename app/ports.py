@@ -5,9 +5,12 @@ Protocols; tests implement them with plain Python (tests/test_loop.py)."""
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.openai.accumulate import Usage
+
+if TYPE_CHECKING:  # trace.py reads ToolOutput from here
+    from app.trace import RecordedCall
 
 
 class ChatUpstream(Protocol):
@@ -76,3 +79,6 @@ class LoopOptions:
     system_hint: str | None = None
     sees_images: Callable[[], Awaitable[bool]] | None = None  # asked only once a tool returned an image
     offer_tools: bool = True
+    # Earlier calls a client's history recorded (details traces), as the `tool` message the model saw;
+    # None: such traces are only removed.
+    recorded_result: "Callable[[RecordedCall], str] | None" = None

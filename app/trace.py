@@ -3,7 +3,8 @@
 Pure rendering, no I/O. `reasoning` streams as `delta.reasoning_content` (Open WebUI and Chatbox fold
 it away; SDK clients ignore it). `details` writes Open WebUI's `<details type="tool_calls" ...>` blocks
 into the content, in the exact shape its renderer needs. `markdown` writes one quoted line per call.
-The `details` and `markdown` traces come back in the history clients send; `strip_trace` removes them.
+The `details` and `markdown` traces come back in the history clients send; `strip_trace` removes them,
+and `read_back` recovers the calls a `details` block recorded, so the model can see them again.
 """
 
 import html
@@ -23,6 +24,8 @@ SUMMARY_CHARS = 200
 DETAILS_RESULT_CHARS = 4000
 MARKDOWN_MARK = "> 🔧 "
 _DETAILS_BLOCK = re.compile(r'\n?<details type="tool_calls"[^>]*>.*?</details>\n?', re.DOTALL)
+_ATTRIBUTE = re.compile(r'([\w-]+)="([^"]*)"')
+_FAILED_PREFIX = "Error: "
 _MARKDOWN_BLOCK = re.compile(rf"\n?(?:^{re.escape(MARKDOWN_MARK)}.*(?:\n|$))+\n?", re.MULTILINE)
 
 
@@ -87,6 +90,51 @@ def strip_trace(text: str) -> str:
     return stripped.strip("\n") if stripped != text else text
 
 
+@dataclass(frozen=True)
+class RecordedCall:
+    """A tool call as its details block recorded it, read back from the history a client sent."""
+
+    id: str
+    name: str
+    arguments: str
+    result: Any  # what the block showed: the data, or the error's message when `failed`
+    failed: bool
+    cut: bool  # the block held only the first DETAILS_RESULT_CHARS characters of the result
+
+
+def read_back(text: str) -> list[str | list[RecordedCall]] | None:
+    """An assistant message that carries our details blocks, as its text and its rounds of calls in order
+    (blocks with only blank lines between them are one round); None when it carries none."""
+    parts: list[str | list[RecordedCall]] = []
+    position = 0
+    for block in _DETAILS_BLOCK.finditer(text):
+        between = text[position:block.start()]
+        call = _recorded_call(block.group(0))
+        if parts and isinstance(parts[-1], list) and not between.strip():
+            parts[-1].append(call)
+        else:
+            parts += [between, [call]]
+        position = block.end()
+    if not parts:
+        return None
+    return [*parts, text[position:]]
+
+
+def _recorded_call(block: str) -> RecordedCall:
+    opening = block[: block.index(">") + 1]
+    attributes = {name: html.unescape(value) for name, value in _ATTRIBUTE.findall(opening)}
+    try:
+        result: Any = json.loads(attributes.get("result", "null"))
+    except ValueError:
+        result = attributes.get("result", "")
+    cut = isinstance(result, str) and len(result) == DETAILS_RESULT_CHARS + 1 and result.endswith("…")
+    failed = isinstance(result, str) and result.startswith(_FAILED_PREFIX) and not cut
+    return RecordedCall(
+        id=attributes.get("id", ""), name=attributes.get("name", ""), arguments=attributes.get("arguments") or "{}",
+        result=result.removeprefix(_FAILED_PREFIX) if failed else result, failed=failed, cut=cut,
+    )
+
+
 def summary(output: ToolOutput) -> str:
     """A one-line gist of a result: the envelope's data or error message, shortened."""
     return _short(_gist(output))
@@ -120,7 +168,7 @@ def _result_value(output: ToolOutput, label_errors: bool = True) -> Any:
     """The result as Open WebUI's widget shows it best: the data itself (pretty-printed), or the error."""
     if output.is_error:
         message = output.error_message or output.content
-        return f"Error: {message}" if label_errors else message
+        return f"{_FAILED_PREFIX}{message}" if label_errors else message
     return output.data if output.data is not None else output.content
 
 

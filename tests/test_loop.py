@@ -12,8 +12,10 @@ import pytest
 
 from app.loop import Finished, LoopEvent, Started, ToolProgress, ToolsRan, ToolsStarted, run_tool_loop
 from app.mixed_turns import MixedTurns
+from app.openai.accumulate import ToolCall
 from app.openai.markup import TextDelta
 from app.ports import LoopOptions, RequestStats
+from app.trace import render_finished
 
 pytestmark = pytest.mark.anyio
 FETCH = {"type": "function", "function": {"name": "fetch", "parameters": {"type": "object", "properties": {}}}}
@@ -262,3 +264,39 @@ async def test_tool_events_come_in_order_with_the_calls_they_belong_to() -> None
     ran = next(e for e in events if isinstance(e, ToolsRan))
     assert events.index(started) < events.index(ran) and started.calls == ran.calls
     assert ran.outputs[0].content == "result of {}" and ran.durations_ms[0] >= 0
+
+
+async def test_calls_a_details_trace_recorded_are_given_back_to_the_model_in_order() -> None:
+    shown = render_finished("details", [ToolCall("c9", "fetch", '{"page": 2}')], [Outcome("", data={"p": 2})], [3])
+    assert shown is not None
+    history = [{"role": "user", "content": "page two?"},
+               {"role": "assistant", "content": "Looking." + shown.text + "Page two says p."},
+               {"role": "user", "content": "and again?"}]
+    model = Model(["ok"])
+    await run(model, Tools(), messages=history, recorded_result=lambda c: f"result of {c.name}: {c.result}")
+    assert model.requests[0]["messages"][1:] == [
+        {"role": "assistant", "content": "Looking.", "tool_calls": [call("fetch", '{"page": 2}', "c9")]},
+        {"role": "tool", "tool_call_id": "c9", "content": "result of fetch: {'p': 2}"},
+        {"role": "assistant", "content": "Page two says p."},
+        {"role": "user", "content": "and again?"},
+    ]
+
+
+async def test_a_mixed_turn_traced_in_details_is_restored_once() -> None:
+    # The turn called `fetch` (ours, traced in the content) and `open_page` (the client's); the client comes
+    # back with its own result. Ours is restored by MixedTurns, not a second time from the trace.
+    turn = [call("fetch", "{}", "ours"), call("open_page", "{}", "theirs")]
+    model, mixed = Model([turn]), MixedTurns()
+    await run(model, Tools([Outcome("fetched")]), client_tools=True, mixed_turns=mixed)
+    shown = render_finished("details", [ToolCall("ours", "fetch", "{}")], [Outcome("fetched", data="fetched")], [1])
+    assert shown is not None
+    back = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": shown.text, "tool_calls": [call("open_page", "{}", "theirs")]},
+            {"role": "tool", "tool_call_id": "theirs", "content": "opened"}]
+    model = Model(["done"])
+    await run(model, Tools(), messages=back, client_tools=True, mixed_turns=mixed,
+              recorded_result=lambda c: "from the trace")
+    sent = model.requests[0]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool"]
+    assert [c["id"] for c in sent[1]["tool_calls"]] == ["ours", "theirs"]
+    assert sent[2] == {"role": "tool", "tool_call_id": "ours", "content": "fetched"}

@@ -87,20 +87,49 @@ def test_the_trace_header_must_name_a_mode(gateway: Gateway) -> None:
     assert response.json()["error"]["param"] == "X-Toolbridge-Trace"
 
 
-def test_traces_in_history_are_stripped_before_the_upstream_sees_them(
-    gateway: Gateway, upstream: FakeUpstream
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_a_details_trace_in_history_comes_back_as_the_calls_and_results_it_recorded(
+    gateway: Gateway, upstream: FakeUpstream, streamed: bool
 ) -> None:
+    # Open WebUI keeps the details blocks in the assistant content it sends back: they are read back into the
+    # assistant's tool_calls and the tool message the model saw, then the turn's final text.
     script(upstream)
-    first = gateway.client(default_headers={"X-Toolbridge-Trace": "details"}).chat.completions.create(
-        model="m", messages=ASK
-    )
-    assert "<details" in first.choices[0].message.content
-    upstream.script(Turn(content="again"))
-    history = [*ASK, {"role": "assistant", "content": first.choices[0].message.content},
-               {"role": "user", "content": "And now?"}]
+    client = gateway.client(default_headers={"X-Toolbridge-Trace": "details"})
+    if streamed:
+        stream = client.chat.completions.create(model="m", messages=ASK, stream=True)
+        content = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    else:
+        content = client.chat.completions.create(model="m", messages=ASK).choices[0].message.content or ""
+    assert "<details" in content
+    _, second_round = upstream.chat_requests()
+    call_turn, result = second_round["messages"][-2:]  # what the model saw of the first turn's call
+    assert (call_turn["role"], result["role"]) == ("assistant", "tool")
+
+    upstream.script(Turn(content="It said hi."))
+    history = [*ASK, {"role": "assistant", "content": content}, {"role": "user", "content": "What did it return?"}]
     gateway.client().chat.completions.create(model="m", messages=history)
     sent = upstream.chat_requests()[0]["messages"]
-    assert sent[-2] == {"role": "assistant", "content": "Let me check." + ANSWER}
+    assert sent[-4:] == [
+        {"role": "assistant", "content": "Let me check.", "tool_calls": call_turn["tool_calls"]},
+        result,  # the same id, and the same envelope, byte for byte
+        {"role": "assistant", "content": ANSWER},
+        {"role": "user", "content": "What did it return?"},
+    ]
+
+
+def test_a_markdown_trace_in_history_is_removed(gateway: Gateway, upstream: FakeUpstream) -> None:
+    script(upstream)
+    first = gateway.client(default_headers={"X-Toolbridge-Trace": "markdown"}).chat.completions.create(
+        model="m", messages=ASK
+    )
+    content = first.choices[0].message.content or ""
+    assert "basic__echo" in content
+    upstream.script(Turn(content="again"))
+    history = [*ASK, {"role": "assistant", "content": content}, {"role": "user", "content": "And now?"}]
+    gateway.client().chat.completions.create(model="m", messages=history)
+    sent = upstream.chat_requests()[0]["messages"]
+    assert sent[-2]["role"] == "assistant" and "tool_calls" not in sent[-2]
+    assert "basic__echo" not in sent[-2]["content"] and ANSWER in sent[-2]["content"]
 
 
 def test_progress_of_a_running_tool_appears_in_the_trace(gateway: Gateway, upstream: FakeUpstream) -> None:

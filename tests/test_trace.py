@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.trace import render_finished, render_started, strip_trace
+from app.trace import RecordedCall, read_back, render_finished, render_started, strip_trace
 
 
 @dataclass
@@ -86,3 +86,38 @@ def test_traces_are_stripped_from_history(mode: str) -> None:
     assert strip_trace(f"Let me check.{trace.text}It is 2 o'clock.") in ("Let me check.It is 2 o'clock.",
                                                                        "Let me check.\nIt is 2 o'clock.")
     assert strip_trace("no trace here\n") == "no trace here\n"
+
+
+def details(calls: list[C], outputs: list[Out]) -> str:
+    finished = render_finished("details", calls, outputs, [5] * len(calls))
+    assert finished is not None
+    return finished.text
+
+
+def test_a_details_block_reads_back_as_the_call_and_the_result_it_showed() -> None:
+    tricky = C("call_2", "files__read", '{"path": "a \\"quoted\\" <name> & more\\nline"}')
+    text = "Let me look." + details([CALL, tricky], [OK, FAILED]) + "Done."
+    assert read_back(text) == [
+        "Let me look.",
+        [RecordedCall("call_1", CALL.name, CALL.arguments, OK_DATA, failed=False, cut=False),
+         RecordedCall("call_2", "files__read", tricky.arguments, "bad zone\nreally", failed=True, cut=False)],
+        "Done.",
+    ]
+
+
+def test_blocks_with_words_between_them_are_separate_rounds() -> None:
+    text = details([CALL], [OK]) + "Now the second." + details([CALL], [OK]) + "All done."
+    parts = read_back(text)
+    assert parts is not None
+    assert [p if isinstance(p, str) else len(p) for p in parts] == ["", 1, "Now the second.", 1, "All done."]
+
+
+def test_a_result_the_block_cut_reads_back_as_what_it_kept() -> None:
+    big = Out("", data={"rows": ["x" * 50] * 200})  # over DETAILS_RESULT_CHARS once JSON-encoded
+    [_, [call], _] = read_back(details([CALL], [big]))  # type: ignore[misc]
+    assert call.cut and not call.failed
+    assert isinstance(call.result, str) and call.result.startswith('{"rows": ["xxx') and call.result.endswith("…")
+
+
+def test_text_without_our_blocks_has_nothing_to_read_back() -> None:
+    assert read_back("Plain words, and a <details><summary>user's own</summary></details> block.") is None

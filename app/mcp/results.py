@@ -128,6 +128,18 @@ def render_failure(kind: FailureKind, message: str, options: RenderOptions, **de
     return ToolOutcome(content, True, retryable=retryable, error_kind=kind.value, error_message=message)
 
 
+def recorded_result(value: Any, failed: bool, cut: bool, options: RenderOptions) -> str:
+    """An earlier call's result as the model saw it, rebuilt from what a client kept of it (the value its
+    trace showed): the same envelope or text, and a note when only the start of it was kept."""
+    if options.result_format == "text":
+        text = value if isinstance(value, str) else _dumps(value)
+        return _cap_text(f"Error: {text}" if failed else text, options.max_chars)
+    if failed:
+        return _envelope("error", {"message": value}, options, {})
+    meta = {"truncated": {"hint": "Only the start of this earlier result was kept."}} if cut else {}
+    return _envelope("success", value, options, meta)
+
+
 def _envelope(status: str, data: Any, options: RenderOptions, meta: dict[str, Any]) -> str:
     envelope = {"status": status, "data": data, **({"meta": meta} if meta else {})}
     text = _dumps(envelope)

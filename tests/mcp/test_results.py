@@ -16,7 +16,7 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from app.mcp.results import FailureKind, Image, RenderOptions, render_failure, render_result
+from app.mcp.results import FailureKind, Image, RenderOptions, recorded_result, render_failure, render_result
 
 PNG = base64.b64encode(b"\x89PNG" + b"\x00" * 66).decode()
 CALL = RenderOptions()
@@ -176,3 +176,25 @@ def test_the_outcome_carries_the_result_as_values_in_either_format(result_format
     assert (failed.data, failed.error_kind, failed.error_message) == (None, "tool_error", "bad zone")
     down = render_failure(FailureKind.TIMEOUT, "The tool ran too long.", options)
     assert (down.error_kind, down.error_message, down.retryable) == ("timeout", "The tool ran too long.", True)
+
+
+@pytest.mark.parametrize(
+    ("result_format", "value", "failed", "cut", "expected"),
+    [
+        ("envelope", {"datetime": "2026"}, False, False, '{"status":"success","data":{"datetime":"2026"}}'),
+        ("envelope", "bad zone", True, False, '{"status":"error","data":{"message":"bad zone"}}'),
+        ("envelope", '{"rows": [1, 2…', False, True,
+         '{"status":"success","data":"{\\"rows\\": [1, 2…","meta":{"truncated":'
+         '{"hint":"Only the start of this earlier result was kept."}}}'),
+        ("text", {"datetime": "2026"}, False, False, '{"datetime":"2026"}'),
+        ("text", "bad zone", True, False, "Error: bad zone"),
+    ],
+    ids=["data", "error", "cut", "text-data", "text-error"],
+)
+def test_an_earlier_result_read_back_from_a_trace_is_shown_as_the_model_saw_it(
+    result_format: str, value: object, failed: bool, cut: bool, expected: str
+) -> None:
+    options = RenderOptions(result_format=result_format)  # type: ignore[arg-type]
+    assert recorded_result(value, failed, cut, options) == expected
+    if result_format == "envelope" and not failed and not cut:  # the same bytes as the first time
+        assert expected == render_result(CallToolResult(content=[], structured_content=value), options).content
