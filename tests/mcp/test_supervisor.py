@@ -121,6 +121,18 @@ async def until(pool: Pool, server: ServerSupervisor, state: ServerState) -> Non
             await pool.changed.wait()
 
 
+@asynccontextmanager
+async def serving(server: ServerSupervisor, pool: Pool, *, ready: bool = True) -> AsyncIterator[None]:
+    """The supervisor running: the block starts once its server is ready (unless `ready` is False), and the
+    pool shuts down after it."""
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.run)
+        if ready:
+            await until(pool, server, ServerState.READY)
+        yield
+        pool.stopping.set()
+
+
 def call(server: ServerSupervisor, tool: Tool = ECHO) -> McpCall:
     route = build_catalogue({"remote": [tool]}).route(f"remote__{tool.name}")
     assert route is not None
@@ -130,50 +142,40 @@ def call(server: ServerSupervisor, tool: Tool = ECHO) -> McpCall:
 async def test_a_started_server_publishes_its_tools_and_is_ready() -> None:
     opener, pool = FakeOpener(), Pool()
     server = supervisor(opener, pool)
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.run)
-        await until(pool, server, ServerState.READY)
+    async with serving(server, pool):
         assert [t.name for t in server.offered()] == ["echo"] and pool.tool_changes == 1
         ended = await server.call(call(server), '{"text": "hi"}')
         assert (ended.outcome.content, ended.failure) == ("echo: {'text': 'hi'}", None)
-        pool.stopping.set()
     assert server.status.state is ServerState.STOPPED and server.done.is_set()
 
 
 async def test_a_call_that_loses_its_connection_is_sent_again_on_the_next_one() -> None:
     opener, pool = FakeOpener(), Pool()
     server = supervisor(opener, pool)
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.run)
-        await until(pool, server, ServerState.READY)
+    async with serving(server, pool):
         opener.drop()  # the next call finds the connection closed; echo only reads, so it may run twice
         with anyio.fail_after(LIMIT):
             ended = await server.call(call(server), '{"text": "again"}')
         assert (ended.outcome.content, ended.failure) == ("echo: {'text': 'again'}", None)
         assert len(opener.opened) == 2 and opener.opened[1].calls == [{"text": "again"}]
         assert server.status.restarts == 1 and server.status.state is ServerState.READY
-        pool.stopping.set()
 
 
 async def test_a_call_that_may_not_run_twice_is_not_sent_again() -> None:
     opener, pool = FakeOpener(transport="stdio"), Pool()
     server = supervisor(opener, pool)
     writes = Tool(name="write", input_schema={"type": "object"})
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.run)
-        await until(pool, server, ServerState.READY)
+    async with serving(server, pool):
         opener.drop()
         ended = await server.call(call(server, writes), "{}")
         assert ended.failure is not None and ended.failure.value == "server_unavailable"
         assert all(client.calls == [] for client in opener.opened)
-        pool.stopping.set()
 
 
 async def test_a_server_that_fails_to_start_backs_off_until_a_call_needs_it() -> None:
     opener, pool = FakeOpener(failing=True), Pool()
     server = supervisor(opener, pool, retry_first=10 * LIMIT)  # on its own it would not try again in time
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.run)
+    async with serving(server, pool, ready=False):
         await until(pool, server, ServerState.FAILED)
         assert server.status.error == "ConnectionRefusedError: refused" and opener.attempts == 1
         opener.failing = False
@@ -185,15 +187,12 @@ async def test_a_server_that_fails_to_start_backs_off_until_a_call_needs_it() ->
             await attempted.wait()
         await until(pool, server, ServerState.READY)
         assert opener.attempts == 2
-        pool.stopping.set()
 
 
 async def test_retiring_a_server_withdraws_its_tools_at_once_and_stops_it() -> None:
     opener, pool = FakeOpener(), Pool()
     server = supervisor(opener, pool)
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.run)
-        await until(pool, server, ServerState.READY)
+    async with serving(server, pool):
         server.retire()
         assert server.offered() == []
         with anyio.fail_after(LIMIT):
@@ -225,9 +224,7 @@ async def test_shutdown_while_starting_is_not_held_up_by_the_connect_timeout() -
 async def test_every_tool_change_a_2026_server_announces_is_listed_again() -> None:
     opener, pool = FakeOpener(protocol_version="2026-07-28"), Pool()
     server = supervisor(opener, pool)
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.run)
-        await until(pool, server, ServerState.READY)
+    async with serving(server, pool):
         client = opener.opened[0]
         for round_number, name in enumerate(["second", "third"]):
             client.tools = [*client.tools, Tool(name=name, input_schema={"type": "object"})]
@@ -235,4 +232,3 @@ async def test_every_tool_change_a_2026_server_announces_is_listed_again() -> No
             with anyio.fail_after(LIMIT):
                 while [t.name for t in server.offered()][-1] != name:
                     await pool.listed.wait()
-        pool.stopping.set()
