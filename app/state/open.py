@@ -1,0 +1,41 @@
+"""The store TOOLBRIDGE_STATE_URL names, opened for the app's life and closed at its end."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import structlog
+
+from app.state.sqlite import SqliteStore
+from app.state.store import Bounds, MemoryStore, StateStore, StateStoreError, parse_state_url
+
+log = structlog.get_logger("toolbridge.state")
+
+
+@asynccontextmanager
+async def open_state_store(url: str, bounds: Bounds) -> AsyncIterator[StateStore | None]:
+    """The store, or None for `none`. A SQLite file that cannot be opened is logged and memory is off:
+    the gateway still serves."""
+    kind, path = parse_state_url(url)
+    if kind == "none":
+        yield None
+        return
+    if kind == "memory":
+        store = MemoryStore(bounds)
+        try:
+            yield store
+        finally:
+            await store.aclose()
+        return
+    assert path is not None
+    sqlite = SqliteStore(path, bounds)
+    try:
+        await sqlite.__aenter__()
+    except StateStoreError as exc:
+        log.error("state_store_unavailable", store="sqlite", error=str(exc),
+                  consequence="conversation memory is off until the gateway restarts")
+        yield None
+        return
+    try:
+        yield sqlite
+    finally:
+        await sqlite.aclose()

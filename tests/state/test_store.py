@@ -1,0 +1,103 @@
+"""The stores behind conversation memory: the same bounds for each, and the SQLite file's own promises
+(it survives a restart, it is the owner's alone, it runs in WAL mode)."""
+
+import sqlite3
+import stat
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.state.open import open_state_store
+from app.state.sqlite import SqliteStore
+from app.state.store import Bounds, MemoryStore, StateStore, parse_state_url
+
+pytestmark = pytest.mark.anyio
+ROOMY = Bounds(max_bytes=10**6, max_age_seconds=3600)
+
+
+@asynccontextmanager
+async def opened(kind: str, tmp_path: Path, bounds: Bounds = ROOMY) -> AsyncIterator[StateStore]:
+    if kind == "memory":
+        yield MemoryStore(bounds)
+        return
+    async with SqliteStore(tmp_path / "state.db", bounds) as store:
+        yield store
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_store_returns_what_it_holds_and_leaves_out_the_rest(kind: str, tmp_path: Path) -> None:
+    async with opened(kind, tmp_path) as store:
+        await store.put_many({"a": b"one", "b": b"two"})
+        await store.put_many({"a": b"uno"})  # a key written again holds its latest value
+        assert await store.get_many(["a", "b", "c"]) == {"a": b"uno", "b": b"two"}
+        assert await store.get_many([]) == {}
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_past_the_size_bound_the_oldest_are_forgotten_first(kind: str, tmp_path: Path) -> None:
+    async with opened(kind, tmp_path, Bounds(max_bytes=1000, max_age_seconds=3600)) as store:
+        for number in range(10):
+            await store.put_many({f"k{number}": bytes(200)})
+        kept = await store.get_many([f"k{n}" for n in range(10)])
+        assert 0 < len(kept) <= 5 and "k9" in kept and "k0" not in kept
+        assert sorted(kept) == [f"k{n}" for n in range(10 - len(kept), 10)]  # the newest, in a row
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_entries_older_than_the_age_bound_are_not_returned(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with opened(kind, tmp_path, Bounds(max_bytes=10**6, max_age_seconds=60)) as store:
+        await store.put_many({"old": b"x"})
+        later = time.time() + 61
+        monkeypatch.setattr(time, "time", lambda: later)
+        await store.put_many({"new": b"y"})
+        assert await store.get_many(["old", "new"]) == {"new": b"y"}
+
+
+async def test_the_sqlite_file_survives_a_restart_and_is_the_owners_alone(tmp_path: Path) -> None:
+    path = tmp_path / "deeper" / "state.db"
+    async with SqliteStore(path, ROOMY) as store:
+        await store.put_many({"turn": b"remembered"})
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()}
+    assert modes == {"state.db": 0o600, "state.db-wal": 0o600, "state.db-shm": 0o600}
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    with sqlite3.connect(path) as check:
+        assert check.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    async with SqliteStore(path, ROOMY) as store:
+        assert await store.get_many(["turn"]) == {"turn": b"remembered"}
+
+
+async def test_an_existing_file_with_loose_permissions_is_made_the_owners_alone(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    path.touch(mode=0o644)
+    path.chmod(0o644)
+    async with SqliteStore(path, ROOMY):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+async def test_a_file_that_cannot_be_opened_turns_memory_off_without_stopping_the_gateway(tmp_path: Path) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the store's directory should be")
+    async with open_state_store(f"sqlite:///{blocked}/state.db", ROOMY) as store:
+        assert store is None
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("sqlite:///state.db", ("sqlite", Path("state.db"))),
+    ("sqlite:////var/lib/toolbridge/state.db", ("sqlite", Path("/var/lib/toolbridge/state.db"))),
+    ("memory://", ("memory", None)),
+    ("none", ("none", None)),
+])
+def test_state_urls(url: str, expected: tuple[str, Any]) -> None:
+    assert parse_state_url(url) == expected
+
+
+@pytest.mark.parametrize("url", ["redis://localhost", "sqlite:///", "postgres://x/y", "state.db"])
+def test_state_urls_that_are_refused(url: str) -> None:
+    with pytest.raises(ValueError):
+        parse_state_url(url)
