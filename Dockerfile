@@ -15,6 +15,8 @@ COPY mcp.json /config/mcp.json
 RUN useradd --create-home --uid 10001 toolbridge
 USER toolbridge
 WORKDIR /home/toolbridge
+# Conversation memory's default home; compose mounts a volume here so it survives the container.
+RUN mkdir -p -m 700 /home/toolbridge/.local/share/toolbridge
 
 # Inside a container the gateway must listen on all interfaces; publish the port on 127.0.0.1 only.
 ENV TOOLBRIDGE_HOST=0.0.0.0 \

@@ -13,19 +13,23 @@ from app.mcp.pool import McpPool
 from app.mcp.results import RenderOptions
 from app.mcp.sampling import Complete
 from app.mcp.supervisor import PoolOptions
+from app.memory import MemoryStores
 from app.metrics import Metrics
-from app.mixed_turns import MixedTurns
 from app.openai.accumulate import TurnAccumulator
 from app.settings import Settings
+from app.state.open import open_state_store
+from app.state.store import Bounds, MemoryStore
 from app.telemetry import start_tracing
 from app.upstream.client import Transport, UpstreamClient, make_transport
+
+PENDING_SECONDS = 3_600.0  # a client coming back with its tools' results later than this starts afresh
 
 
 class State(TypedDict):
     settings: Settings
     upstream: UpstreamClient
     pool: McpPool
-    mixed_turns: MixedTurns
+    memory: MemoryStores
     metrics: Metrics
 
 
@@ -86,10 +90,21 @@ def build_lifespan(
             )
             metrics.watch_servers(pool.health)
             _reload_on_sighup(pool, stack)
-            yield {"settings": settings, "upstream": upstream, "pool": pool, "mixed_turns": MixedTurns(),
-                   "metrics": metrics}
+            memory = await stack.enter_async_context(open_memory(settings))
+            yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": memory, "metrics": metrics}
 
     return lifespan
+
+
+@asynccontextmanager
+async def open_memory(settings: Settings) -> AsyncIterator[MemoryStores]:
+    """The store TOOLBRIDGE_STATE_URL names for finished turns; mixed turns wait in it too, or, without one,
+    in this process's memory for an hour."""
+    bounds = Bounds(max_bytes=int(settings.state_max_mb * 1024 * 1024),
+                    max_age_seconds=settings.state_max_age_days * 86_400)
+    async with open_state_store(settings.state_url, bounds) as store:
+        pending = MemoryStore(Bounds(max_bytes=bounds.max_bytes, max_age_seconds=PENDING_SECONDS))
+        yield MemoryStores(turns=store, pending=store or pending)
 
 
 def _completer(upstream: UpstreamClient) -> Complete:

@@ -151,6 +151,8 @@ class RequestLogMiddleware:
             }
             if stats.rounds:
                 fields |= {"rounds": stats.rounds, "tools_called": stats.tools_called}
+            if stats.restored_turns:
+                fields["restored_turns"] = stats.restored_turns
             if stats.usage is not None:
                 usage = stats.usage
                 fields |= {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}

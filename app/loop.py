@@ -17,12 +17,21 @@ from typing import Any
 
 import anyio
 
-from app.mixed_turns import MixedTurns
+from app.context_budget import prompt_allowance
 from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
 from app.openai.markup import TextDelta
-from app.ports import ChatUpstream, ImagePart, LoopOptions, RequestStats, RequestTools, ToolOutput, ToolRunner
+from app.ports import (
+    ChatUpstream,
+    ImagePart,
+    LoopOptions,
+    RequestStats,
+    RequestTools,
+    ToolOutput,
+    ToolRunner,
+    TurnMemory,
+)
 from app.telemetry import Span, end_chat_span, start_chat_span, tool_failed, tool_span
-from app.trace import RecordedCall, read_back, strip_trace
+from app.trace import strip_trace
 
 
 @dataclass(frozen=True)
@@ -68,7 +77,7 @@ async def run_tool_loop(
     options: LoopOptions,
     *,
     stats: RequestStats | None = None,
-    mixed_turns: MixedTurns | None = None,
+    memory: TurnMemory | None = None,
 ) -> AsyncIterator[LoopEvent]:
     """Runs one chat completion with MCP tools to its end, yielding what the client should learn.
 
@@ -80,7 +89,9 @@ async def run_tool_loop(
     mcp_tools = tools.tools_for_request(offered=options.offer_tools, client_tools=frozenset(client_tool_names))
     request = _first_request(body, mcp_tools.openai_tools, client_tool_names)
     offered_names = client_tool_names | {tool["function"]["name"] for tool in mcp_tools.openai_tools}
-    messages = _first_messages(body, mcp_tools, options, mixed_turns)
+    messages = await _first_messages(body, request, mcp_tools, options, memory, stats)
+    first_count = len(messages)
+    shown: list[str] = []  # the text the client is shown, which it sends back next time
     span = start_chat_span(body.get("model"), bool(body.get("stream")))
     finished: Finished | None = None
     failure: BaseException | None = None
@@ -94,6 +105,8 @@ async def run_tool_loop(
                 request["tool_choice"] = "none"
             turn = TurnAccumulator(offered_names)
             async for event in _ask(upstream, {**request, "messages": messages}, turn, first=round_number == 1):
+                if isinstance(event, TextDelta):
+                    shown.append(event.content)
                 yield event
             _count(stats, round_number, turn)
 
@@ -102,11 +115,18 @@ async def run_tool_loop(
             client_calls = [c for c in calls if c.name in client_tool_names]
             mcp_calls = [c for c in calls if c.name not in client_tool_names]
             if not calls:
+                if memory is not None:
+                    await memory.remember_turn(_rounds(messages[first_count:]), turn.content, "".join(shown))
                 yield (finished := Finished(_plain_finish_reason(turn.finish_reason), stats.usage))
                 return
             if last_round and not client_calls:
-                if not turn.content:
-                    yield TextDelta(f"(Stopped: the model kept calling tools after {options.max_tool_rounds} rounds.)")
+                final = turn.content
+                if not final:
+                    final = f"(Stopped: the model kept calling tools after {options.max_tool_rounds} rounds.)"
+                    shown.append(final)
+                    yield TextDelta(final)
+                if memory is not None:
+                    await memory.remember_turn(_rounds(messages[first_count:]), final, "".join(shown))
                 yield (finished := Finished("stop", stats.usage))
                 return
             if not client_calls and all(_same_call(call) in answered for call in mcp_calls):
@@ -127,9 +147,10 @@ async def run_tool_loop(
             if client_calls:
                 # Ours ran; the client gets its own. Remember ours so the model sees the whole turn again when
                 # the client comes back with its results.
-                if mcp_calls and mixed_turns is not None:
-                    mixed_turns.remember([c.id for c in client_calls], _assistant_message(turn.content, calls),
-                                         _tool_messages(mcp_calls, outputs))
+                if mcp_calls and memory is not None:
+                    await memory.remember_mixed_turn(_rounds(messages[first_count:]),
+                                                     _assistant_message(turn.content, calls),
+                                                     _tool_messages(mcp_calls, outputs), [c.id for c in client_calls])
                 yield (finished := Finished("tool_calls", stats.usage, client_calls))
                 return
             messages = await _next_messages(messages, turn.content, mcp_calls, outputs, options.sees_images)
@@ -165,15 +186,22 @@ def _count(stats: RequestStats, round_number: int, turn: TurnAccumulator) -> Non
         stats.usage.add(turn.usage)
 
 
-def _first_messages(
-    body: dict[str, Any], mcp_tools: RequestTools, options: LoopOptions, mixed_turns: MixedTurns | None
+async def _first_messages(
+    body: dict[str, Any], request: dict[str, Any], mcp_tools: RequestTools, options: LoopOptions,
+    memory: TurnMemory | None, stats: RequestStats,
 ) -> list[dict[str, Any]]:
-    """The client's history as the model should see it: our traces removed, mixed turns made whole again,
-    and the system hint added when there are MCP tools to read results of."""
-    messages = body["messages"]
-    if mixed_turns is not None:  # first: the turns read back from traces below must not be taken for them
-        messages = mixed_turns.restore(messages)
-    messages = clean_history(messages, options.recorded_result)
+    """The client's history as the model should see it: earlier turns given back their MCP calls and
+    results (fitted into the context), our traces removed, and the system hint added when there are MCP
+    tools to read results of."""
+    if memory is None:
+        messages = [_without_trace(message) for message in body["messages"]]
+    else:
+        history = await memory.restore(body["messages"])
+        stats.restored_turns = history.turns
+        messages = history.messages
+        if history.restored_results and options.context_tokens is not None:
+            allowance = prompt_allowance(await options.context_tokens(), body, request.get("tools") or [])
+            messages = memory.fit(history, allowance)
     if options.system_hint and mcp_tools.openai_tools:
         messages = with_system_hint(messages, options.system_hint)
     return messages
@@ -208,41 +236,17 @@ def _first_request(
     return request
 
 
-def clean_history(
-    messages: list[dict[str, Any]], recorded_result: Callable[[RecordedCall], str] | None = None
-) -> list[dict[str, Any]]:
-    """Assistant turns as the model wrote them: the tool traces clients send back are removed, and with
-    `recorded_result` each round of calls a details trace recorded is given back as the assistant's
-    `tool_calls` and the `tool` messages, in order, before the turn's final text."""
-    cleaned: list[dict[str, Any]] = []
-    for message in messages:
-        content = message.get("content")
-        if message.get("role") != "assistant" or not isinstance(content, str) or not content:
-            cleaned.append(message)
-            continue
-        parts = read_back(content) if recorded_result is not None else None
-        if parts is None:
-            stripped = strip_trace(content)
-            cleaned.append(message if stripped == content else {**message, "content": stripped})
-            continue
-        assert recorded_result is not None
-        # A turn that also called the client's tools carries its last round's MCP calls itself (MixedTurns).
-        own = {call.get("id") for call in message.get("tool_calls") or [] if isinstance(call, dict)}
-        text = ""
-        for part in parts:
-            if isinstance(part, str):
-                text += part
-                continue
-            recorded = [call for call in part if call.id not in own]
-            if not recorded:
-                continue
-            calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                     for c in recorded]
-            cleaned.append({"role": "assistant", "content": strip_trace(text).strip(), "tool_calls": calls})
-            cleaned += [{"role": "tool", "tool_call_id": c.id, "content": recorded_result(c)} for c in recorded]
-            text = ""
-        cleaned.append({**message, "content": strip_trace(text).strip()})
-    return cleaned
+def _without_trace(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if message.get("role") != "assistant" or not isinstance(content, str):
+        return message
+    stripped = strip_trace(content)
+    return message if stripped == content else {**message, "content": stripped}
+
+
+def _rounds(added: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """This request's rounds as memory keeps them: calls and results, without the images shown after them."""
+    return [message for message in added if message.get("role") != "user"]
 
 
 def with_system_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:

@@ -30,3 +30,8 @@ def openwebui_fields(headers: Mapping[str, str]) -> dict[str, str]:
     """Open WebUI's forwarded user and chat headers, as log fields (the name arrives URL-quoted)."""
     return {field: unquote(headers[name]) for name, field in _OPENWEBUI_HEADERS.items() if name in headers}
 
+
+
+def chat_id(headers: Mapping[str, str]) -> str | None:
+    """The chat a request belongs to, when Open WebUI forwards it (ENABLE_FORWARD_USER_INFO_HEADERS)."""
+    return headers.get("x-openwebui-chat-id") or None

@@ -5,12 +5,9 @@ Protocols; tests implement them with plain Python (tests/test_loop.py)."""
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from app.openai.accumulate import Usage
-
-if TYPE_CHECKING:  # trace.py reads ToolOutput from here
-    from app.trace import RecordedCall
 
 
 class ChatUpstream(Protocol):
@@ -62,6 +59,31 @@ class ToolRunner(Protocol):
     def tools_for_request(self, offered: bool, client_tools: frozenset[str]) -> RequestTools: ...
 
 
+@dataclass(frozen=True)
+class RestoredHistory:
+    """A client's history with earlier turns' MCP calls and results given back (`memory.py`)."""
+
+    messages: list[dict[str, Any]]
+    restored_results: list[int]  # where the `tool` messages given back are, oldest first
+    turns: int  # assistant turns that got their calls back
+
+
+class TurnMemory(Protocol):
+    """What the loop asks of conversation memory: give a history back its earlier turns' calls, fit them
+    into the context, and remember what this request's rounds did."""
+
+    async def restore(self, messages: list[dict[str, Any]]) -> RestoredHistory: ...
+
+    def fit(self, history: RestoredHistory, allowance: int) -> list[dict[str, Any]]: ...
+
+    async def remember_turn(self, rounds: list[dict[str, Any]], final_content: str, shown: str) -> None: ...
+
+    async def remember_mixed_turn(
+        self, rounds: list[dict[str, Any]], assistant: dict[str, Any], results: list[dict[str, Any]],
+        client_call_ids: list[str],
+    ) -> None: ...
+
+
 @dataclass
 class RequestStats:
     """Filled in by the tool loop while a request runs; read by the request log line at its end."""
@@ -69,6 +91,7 @@ class RequestStats:
     rounds: int = 0
     tools_called: list[str] = field(default_factory=list)
     usage: Usage | None = None
+    restored_turns: int = 0
 
 
 @dataclass(frozen=True)
@@ -79,6 +102,5 @@ class LoopOptions:
     system_hint: str | None = None
     sees_images: Callable[[], Awaitable[bool]] | None = None  # asked only once a tool returned an image
     offer_tools: bool = True
-    # Earlier calls a client's history recorded (details traces), as the `tool` message the model saw;
-    # None: such traces are only removed.
-    recorded_result: "Callable[[RecordedCall], str] | None" = None
+    # The model's context window in tokens, asked only when earlier turns' results were restored.
+    context_tokens: Callable[[], Awaitable[int]] | None = None

@@ -3,6 +3,7 @@
 from pathlib import Path
 from typing import Literal
 
+from platformdirs import user_data_dir
 from pydantic import Field, HttpUrl, NonNegativeFloat, PositiveFloat, PositiveInt, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -10,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from app.mcp.convert import PrefixMode
 from app.mcp.results import ResultFormat
 from app.mcp.schema import ProfileSetting
+from app.state.store import parse_state_url
 from app.trace import TraceMode
 from app.upstream.client import TransportKind
 
@@ -123,6 +125,21 @@ class Settings(BaseSettings):
         description="How tool work is shown: as reasoning, Open WebUI tool blocks, text lines, or not at all. "
         "A request can choose with the header X-Toolbridge-Trace.",
     )
+    state_url: str = Field(
+        default_factory=lambda: default_state_url(),
+        description="Where conversation memory is kept (earlier turns' MCP calls and results, restored for the model): "
+        "sqlite:///relative.db or sqlite:////absolute.db, memory:// (this process only), or none.",
+    )
+    state_max_mb: PositiveFloat = Field(
+        200.0, description="Megabytes the conversation memory may hold; the oldest turns are forgotten first."
+    )
+    state_max_age_days: PositiveFloat = Field(
+        30.0, description="Days a turn is remembered; older ones are forgotten."
+    )
+    context_tokens: PositiveInt = Field(
+        8192, description="The model's context window in tokens when the upstream does not say (LM Studio does): "
+        "restored tool results are shortened, then left out, to fit in it."
+    )
     otel: bool = Field(
         False,
         description="Send OpenTelemetry traces (a span per chat request and per tool call, no message content) "
@@ -135,6 +152,12 @@ class Settings(BaseSettings):
     @classmethod
     def _path_as_text(cls, value: object) -> object:
         return str(value) if isinstance(value, Path) else value
+
+    @field_validator("state_url")
+    @classmethod
+    def _known_store(cls, value: str) -> str:
+        parse_state_url(value)
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -173,6 +196,11 @@ class Settings(BaseSettings):
     def browser_origins(self) -> list[str]:
         """TOOLBRIDGE_CORS_ORIGINS as listed, without trailing slashes."""
         return [origin.rstrip("/") for origin in _items(self.cors_origins)]
+
+
+def default_state_url() -> str:
+    """A SQLite file in the user's data directory (~/.local/share/toolbridge on Linux)."""
+    return "sqlite:///" + str(Path(user_data_dir("toolbridge", appauthor=False)) / "state.db")
 
 
 def _items(text: str) -> list[str]:

@@ -36,8 +36,9 @@ def make_settings(tmp: Path, servers: dict[str, Any] | None, **overrides: Any) -
         config.write_text(json.dumps({"mcpServers": servers}))
     # `server__tool` names, so that each call in a test says which server it is for; the default (bare names)
     # is tested through the CLI, the pool and the conversion.
+    # Memory in the test's own directory, never the user's data directory.
     values: dict[str, Any] = {"mcp_config": config, "mcp_connect_timeout": 120, "tool_timeout": 20,
-                              "tool_prefix": "always"}
+                              "tool_prefix": "always", "state_url": f"sqlite:///{tmp / 'state.db'}"}
     return Settings(_env_file=None, **(values | overrides))  # type: ignore[call-arg]
 
 

@@ -38,7 +38,8 @@ def clean_env() -> dict[str, str]:
 
 def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [TOOLBRIDGE, *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=clean_env() | (env or {}),
+        [TOOLBRIDGE, *args], capture_output=True, text=True, timeout=120, cwd=cwd,
+        env=clean_env() | {"XDG_DATA_HOME": str(cwd / "data")} | (env or {}),
         check=False,
     )
 
@@ -52,9 +53,11 @@ def toolbridge(
     URL once /health satisfies `ready` (default: it answers). Stopped at the end as a supervisor stops it
     (SIGTERM, then SIGKILL), however the test ended."""
     port = free_port()
-    with (tmp_path / "gateway.log").open("w") as log_file:
+    # The default memory file goes to the user's data directory: here, the test's own.
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")} | (env or clean_env())
+    with (tmp_path / "gateway.log").open("a") as log_file:
         gateway = subprocess.Popen([TOOLBRIDGE, "--port", str(port), "--mcp-config", str(config), *flags],
-                                   cwd=tmp_path, env=env or clean_env(), stdout=subprocess.DEVNULL, stderr=log_file)
+                                   cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=log_file)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_health(base, ready or (lambda body: "status" in body), key=key)
@@ -211,6 +214,8 @@ def test_an_error_is_logged_as_a_bounded_plain_traceback_without_locals_or_secre
         ({"TOOLBRIDGE_TOOL_TRACE": "loud"}, [], "TOOLBRIDGE_TOOL_TRACE (--tool-trace) = 'loud': Input should be"),
         ({"TOOLBRIDGE_API_KEYS": " , "}, [], "TOOLBRIDGE_API_KEYS (--api-keys) = (hidden): lists no key"),
         ({"TOOLBRIDGE_UPSTREAM_URL": "not a url"}, [], "TOOLBRIDGE_UPSTREAM_URL (--upstream-url) = 'not a url'"),
+        ({"TOOLBRIDGE_STATE_URL": "redis://cache:6379"}, [],
+         "TOOLBRIDGE_STATE_URL (--state-url) = 'redis://cache:6379': must be sqlite:///PATH, memory:// or none"),
     ],
 )
 def test_a_bad_setting_is_one_line_and_exit_2(tmp_path: Path, env: dict, args: list, expected: str) -> None:
@@ -318,6 +323,27 @@ def test_a_killed_server_is_healed_without_user_action(tmp_path: Path, upstream:
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "time?"}])
         assert json.loads(upstream.chat_requests()[1]["messages"][-1]["content"])["status"] == "success"
+
+
+def test_memory_outlives_a_restart_in_the_user_data_directory(tmp_path: Path, upstream: FakeUpstream) -> None:
+    config = write_config(tmp_path, {"time": {"command": "mcp-server-time"}})
+    env = clean_env() | {"TOOLBRIDGE_UPSTREAM_URL": f"{upstream.url}/v1"}
+    question = {"role": "user", "content": "What time is it in UTC? (restart)"}
+    ready = lambda b: b["servers"]["time"]["state"] == "ready"  # noqa: E731
+    with toolbridge(tmp_path, config, env=env, ready=ready) as (_, base):
+        upstream.script(Turn(calls=[Call("get_current_time", {"timezone": "UTC"})]), Turn(content="It is noon."))
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        answer = client.chat.completions.create(model="m", messages=[question]).choices[0].message.content
+        call, result = upstream.chat_requests()[1]["messages"][-2:]
+    with toolbridge(tmp_path, config, env=env, ready=ready) as (_, base):
+        upstream.script(Turn(content="noon"))
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        later = {"role": "user", "content": "What did the tool return?"}
+        client.chat.completions.create(model="m", messages=[question, {"role": "assistant", "content": answer}, later])
+    sent = [m for m in upstream.chat_requests()[0]["messages"] if m["role"] != "system"]
+    assert sent == [question, call, result, {"role": "assistant", "content": "It is noon."}, later]
+    state = tmp_path / "data" / "toolbridge" / "state.db"  # XDG_DATA_HOME/toolbridge
+    assert oct(state.stat().st_mode & 0o777) == "0o600"
 
 
 @pytest.mark.parametrize("trigger", ["sighup", "watch"])

@@ -11,10 +11,12 @@ import anyio
 import pytest
 
 from app.loop import Finished, LoopEvent, Started, ToolProgress, ToolsRan, ToolsStarted, run_tool_loop
-from app.mixed_turns import MixedTurns
+from app.mcp.results import RenderOptions
+from app.memory import ConversationMemory, MemoryStores
 from app.openai.accumulate import ToolCall
 from app.openai.markup import TextDelta
 from app.ports import LoopOptions, RequestStats
+from app.state.store import Bounds, MemoryStore
 from app.trace import render_finished
 
 pytestmark = pytest.mark.anyio
@@ -96,15 +98,22 @@ class Model:
 
 async def run(
     model: Model, tools: Tools, *, messages: list[dict[str, Any]] | None = None, client_tools: bool = False,
-    stats: RequestStats | None = None, mixed_turns: MixedTurns | None = None, **options: Any,
+    stats: RequestStats | None = None, store: MemoryStore | None = None, remember: bool = True, **options: Any,
 ) -> list[LoopEvent]:
     body: dict[str, Any] = {"model": "m", "messages": messages or [{"role": "user", "content": "go"}]}
     if client_tools:
         body["tools"] = [CLIENT_TOOL]
     loop_options = LoopOptions(**({"max_tool_rounds": 5} | options))
     with anyio.fail_after(5):
-        events = run_tool_loop(body, model, tools, loop_options, stats=stats, mixed_turns=mixed_turns)
+        events = run_tool_loop(body, model, tools, loop_options, stats=stats,
+                               memory=memory(store) if remember else None)
         return [event async for event in events]
+
+
+def memory(store: MemoryStore | None = None) -> ConversationMemory:
+    """One request's memory over `store` (a fresh one when None), results in plain text."""
+    store = MemoryStore(Bounds(max_bytes=10**7, max_age_seconds=3600)) if store is None else store
+    return ConversationMemory(MemoryStores(turns=store, pending=store), RenderOptions(result_format="text"))
 
 
 def text(events: list[LoopEvent]) -> str:
@@ -155,16 +164,17 @@ async def test_a_client_tool_call_goes_back_to_the_client_untouched() -> None:
 
 async def test_a_mixed_turn_runs_ours_hands_the_client_its_own_and_remembers_the_whole_turn() -> None:
     turn = [call("fetch", "{}", "ours"), call("open_page", "{}", "theirs")]
-    model, tools, mixed = Model([turn]), Tools([Outcome("fetched")]), MixedTurns()
-    events = await run(model, tools, client_tools=True, mixed_turns=mixed)
+    store = MemoryStore(Bounds(max_bytes=10**7, max_age_seconds=3600))
+    model, tools = Model([turn]), Tools([Outcome("fetched")])
+    events = await run(model, tools, client_tools=True, store=store)
     assert tools.calls == [("fetch", "{}")]
     assert [c.id for c in events[-1].client_tool_calls] == ["theirs"]  # type: ignore[union-attr]
     # The client comes back with only its own call and result; the model sees the whole turn again.
     back = [{"role": "assistant", "content": None, "tool_calls": [call("open_page", "{}", "theirs")]},
             {"role": "tool", "tool_call_id": "theirs", "content": "opened"}]
-    restored = mixed.restore(back)
-    assert [c["id"] for c in restored[0]["tool_calls"]] == ["ours", "theirs"]
-    assert restored[1] == {"role": "tool", "tool_call_id": "ours", "content": "fetched"}
+    restored = (await memory(store).restore([{"role": "user", "content": "go"}, *back])).messages
+    assert [c["id"] for c in restored[1]["tool_calls"]] == ["ours", "theirs"]
+    assert restored[2] == {"role": "tool", "tool_call_id": "ours", "content": "fetched"}
 
 
 async def test_a_model_that_keeps_calling_is_stopped_after_the_last_round_and_told_to_answer() -> None:
@@ -247,13 +257,13 @@ async def test_the_system_hint_joins_the_clients_system_message_once() -> None:
     assert model.requests[0]["messages"] == sent
 
 
-async def test_the_tool_trace_a_client_sends_back_is_removed_from_the_history() -> None:
+async def test_without_memory_the_tool_trace_a_client_sends_back_is_only_removed_from_the_history() -> None:
     traced = ('\n<details type="tool_calls" done="true" id="c1" name="fetch">\n<summary>Tool Executed</summary>\n'
               '</details>\nIt is 3.')
     history = [{"role": "user", "content": "time?"}, {"role": "assistant", "content": traced},
                {"role": "user", "content": "thanks"}]
     model = Model(["welcome"])
-    await run(model, Tools(), messages=history)
+    await run(model, Tools(), messages=history, remember=False)
     assert model.requests[0]["messages"][1] == {"role": "assistant", "content": "It is 3."}
 
 
@@ -273,10 +283,10 @@ async def test_calls_a_details_trace_recorded_are_given_back_to_the_model_in_ord
                {"role": "assistant", "content": "Looking." + shown.text + "Page two says p."},
                {"role": "user", "content": "and again?"}]
     model = Model(["ok"])
-    await run(model, Tools(), messages=history, recorded_result=lambda c: f"result of {c.name}: {c.result}")
+    await run(model, Tools(), messages=history)
     assert model.requests[0]["messages"][1:] == [
         {"role": "assistant", "content": "Looking.", "tool_calls": [call("fetch", '{"page": 2}', "c9")]},
-        {"role": "tool", "tool_call_id": "c9", "content": "result of fetch: {'p': 2}"},
+        {"role": "tool", "tool_call_id": "c9", "content": '{"p":2}'},  # the value shown, as the model saw it
         {"role": "assistant", "content": "Page two says p."},
         {"role": "user", "content": "and again?"},
     ]
@@ -284,18 +294,17 @@ async def test_calls_a_details_trace_recorded_are_given_back_to_the_model_in_ord
 
 async def test_a_mixed_turn_traced_in_details_is_restored_once() -> None:
     # The turn called `fetch` (ours, traced in the content) and `open_page` (the client's); the client comes
-    # back with its own result. Ours is restored by MixedTurns, not a second time from the trace.
+    # back with its own result. Ours is restored from memory, not a second time from the trace.
     turn = [call("fetch", "{}", "ours"), call("open_page", "{}", "theirs")]
-    model, mixed = Model([turn]), MixedTurns()
-    await run(model, Tools([Outcome("fetched")]), client_tools=True, mixed_turns=mixed)
+    store = MemoryStore(Bounds(max_bytes=10**7, max_age_seconds=3600))
+    await run(Model([turn]), Tools([Outcome("fetched")]), client_tools=True, store=store)
     shown = render_finished("details", [ToolCall("ours", "fetch", "{}")], [Outcome("fetched", data="fetched")], [1])
     assert shown is not None
     back = [{"role": "user", "content": "go"},
             {"role": "assistant", "content": shown.text, "tool_calls": [call("open_page", "{}", "theirs")]},
             {"role": "tool", "tool_call_id": "theirs", "content": "opened"}]
     model = Model(["done"])
-    await run(model, Tools(), messages=back, client_tools=True, mixed_turns=mixed,
-              recorded_result=lambda c: "from the trace")
+    await run(model, Tools(), messages=back, client_tools=True, store=store)
     sent = model.requests[0]["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool"]
     assert [c["id"] for c in sent[1]["tool_calls"]] == ["ours", "theirs"]

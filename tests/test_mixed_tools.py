@@ -3,7 +3,6 @@ the client's next request the model sees the whole turn with both results."""
 
 import json
 
-from app.mixed_turns import MixedTurns
 from tests.conftest import Gateway
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 
@@ -41,24 +40,3 @@ def test_streamed_mixed_turns_hand_back_only_client_calls(gateway: Gateway, upst
     assert [(d.index, d.function.name) for d in deltas] == [(0, "get_location")]
     reasoning = "".join((c.choices[0].delta.model_extra or {}).get("reasoning_content") or "" for c in chunks)
     assert "Calling basic__echo" in reasoning
-
-
-def test_memory_is_bounded_and_restores_only_matching_turns() -> None:
-    memory = MixedTurns(max_entries=2)
-    for number in range(3):
-        memory.remember([f"c{number}"], {"role": "assistant", "tool_calls": [{"id": f"c{number}"}, {"id": "m"}]},
-                        [{"role": "tool", "tool_call_id": "m", "content": str(number)}])
-    assert len(memory) == 2
-    history = [{"role": "assistant", "tool_calls": [{"id": "c0"}]}, {"role": "assistant", "tool_calls": [{"id": "c2"}]}]
-    restored = memory.restore(history)
-    assert restored[0] == history[0]  # evicted: left as the client sent it
-    assert restored[1]["tool_calls"] == [{"id": "c2"}, {"id": "m"}]
-    assert restored[2] == {"role": "tool", "tool_call_id": "m", "content": "2"}
-
-
-def test_memory_entries_expire() -> None:
-    memory = MixedTurns(ttl=-1)
-    memory.remember(["c"], {"role": "assistant", "tool_calls": [{"id": "c"}, {"id": "m"}]}, [])
-    history = [{"role": "assistant", "tool_calls": [{"id": "c"}]}]
-    assert memory.restore(history) == history
-    assert len(memory) == 0

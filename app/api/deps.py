@@ -9,8 +9,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from app.mcp.pool import McpPool
+from app.memory import MemoryStores
 from app.metrics import Metrics
-from app.mixed_turns import MixedTurns
 from app.ports import RequestStats
 from app.settings import Settings
 from app.upstream.client import UpstreamClient
@@ -28,8 +28,8 @@ async def get_pool(request: Request) -> McpPool:
     return request.state.pool
 
 
-async def get_mixed_turns(request: Request) -> MixedTurns:
-    return request.state.mixed_turns
+async def get_memory(request: Request) -> MemoryStores:
+    return request.state.memory
 
 
 async def get_metrics(request: Request) -> Metrics:
@@ -49,6 +49,6 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 UpstreamDep = Annotated[UpstreamClient, Depends(get_upstream)]
 PoolDep = Annotated[McpPool, Depends(get_pool)]
 StatsDep = Annotated[RequestStats, Depends(get_stats)]
-MixedTurnsDep = Annotated[MixedTurns, Depends(get_mixed_turns)]
+MemoryDep = Annotated[MemoryStores, Depends(get_memory)]
 AuthorisedDep = Annotated[bool, Depends(get_authorised)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]

@@ -10,11 +10,11 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from sse_starlette import EventSourceResponse, JSONServerSentEvent
 from starlette.background import BackgroundTask
 
-from app.api.deps import AuthorisedDep, MetricsDep, MixedTurnsDep, PoolDep, SettingsDep, StatsDep, UpstreamDep
+from app.api.deps import AuthorisedDep, MemoryDep, MetricsDep, PoolDep, SettingsDep, StatsDep, UpstreamDep
 from app.errors import MethodNotAllowed
 from app.health import health_report
 from app.loop import run_tool_loop
-from app.loop_options import loop_options
+from app.loop_options import conversation_memory, loop_options
 from app.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.openai.schemas import ChatCompletionRequest
 from app.streaming import collect_completion, stream_payloads
@@ -35,13 +35,14 @@ async def chat_completions(
     pool: PoolDep,
     settings: SettingsDep,
     stats: StatsDep,
-    mixed_turns: MixedTurnsDep,
+    memory: MemoryDep,
     trace_header: Annotated[str | None, Header(alias="X-Toolbridge-Trace")] = None,
 ) -> Response:
     trace = trace_mode(trace_header, settings.tool_trace)
     body = request.to_upstream_body()
     options = loop_options(settings, body, upstream)
-    events = run_tool_loop(body, upstream, pool, options, stats=stats, mixed_turns=mixed_turns)
+    events = run_tool_loop(body, upstream, pool, options, stats=stats,
+                           memory=conversation_memory(settings, memory, raw.headers))
     # Wait until the upstream accepted the request, so its failures still get a real HTTP status.
     try:
         await anext(events)

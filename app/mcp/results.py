@@ -140,6 +140,26 @@ def recorded_result(value: Any, failed: bool, cut: bool, options: RenderOptions)
     return _envelope("success", value, options, meta)
 
 
+def shortened_result(content: str, limit: int, result_format: ResultFormat) -> str:
+    """A result the model saw, cut to `limit` characters the way a long result is cut when it arrives:
+    whole items or characters of the envelope's data, said in meta.truncated; text gets the cut line."""
+    if len(content) <= limit:
+        return content
+    try:
+        envelope = json.loads(content) if result_format == "envelope" else None
+    except ValueError:
+        envelope = None
+    if not isinstance(envelope, dict) or "data" not in envelope:
+        return _cap_text(content, limit)
+    return _cut(envelope, limit)
+
+
+def omitted_result(result_format: ResultFormat) -> str:
+    """What stands for an earlier result left out to fit the model's context: one line it can act on."""
+    note = "This earlier result was left out to fit the model's context; call the tool again if it is needed."
+    return _dumps({"status": "omitted", "meta": {"note": note}}) if result_format == "envelope" else note
+
+
 def _envelope(status: str, data: Any, options: RenderOptions, meta: dict[str, Any]) -> str:
     envelope = {"status": status, "data": data, **({"meta": meta} if meta else {})}
     text = _dumps(envelope)

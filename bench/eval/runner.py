@@ -88,7 +88,7 @@ def gateway(config: dict[str, str], upstream: str, mcp_json: Path, source: Path 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLBRIDGE_")} | config | {
         "TOOLBRIDGE_UPSTREAM_URL": upstream, "TOOLBRIDGE_MCP_CONFIG": str(mcp_json), "TOOLBRIDGE_LOG_LEVEL": "warning",
-        "PYTHONPATH": str(source)}
+        "TOOLBRIDGE_STATE_URL": "memory://", "PYTHONPATH": str(source)}
     process = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port)], env=env, cwd=source,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"

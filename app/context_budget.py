@@ -1,0 +1,67 @@
+"""Fitting restored tool results into the model's context: the oldest are shortened first, then left out.
+
+Token counts differ per model and no tokenizer is at hand, so sizes are characters, counted at
+CHARS_PER_TOKEN: few enough for JSON, which tokenizes densely, that an estimate errs towards fitting.
+Only results given back from earlier turns are touched, never what the user or the client wrote.
+"""
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+CHARS_PER_TOKEN = 3
+ANSWER_RESERVE_TOKENS = 2048  # at most; a quarter of a smaller context
+SHORTENED_CHARS = 1000  # what a shortened result keeps at least, before results are left out instead
+
+
+@dataclass(frozen=True)
+class Fitted:
+    messages: list[dict[str, Any]]
+    shortened: int
+    dropped: int
+
+
+def prompt_allowance(context_tokens: int, body: dict[str, Any], tools: Sequence[dict[str, Any]]) -> int:
+    """The characters the messages may take: the context, less room for the answer and the tool list."""
+    asked = body.get("max_completion_tokens") or body.get("max_tokens")
+    reserve = asked if isinstance(asked, int) and asked > 0 else min(ANSWER_RESERVE_TOKENS, context_tokens // 4)
+    return (context_tokens - reserve) * CHARS_PER_TOKEN - _size(list(tools))
+
+
+def fit_restored(
+    messages: list[dict[str, Any]], restored: Sequence[int], allowance: int,
+    shorten: Callable[[str, int], str], omitted: str,
+) -> Fitted:
+    """The messages within `allowance` characters if shortening or leaving out the restored tool results
+    (at `restored`, oldest first) can make them so; else as small as that makes them."""
+    excess = _size(messages) - allowance
+    if excess <= 0 or not restored:
+        return Fitted(messages, 0, 0)
+    fitted = list(messages)
+    shortened = dropped = 0
+    for index in restored:
+        content = fitted[index].get("content")
+        if not isinstance(content, str) or len(content) <= SHORTENED_CHARS:
+            continue
+        cut = shorten(content, max(SHORTENED_CHARS, len(content) - excess))
+        if len(cut) < len(content):
+            fitted[index] = {**fitted[index], "content": cut}
+            excess -= len(content) - len(cut)
+            shortened += 1
+        if excess <= 0:
+            return Fitted(fitted, shortened, dropped)
+    for index in restored:
+        content = fitted[index].get("content")
+        if not isinstance(content, str) or len(content) <= len(omitted):
+            continue
+        fitted[index] = {**fitted[index], "content": omitted}
+        excess -= len(content) - len(omitted)
+        dropped += 1
+        if excess <= 0:
+            break
+    return Fitted(fitted, shortened, dropped)
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
