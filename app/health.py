@@ -1,17 +1,19 @@
 """What /health reports: "ok" or "degraded" to anyone; to callers with a key (or when no keys are set)
-the whole picture: the upstream, each MCP server's state, the tool count and the config files.
+the whole picture: the upstream, each MCP server's state, the tool count, the memory's store and the
+config files.
 Servers' errors carry their stderr, which may hold what users sent them or what the operator set."""
 
 from typing import Any
 
 from app.mcp.convert import resolve_profile
 from app.mcp.pool import McpPool
+from app.memory import MemoryStores
 from app.settings import Settings
 from app.upstream.client import UpstreamClient
 
 
 async def health_report(
-    pool: McpPool, upstream: UpstreamClient, settings: Settings, authorised: bool
+    pool: McpPool, upstream: UpstreamClient, settings: Settings, authorised: bool, memory: MemoryStores
 ) -> dict[str, Any]:
     config = pool.config
     status = "degraded" if pool.degraded or not config.found else "ok"
@@ -23,6 +25,8 @@ async def health_report(
                      "schema_profile": resolve_profile(settings.schema_profile, settings.upstream_base)},
         "servers": pool.health(),
         "tools": len(pool.catalogue.openai_tools),
+        # "none" also when a configured file could not be opened (state_store_unavailable in the log).
+        "memory": {"store": memory.turns.kind if memory.turns is not None else "none"},
         "mcp_config": {
             "path": str(config.path),
             "found": config.found,

@@ -60,6 +60,7 @@ def test_health_reports_each_server(gateway: Gateway) -> None:
     assert servers["legacy"]["transport"] == "sse"
     assert servers["broken"]["state"] == "failed"
     assert "GITHUB_TOKEN is not set" in servers["broken"]["error"]
+    assert body["memory"] == {"store": "sqlite"}
     assert servers["invalid"]["state"] == "failed"
     assert "server 'invalid'" in servers["invalid"]["error"]
     assert "mcp.json" in servers["invalid"]["error"]

@@ -6,6 +6,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from structlog.testing import capture_logs
@@ -108,6 +109,7 @@ def test_a_restart_keeps_memory_in_sqlite_and_not_in_memory(tmp_path: Path, upst
             content = ask(first.client(), [question], stream=False)
             call, result = seen_rounds(upstream)
         with running_gateway(tmp_path, servers, ready=["basic"], state_url=url, **settings) as second:
+            assert httpx.get(f"{second.url}/health").json()["memory"] == {"store": url.partition(":")[0]}
             upstream.script(Turn(content="persist"))
             history = [question, {"role": "assistant", "content": content}, {"role": "user", "content": "Again?"}]
             ask(second.client(), history, stream=False)

@@ -138,6 +138,6 @@ async def metrics(collected: MetricsDep) -> Response:
 
 @router.get("/health")
 async def health(
-    pool: PoolDep, upstream: UpstreamDep, authorised: AuthorisedDep, settings: SettingsDep
+    pool: PoolDep, upstream: UpstreamDep, authorised: AuthorisedDep, settings: SettingsDep, memory: MemoryDep
 ) -> dict[str, Any]:
-    return await health_report(pool, upstream, settings, authorised)
+    return await health_report(pool, upstream, settings, authorised, memory)
