@@ -222,3 +222,39 @@ def test_lm_studios_context_length_is_the_budget_for_its_models(tmp_path: Path, 
             client.chat.completions.create(model=model, messages=history)
             results = [json.loads(result) for result in restored_results(upstream)]
             assert ("truncated" in results[0].get("meta", {})) is (model == MODEL)
+
+
+def test_without_a_store_details_traces_are_still_read_back_and_mixed_turns_still_finish(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    servers = {"basic": stdio_entry("basic.py")}
+    with running_gateway(tmp_path, servers, ready=["basic"], upstream_url=f"{upstream.url}/v1",
+                         state_url="none") as gw:
+        assert httpx.get(f"{gw.url}/health").json()["memory"] == {"store": "none"}
+        question = {"role": "user", "content": "Echo traced."}
+        for trace in ("details", "off"):
+            client = gw.client(default_headers={"X-Toolbridge-Trace": trace})
+            upstream.script(*tool_turn("traced", "It said traced."))
+            content = ask(client, [question], stream=False)
+            call, result = seen_rounds(upstream)
+            upstream.script(Turn(content="traced"))
+            history = [question, {"role": "assistant", "content": content}, {"role": "user", "content": "Again?"}]
+            ask(client, history, stream=False)
+            sent = after_system(upstream.chat_requests()[0]["messages"])
+            if trace == "details":  # from the trace itself: no state needed
+                assert sent == [question, call, result, {"role": "assistant", "content": "It said traced."},
+                                history[-1]]
+            else:  # nothing kept, nothing to read back
+                assert sent == history
+
+        # A turn that calls Open WebUI's tool and ours is kept in the process until the client comes back.
+        upstream.script(Turn(calls=[Call("get_current_timestamp", {}), Call("basic__echo", {"text": "mixed"})]))
+        first = gw.client().chat.completions.create(model="m", messages=[question], tools=[OWUI_TOOL])
+        handed = first.choices[0].message
+        upstream.script(Turn(content="Both done."))
+        back = [question, handed.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": handed.tool_calls[0].id, "content": "1763900000"}]
+        gw.client().chat.completions.create(model="m", messages=back, tools=[OWUI_TOOL])
+        sent = after_system(upstream.chat_requests()[0]["messages"])
+        assert [c["function"]["name"] for c in sent[1]["tool_calls"]] == ["get_current_timestamp", "basic__echo"]
+        assert {m["tool_call_id"] for m in sent if m["role"] == "tool"} == {c["id"] for c in sent[1]["tool_calls"]}

@@ -47,6 +47,10 @@ def main() -> int:
                         help="'both' streams the defaults and raw configurations too (the rest run whole)")
     parser.add_argument("--tasks", default="", help="only tasks whose id starts with one of these (comma-separated)")
     parser.add_argument("--verbose", action="store_true", help="print each task's calls and answer as it ends")
+    parser.add_argument("--history", choices=["trace", "text"], default="trace",
+                        help="what the client keeps of an answer for the next turn: the content with its details "
+                             "trace (Open WebUI with TOOLBRIDGE_TOOL_TRACE=details), or its text only (the default "
+                             "reasoning trace, Chatbox, SDK clients)")
     parser.add_argument("--source", type=Path, default=ROOT,
                         help="the toolbridge checkout to run the gateway from, for before/after comparisons")
     args = parser.parse_args()
@@ -65,7 +69,7 @@ def main() -> int:
 
     if args.upstream:
         _report(args.upstream, tasks, run(configs, tasks, streams, args.upstream, Path(tempfile.mkdtemp()),
-                                          args.source.resolve(), args.verbose))
+                                          args.source.resolve(), args.verbose, args.history))
         return 0
     for model in args.model.split(","):
         path, label = _model_file(model)
@@ -76,7 +80,8 @@ def main() -> int:
             upstream = f"http://127.0.0.1:{port}/v1"
             _wait_for(f"{upstream}/models", server)
             with tempfile.TemporaryDirectory() as folder:
-                outcomes = run(configs, tasks, streams, upstream, Path(folder), args.source.resolve(), args.verbose)
+                outcomes = run(configs, tasks, streams, upstream, Path(folder), args.source.resolve(), args.verbose,
+                               args.history)
         finally:
             server.terminate()
             server.wait(timeout=60)

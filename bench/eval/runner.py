@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from app.settings import Settings
+from app.trace import strip_trace
 from bench.eval.scoring import Score, observe, score
 from bench.eval.tasks import Task, client_tools
 from tests.support.servers import free_port
@@ -116,10 +117,12 @@ def tool_names(base: str) -> dict[str, str]:
 
 
 def run_task(
-    client: httpx.Client, base: str, task: Task, streamed: bool, tool_of: dict[str, str], verbose: bool = False
+    client: httpx.Client, base: str, task: Task, streamed: bool, tool_of: dict[str, str], verbose: bool = False,
+    history: str = "trace",
 ) -> tuple[Score, float, int]:
     """All of a task's turns, as a chat client sends them; scored on the last turn's answer. A request the
-    gateway answers with an error fails the task."""
+    gateway answers with an error fails the task. With `history="text"` the client keeps only an answer's
+    text, as clients of the default reasoning trace do."""
     messages: list[dict[str, Any]] = []
     content, client_calls, tokens = "", [], 0
     own_tools = client_tools(task.client_tools)
@@ -135,7 +138,8 @@ def run_task(
                 body["tools"] = own_tools
             content, client_calls, used = _ask(client, base, body)
             tokens += used
-            messages.append({"role": "assistant", "content": content})  # trace blocks kept, as Open WebUI does
+            # Trace blocks kept, as Open WebUI does with the details trace; or only the text.
+            messages.append({"role": "assistant", "content": content if history == "trace" else strip_trace(content)})
             if client_calls:  # the client would run its own tool now; the eval stops there
                 break
     except (httpx.HTTPStatusError, ValueError) as exc:
@@ -148,7 +152,7 @@ def run_task(
 
 
 def run(configs: list[str], tasks: list[Task], streams: Callable[[str], list[bool]], upstream: str, folder: Path,
-        source: Path = ROOT, verbose: bool = False) -> list[Outcome]:
+        source: Path = ROOT, verbose: bool = False, history: str = "trace") -> list[Outcome]:
     """Every task under each configuration, whole and/or streamed as `streams(configuration)` says."""
     mcp_json, root = mcp_config(folder)
     outcomes = []
@@ -158,7 +162,7 @@ def run(configs: list[str], tasks: list[Task], streams: Callable[[str], list[boo
             tool_of = tool_names(base)
             for task in (t.in_folder(root) for t in tasks):
                 for streamed in streams(name):
-                    result, seconds, tokens = run_task(client, base, task, streamed, tool_of, verbose)
+                    result, seconds, tokens = run_task(client, base, task, streamed, tool_of, verbose, history)
                     outcomes.append(Outcome(name, task, streamed, result, seconds, tokens))
                     mark = "pass" if result.passed else "FAIL"
                     print(f"  {name:<20} {task.id:<24} {'stream' if streamed else 'whole':<7}{mark} {seconds:5.1f} s",
