@@ -26,7 +26,7 @@ def prompt_allowance(context_tokens: int, body: dict[str, Any], tools: Sequence[
     """The characters the messages may take: the context, less room for the answer and the tool list."""
     asked = body.get("max_completion_tokens") or body.get("max_tokens")
     reserve = asked if isinstance(asked, int) and asked > 0 else min(ANSWER_RESERVE_TOKENS, context_tokens // 4)
-    return (context_tokens - reserve) * CHARS_PER_TOKEN - _size(list(tools))
+    return (context_tokens - reserve) * CHARS_PER_TOKEN - (_size(list(tools)) if tools else 0)
 
 
 def fit_restored(
@@ -41,23 +41,31 @@ def fit_restored(
     fitted = list(messages)
     shortened = dropped = 0
     for index in restored:
-        content = fitted[index].get("content")
-        if not isinstance(content, str) or len(content) <= SHORTENED_CHARS:
+        original = fitted[index].get("content")
+        if not isinstance(original, str):
             continue
-        cut = shorten(content, max(SHORTENED_CHARS, len(content) - excess))
-        if len(cut) < len(content):
-            fitted[index] = {**fitted[index], "content": cut}
-            excess -= len(content) - len(cut)
+        current = original
+        # Sizes are counted as they go over the wire (JSON-escaped), so a cut may save less than asked: cut again.
+        while excess > 0 and (target := max(SHORTENED_CHARS, len(current) - excess)) < len(current):
+            cut = shorten(original, target)
+            saved = _size(current) - _size(cut)
+            if saved <= 0:
+                break
+            current, excess = cut, excess - saved
+        if current is not original:
+            fitted[index] = {**fitted[index], "content": current}
             shortened += 1
         if excess <= 0:
             return Fitted(fitted, shortened, dropped)
     for index in restored:
         content = fitted[index].get("content")
-        if not isinstance(content, str) or len(content) <= len(omitted):
+        if not isinstance(content, str) or _size(content) <= _size(omitted):
             continue
         fitted[index] = {**fitted[index], "content": omitted}
-        excess -= len(content) - len(omitted)
+        excess -= _size(content) - _size(omitted)
         dropped += 1
+        if content is not messages[index].get("content"):
+            shortened -= 1  # it was cut first; it counts once, as left out
         if excess <= 0:
             break
     return Fitted(fitted, shortened, dropped)

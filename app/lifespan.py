@@ -104,7 +104,7 @@ async def open_memory(settings: Settings) -> AsyncIterator[MemoryStores]:
                     max_age_seconds=settings.state_max_age_days * 86_400)
     async with open_state_store(settings.state_url, bounds) as store:
         pending = MemoryStore(Bounds(max_bytes=bounds.max_bytes, max_age_seconds=PENDING_SECONDS))
-        yield MemoryStores(turns=store, pending=store or pending)
+        yield MemoryStores(turns=store, pending=store if store is not None else pending)
 
 
 def _completer(upstream: UpstreamClient) -> Complete:

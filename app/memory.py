@@ -89,13 +89,14 @@ class ConversationMemory:
                 for part in entry["after"]:
                     _append(restored, results, part)
                 continue
-            if key in found:
+            from_trace = self._from_trace(message)
+            if len(from_trace) > 1:
+                turns += 1
+            elif key in found:
                 log.warning("turn_not_restored", reason="its stored entry could not be read")
             elif answer_key is not None and answer_key in found:
                 log.warning("turn_not_restored", reason="the messages before it differ from when it was stored",
                             hint="a client that rewrites earlier messages (a date, RAG context) loses tool memory")
-            from_trace = self._from_trace(message)
-            turns += len(from_trace) > 1
             for part in from_trace:
                 _append(restored, results, part)
         return RestoredHistory(restored, results, turns)

@@ -48,9 +48,6 @@ class MemoryStore:
         self._entries: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
         self._bytes = 0
 
-    def __len__(self) -> int:
-        return len(self._entries)
-
     async def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
         self._forget_old()
         return {key: entry[0] for key in keys if (entry := self._entries.get(key)) is not None}
