@@ -18,6 +18,11 @@ from app.upstream.client import TransportKind
 SECRET_SETTINGS = frozenset({"api_keys", "upstream_api_key"})
 
 
+def default_state_url() -> str:
+    """A SQLite file in the user's data directory (~/.local/share/toolbridge on Linux)."""
+    return "sqlite:///" + str(Path(user_data_dir("toolbridge", appauthor=False)) / "state.db")
+
+
 class Settings(BaseSettings):
     """Gateway settings. Build one with `Settings()` and pass it to `create_app`; nothing reads a global."""
 
@@ -126,7 +131,7 @@ class Settings(BaseSettings):
         "A request can choose with the header X-Toolbridge-Trace.",
     )
     state_url: str = Field(
-        default_factory=lambda: default_state_url(),
+        default_factory=default_state_url,
         description="Where conversation memory is kept (earlier turns' MCP calls and results, restored for the model): "
         "sqlite:///relative.db or sqlite:////absolute.db, memory:// (this process only), or none.",
     )
@@ -196,11 +201,6 @@ class Settings(BaseSettings):
     def browser_origins(self) -> list[str]:
         """TOOLBRIDGE_CORS_ORIGINS as listed, without trailing slashes."""
         return [origin.rstrip("/") for origin in _items(self.cors_origins)]
-
-
-def default_state_url() -> str:
-    """A SQLite file in the user's data directory (~/.local/share/toolbridge on Linux)."""
-    return "sqlite:///" + str(Path(user_data_dir("toolbridge", appauthor=False)) / "state.db")
 
 
 def _items(text: str) -> list[str]:
