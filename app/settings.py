@@ -133,7 +133,8 @@ class Settings(BaseSettings):
     state_url: str = Field(
         default_factory=default_state_url,
         description="Where conversation memory is kept (earlier turns' MCP calls and results, restored for the model): "
-        "sqlite:///relative.db or sqlite:////absolute.db, memory:// (this process only), or none.",
+        "sqlite:///relative.db or sqlite:////absolute.db, memory:// (this process only), or none. Default: "
+        "state.db in the user data directory (~/.local/share/toolbridge on Linux).",
     )
     state_max_mb: PositiveFloat = Field(
         200.0, description="Megabytes the conversation memory may hold; the oldest turns are forgotten first."
