@@ -86,7 +86,8 @@ async def run_tool_loop(
     """
     stats = stats if stats is not None else RequestStats()
     client_tool_names = _tool_names(body.get("tools") or [])
-    mcp_tools = tools.tools_for_request(offered=options.offer_tools, client_tools=frozenset(client_tool_names))
+    mcp_tools = tools.tools_for_request(offered=options.offer_tools, client_tools=frozenset(client_tool_names),
+                                        selection=options.tool_selection)
     request = _first_request(body, mcp_tools.openai_tools, client_tool_names)
     offered_names = client_tool_names | {tool["function"]["name"] for tool in mcp_tools.openai_tools}
     messages = await _first_messages(body, request, mcp_tools, options, memory, stats)

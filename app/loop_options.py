@@ -1,6 +1,7 @@
 """What one chat request makes of the tool loop, from the settings and the request: how many tool rounds,
 the system hint, whether MCP tools are offered at all (not for Open WebUI's background tasks), whether
-the model is shown the images tools return, the model's context, and the conversation's memory."""
+the model is shown the images tools return, which tools its user selected, the model's context, and the
+conversation's memory."""
 
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -8,7 +9,7 @@ from typing import Any, Protocol
 from app.mcp.results import RenderOptions, system_hint
 from app.memory import ConversationMemory, MemoryStores
 from app.open_webui import chat_id, is_background_task
-from app.ports import LoopOptions
+from app.ports import ALL_TOOLS, LoopOptions, ToolSelection
 from app.settings import Settings
 
 
@@ -18,7 +19,9 @@ class ModelFacts(Protocol):
     async def context_lengths(self) -> dict[str, int]: ...
 
 
-def loop_options(settings: Settings, body: dict[str, Any], upstream: ModelFacts) -> LoopOptions:
+def loop_options(
+    settings: Settings, body: dict[str, Any], upstream: ModelFacts, selection: ToolSelection = ALL_TOOLS
+) -> LoopOptions:
     background_task = settings.skip_tools_for_tasks and is_background_task(body["messages"])
     model = body.get("model")
 
@@ -36,6 +39,7 @@ def loop_options(settings: Settings, body: dict[str, Any], upstream: ModelFacts)
         system_hint=system_hint(settings.result_format) if settings.system_hint else None,
         sees_images=sees_images,
         offer_tools=not background_task,
+        tool_selection=selection,
         context_tokens=context_tokens,
     )
 

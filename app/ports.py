@@ -55,8 +55,26 @@ class RequestTools(Protocol):
     async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None) -> ToolOutput: ...
 
 
+@dataclass(frozen=True)
+class ToolSelection:
+    """Which MCP tools a request may be offered, as its user chose (`toolsets.py`): a tool must match every
+    `include` set, by its server's name or its name as offered, and none of `exclude`. Empty: all of them."""
+
+    include: tuple[frozenset[str], ...] = ()
+    exclude: frozenset[str] = frozenset()
+
+    def admits(self, name: str, server: str) -> bool:
+        names = {name, server}
+        return all(names & wanted for wanted in self.include) and not names & self.exclude
+
+
+ALL_TOOLS = ToolSelection()
+
+
 class ToolRunner(Protocol):
-    def tools_for_request(self, offered: bool, client_tools: frozenset[str]) -> RequestTools: ...
+    def tools_for_request(
+        self, offered: bool, client_tools: frozenset[str], selection: ToolSelection = ALL_TOOLS
+    ) -> RequestTools: ...
 
 
 @dataclass(frozen=True)
@@ -102,5 +120,6 @@ class LoopOptions:
     system_hint: str | None = None
     sees_images: Callable[[], Awaitable[bool]] | None = None  # asked only once a tool returned an image
     offer_tools: bool = True
+    tool_selection: ToolSelection = ALL_TOOLS
     # The model's context window in tokens, asked only when earlier turns' results were restored.
     context_tokens: Callable[[], Awaitable[int]] | None = None

@@ -1,5 +1,6 @@
 """Every setting of the gateway: TOOLBRIDGE_* environment variables, a .env file, and matching flags."""
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -15,6 +16,7 @@ from app.state.store import parse_state_url
 from app.trace import TraceMode
 from app.upstream.client import TransportKind
 
+_TOOLSET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 SECRET_SETTINGS = frozenset({"api_keys", "upstream_api_key"})
 
 
@@ -125,6 +127,12 @@ class Settings(BaseSettings):
     skip_tools_for_tasks: bool = Field(
         True, description="Offer no tools to Open WebUI's background task prompts (titles, tags, follow-ups)."
     )
+    toolsets: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description='Named sets of MCP tools, as JSON: {"clock": ["time"], "files": ["fs", "fetch"]} (server names, '
+        "or tool names as offered). /v1/models then also lists MODEL+NAME for every model, which offers only "
+        "those tools.",
+    )
     tool_trace: TraceMode = Field(
         "reasoning",
         description="How tool work is shown: as reasoning, Open WebUI tool blocks, text lines, or not at all. "
@@ -163,6 +171,16 @@ class Settings(BaseSettings):
     @classmethod
     def _known_store(cls, value: str) -> str:
         parse_state_url(value)
+        return value
+
+    @field_validator("toolsets")
+    @classmethod
+    def _usable_toolsets(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for name, members in value.items():
+            if not _TOOLSET_NAME.fullmatch(name):
+                raise ValueError(f"toolset name '{name}' must be 1-64 letters, digits, '_', '-' or '.'")
+            if not members:
+                raise ValueError(f"toolset '{name}' lists no server or tool")
         return value
 
     @field_validator("log_level", mode="before")

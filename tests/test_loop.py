@@ -15,7 +15,7 @@ from app.mcp.results import RenderOptions
 from app.memory import ConversationMemory, MemoryStores
 from app.openai.accumulate import ToolCall
 from app.openai.markup import TextDelta
-from app.ports import LoopOptions, RequestStats
+from app.ports import ALL_TOOLS, LoopOptions, RequestStats, ToolSelection
 from app.state.store import Bounds, MemoryStore
 from app.trace import render_finished
 
@@ -48,14 +48,18 @@ class Tools:
     calls: list[tuple[str, str]] = field(default_factory=list)
     offered: list[bool] = field(default_factory=list)
     progress: list[float] = field(default_factory=list)
+    selections: list[ToolSelection] = field(default_factory=list)
     offer: bool = True
 
     @property
     def openai_tools(self) -> Sequence[dict[str, Any]]:
         return [FETCH] if self.offer else []
 
-    def tools_for_request(self, offered: bool, client_tools: frozenset[str]) -> "Tools":
+    def tools_for_request(
+        self, offered: bool, client_tools: frozenset[str], selection: ToolSelection = ALL_TOOLS
+    ) -> "Tools":
         self.offered.append(offered)
+        self.selections.append(selection)
         return self if offered else Tools(offer=False)
 
     async def call_tool(self, name: str, arguments: str, on_progress: Any = None) -> Outcome:
@@ -309,3 +313,10 @@ async def test_a_mixed_turn_traced_in_details_is_restored_once() -> None:
     assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool"]
     assert [c["id"] for c in sent[1]["tool_calls"]] == ["ours", "theirs"]
     assert sent[2] == {"role": "tool", "tool_call_id": "ours", "content": "fetched"}
+
+
+async def test_the_users_tool_selection_reaches_the_runner() -> None:
+    chosen = ToolSelection((frozenset({"fetch"}),))
+    tools = Tools()
+    await run(Model(["ok"]), tools, tool_selection=chosen)
+    assert tools.selections == [chosen]

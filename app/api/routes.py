@@ -18,6 +18,8 @@ from app.loop_options import conversation_memory, loop_options
 from app.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.openai.schemas import ChatCompletionRequest
 from app.streaming import collect_completion, stream_payloads
+from app.toolsets import HEADER as TOOLS_HEADER
+from app.toolsets import choose_tools, with_virtual_models
 from app.trace import trace_mode
 
 SSE_PING_SECONDS = 15
@@ -37,10 +39,11 @@ async def chat_completions(
     stats: StatsDep,
     memory: MemoryDep,
     trace_header: Annotated[str | None, Header(alias="X-Toolbridge-Trace")] = None,
+    tools_header: Annotated[str | None, Header(alias=TOOLS_HEADER)] = None,
 ) -> Response:
     trace = trace_mode(trace_header, settings.tool_trace)
-    body = request.to_upstream_body()
-    options = loop_options(settings, body, upstream)
+    body, selection = choose_tools(request.to_upstream_body(), tools_header, settings.toolsets, pool.knows)
+    options = loop_options(settings, body, upstream, selection)
     events = run_tool_loop(body, upstream, pool, options, stats=stats,
                            memory=conversation_memory(settings, memory, raw.headers))
     # Wait until the upstream accepted the request, so its failures still get a real HTTP status.
@@ -96,14 +99,21 @@ async def chat_completions_other_methods(request: Request) -> Response:
 
 
 @router.get("/tools")
-async def list_tools(pool: PoolDep) -> dict[str, Any]:
-    """The tools injected into every request, each with the server and MCP tool it maps to."""
-    return {"object": "list", "data": pool.catalogue.describe()}
+async def list_tools(
+    pool: PoolDep, settings: SettingsDep, model: str | None = None,
+    tools_header: Annotated[str | None, Header(alias=TOOLS_HEADER)] = None,
+) -> dict[str, Any]:
+    """The MCP tools a request is offered (for `model`, a virtual one naming a toolset, and the tools header
+    when given), each with the server and MCP tool it maps to."""
+    _, selection = choose_tools({"model": model}, tools_header, settings.toolsets, pool.knows)
+    return {"object": "list", "data": pool.tools_for_request(selection=selection).catalogue.describe()}
 
 
 @router.get("/v1/models")
-async def list_models(request: Request, upstream: UpstreamDep) -> Response:
+async def list_models(request: Request, upstream: UpstreamDep, settings: SettingsDep) -> Response:
     status, headers, body = await upstream.list_models(query=request.url.query, headers=request.headers)
+    if status == 200:
+        body = with_virtual_models(body, settings.toolsets)
     return Response(body, status, headers=headers)
 
 

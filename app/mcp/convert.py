@@ -11,7 +11,7 @@ import difflib
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -89,6 +89,13 @@ class Catalogue:
             for tool in self.openai_tools
         )
         return Catalogue(tools, {renamed.get(name, name): route for name, route in self.routes.items()})
+
+    def select(self, keep: Callable[[str, ToolRoute], bool]) -> "Catalogue":
+        """The catalogue with only the tools `keep(name, route)` admits, in the same order."""
+        routes = {name: route for name, route in self.routes.items() if keep(name, route)}
+        if len(routes) == len(self.routes):
+            return self
+        return Catalogue(tuple(t for t in self.openai_tools if t["function"]["name"] in routes), routes)
 
     def describe(self) -> list[dict[str, Any]]:
         """The injected tools with the server and tool each one maps back to."""

@@ -26,6 +26,7 @@ from app.mcp.results import FailureKind, ToolOutcome, render_failure
 from app.mcp.sampling import Complete
 from app.mcp.status import ServerState, ServerStatus, unrun_statuses
 from app.mcp.supervisor import PoolOptions, ServerSupervisor
+from app.ports import ALL_TOOLS, ToolSelection
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -174,10 +175,21 @@ class McpPool:
         """Returns once no server is still starting."""
         await self._settled.wait()
 
-    def tools_for_request(self, offered: bool = True, client_tools: frozenset[str] = frozenset()) -> "PinnedTools":
-        """The catalogue as it is now, kept by one request for its whole life (an empty one if not offered),
-        with no name that one of the client's own tools has."""
-        return PinnedTools(self, self._catalogue.clear_of(client_tools) if offered else Catalogue())
+    def tools_for_request(
+        self, offered: bool = True, client_tools: frozenset[str] = frozenset(), selection: ToolSelection = ALL_TOOLS
+    ) -> "PinnedTools":
+        """The catalogue as it is now, kept by one request for its whole life (an empty one if not offered):
+        the tools its user selected, with no name that one of the client's own tools has."""
+        if not offered:
+            return PinnedTools(self, Catalogue())
+        catalogue = self._catalogue.clear_of(client_tools)
+        if selection != ALL_TOOLS:
+            catalogue = catalogue.select(lambda name, route: selection.admits(name, route.server))
+        return PinnedTools(self, catalogue)
+
+    def knows(self, name: str) -> bool:
+        """Whether a name is one of the configured servers or a tool as offered now."""
+        return name in self._supervisors or self._catalogue.owns(name)
 
     async def call_tool(
         self, name: str, arguments: str, on_progress: ProgressReport | None = None, catalogue: Catalogue | None = None
