@@ -151,6 +151,8 @@ class RequestLogMiddleware:
             }
             if stats.rounds:
                 fields |= {"rounds": stats.rounds, "tools_called": stats.tools_called}
+            if stats.tools_offered or stats.tools_withheld:
+                fields |= {"tools_offered": stats.tools_offered, "tools_withheld": stats.tools_withheld}
             if stats.restored_turns:
                 fields["restored_turns"] = stats.restored_turns
             if stats.usage is not None:

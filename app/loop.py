@@ -26,6 +26,7 @@ from app.ports import (
     LoopOptions,
     RequestStats,
     RequestTools,
+    RestoredHistory,
     ToolOutput,
     ToolRunner,
     TurnMemory,
@@ -88,9 +89,14 @@ async def run_tool_loop(
     client_tool_names = _tool_names(body.get("tools") or [])
     mcp_tools = tools.tools_for_request(offered=options.offer_tools, client_tools=frozenset(client_tool_names),
                                         selection=options.tool_selection)
-    request = _first_request(body, mcp_tools.openai_tools, client_tool_names)
+    history = await memory.restore(body["messages"]) if memory is not None else _without_traces(body["messages"])
+    stats.restored_turns = history.turns
+    mcp_tools, client_tools = await _within_budget(history.messages, mcp_tools, body.get("tools") or [], options,
+                                                   stats)
+    request = _first_request(body, mcp_tools.openai_tools, client_tool_names, client_tools)
+    # A withheld client tool the model calls anyway still goes back to the client.
     offered_names = client_tool_names | {tool["function"]["name"] for tool in mcp_tools.openai_tools}
-    messages = await _first_messages(body, request, mcp_tools, options, memory, stats)
+    messages = await _first_messages(body, request, history, mcp_tools, options, memory)
     first_count = len(messages)
     shown: list[str] = []  # the text the client is shown, which it sends back next time
     span = start_chat_span(body.get("model"), bool(body.get("stream")))
@@ -187,22 +193,33 @@ def _count(stats: RequestStats, round_number: int, turn: TurnAccumulator) -> Non
         stats.usage.add(turn.usage)
 
 
+async def _within_budget(
+    messages: list[dict[str, Any]], mcp_tools: RequestTools, client_tools: list[dict[str, Any]], options: LoopOptions,
+    stats: RequestStats,
+) -> tuple[RequestTools, list[dict[str, Any]]]:
+    """The MCP tools and client tools to offer: all of them, unless the tool budget leaves some out."""
+    choice = None
+    if options.tool_budget is not None and mcp_tools.openai_tools:
+        choice = await options.tool_budget(messages, mcp_tools.openai_tools, client_tools)
+    if choice is not None:
+        mcp_tools = mcp_tools.only(choice.kept)
+        client_tools = [tool for tool in client_tools if _tool_name(tool) in choice.kept]
+        stats.tools_withheld = len(choice.withheld)
+    stats.tools_offered = len(mcp_tools.openai_tools) + len(client_tools)
+    return mcp_tools, client_tools
+
+
 async def _first_messages(
-    body: dict[str, Any], request: dict[str, Any], mcp_tools: RequestTools, options: LoopOptions,
-    memory: TurnMemory | None, stats: RequestStats,
+    body: dict[str, Any], request: dict[str, Any], history: RestoredHistory, mcp_tools: RequestTools,
+    options: LoopOptions, memory: TurnMemory | None,
 ) -> list[dict[str, Any]]:
     """The client's history as the model should see it: earlier turns given back their MCP calls and
     results (fitted into the context), our traces removed, and the system hint added when there are MCP
     tools to read results of."""
-    if memory is None:
-        messages = [_without_trace(message) for message in body["messages"]]
-    else:
-        history = await memory.restore(body["messages"])
-        stats.restored_turns = history.turns
-        messages = history.messages
-        if history.restored_results and options.context_tokens is not None:
-            allowance = prompt_allowance(await options.context_tokens(), body, request.get("tools") or [])
-            messages = memory.fit(history, allowance)
+    messages = history.messages
+    if memory is not None and history.restored_results and options.context_tokens is not None:
+        allowance = prompt_allowance(await options.context_tokens(), body, request.get("tools") or [])
+        messages = memory.fit(history, allowance)
     if options.system_hint and mcp_tools.openai_tools:
         messages = with_system_hint(messages, options.system_hint)
     return messages
@@ -222,14 +239,18 @@ async def _next_messages(
 
 
 def _first_request(
-    body: dict[str, Any], offered: Sequence[dict[str, Any]], client_tool_names: set[str]
+    body: dict[str, Any], offered: Sequence[dict[str, Any]], client_tool_names: set[str],
+    client_tools: list[dict[str, Any]],
 ) -> dict[str, Any]:
     request = dict(body)
     # A client tool keeps its name. The pool already renamed ours away from the client's; one that still
     # clashes (a runner that did not) is left out rather than sent twice.
     mcp_tools = [t for t in offered if t["function"]["name"] not in client_tool_names]
-    if mcp_tools:
-        request["tools"] = [*(body.get("tools") or []), *mcp_tools]
+    if mcp_tools or len(client_tools) != len(body.get("tools") or []):
+        request["tools"] = [*client_tools, *mcp_tools]
+        if not request["tools"]:  # the budget left nothing: no empty list, which some servers refuse
+            del request["tools"]
+            request.pop("tool_choice", None)
     # A client that does not stream gets whole upstream answers: one JSON read instead of a chunk
     # per token. Streamed, usage is summed over every round, so it is asked for either way.
     if body.get("stream"):
@@ -237,12 +258,15 @@ def _first_request(
     return request
 
 
-def _without_trace(message: dict[str, Any]) -> dict[str, Any]:
-    content = message.get("content")
-    if message.get("role") != "assistant" or not isinstance(content, str):
-        return message
-    stripped = strip_trace(content)
-    return message if stripped == content else {**message, "content": stripped}
+def _without_traces(messages: list[dict[str, Any]]) -> RestoredHistory:
+    """Without memory: the history with our traces removed, nothing given back."""
+    cleaned = []
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "assistant" and isinstance(content, str) and strip_trace(content) != content:
+            message = {**message, "content": strip_trace(content)}
+        cleaned.append(message)
+    return RestoredHistory(cleaned, [], 0)
 
 
 def _rounds(added: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -335,7 +359,11 @@ def _same_call(call: ToolCall) -> tuple[str, str]:
 
 
 def _tool_names(tools: list[dict[str, Any]]) -> set[str]:
-    return {name for tool in tools if isinstance(name := (tool.get("function") or {}).get("name"), str)}
+    return {name for tool in tools if isinstance(name := _tool_name(tool), str)}
+
+
+def _tool_name(tool: dict[str, Any]) -> str | None:
+    return (tool.get("function") or {}).get("name")
 
 
 def _plain_finish_reason(reason: str | None) -> str:

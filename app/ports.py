@@ -54,6 +54,10 @@ class RequestTools(Protocol):
 
     async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None) -> ToolOutput: ...
 
+    def only(self, names: frozenset[str]) -> "RequestTools":
+        """The same tools, less those not named."""
+        ...
+
 
 @dataclass(frozen=True)
 class ToolSelection:
@@ -69,6 +73,15 @@ class ToolSelection:
 
 
 ALL_TOOLS = ToolSelection()
+
+
+@dataclass(frozen=True)
+class BudgetChoice:
+    """The tools a request offers when the tool budget leaves some out (`tool_budget.py`)."""
+
+    kept: frozenset[str]  # names offered: MCP tools, and the client's
+    withheld: tuple[str, ...]  # names left out, best first
+    scores: dict[str, float]  # relevance to the conversation, of each tool ranked
 
 
 class ToolRunner(Protocol):
@@ -110,6 +123,8 @@ class RequestStats:
     tools_called: list[str] = field(default_factory=list)
     usage: Usage | None = None
     restored_turns: int = 0
+    tools_offered: int = 0
+    tools_withheld: int = 0
 
 
 @dataclass(frozen=True)
@@ -121,5 +136,10 @@ class LoopOptions:
     sees_images: Callable[[], Awaitable[bool]] | None = None  # asked only once a tool returned an image
     offer_tools: bool = True
     tool_selection: ToolSelection = ALL_TOOLS
+    # The tools to offer when the budget leaves some out: (history, MCP tools, client tools) -> choice, or None.
+    tool_budget: (
+        Callable[[list[dict[str, Any]], Sequence[dict[str, Any]], Sequence[dict[str, Any]]],
+                 Awaitable[BudgetChoice | None]] | None
+    ) = None
     # The model's context window in tokens, asked only when earlier turns' results were restored.
     context_tokens: Callable[[], Awaitable[int]] | None = None

@@ -5,7 +5,16 @@ from pathlib import Path
 from typing import Literal
 
 from platformdirs import user_data_dir
-from pydantic import Field, HttpUrl, NonNegativeFloat, PositiveFloat, PositiveInt, SecretStr, field_validator
+from pydantic import (
+    Field,
+    HttpUrl,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    SecretStr,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Each vocabulary is spelled once, by the module that acts on it.
@@ -16,6 +25,7 @@ from app.state.store import parse_state_url
 from app.trace import TraceMode
 from app.upstream.client import TransportKind
 
+TOOL_BUDGET_DEFAULT = 16
 _TOOLSET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 SECRET_SETTINGS = frozenset({"api_keys", "upstream_api_key"})
 
@@ -126,6 +136,16 @@ class Settings(BaseSettings):
     )
     skip_tools_for_tasks: bool = Field(
         True, description="Offer no tools to Open WebUI's background task prompts (titles, tags, follow-ups)."
+    )
+    tool_budget: NonNegativeInt = Field(
+        TOOL_BUDGET_DEFAULT,
+        description="The most MCP tools one request is offered: past it, or past half of the model's context (as "
+        "LM Studio reports it), the tools most relevant to the conversation are kept (and those it called or the "
+        "user named). 0: no limit.",
+    )
+    rank_client_tools: bool = Field(
+        False, description="Rank the client's own tools (Open WebUI sends 36) with the MCP tools under the budget, "
+        "instead of always offering them all."
     )
     toolsets: dict[str, list[str]] = Field(
         default_factory=dict,

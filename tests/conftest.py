@@ -38,7 +38,8 @@ def make_settings(tmp: Path, servers: dict[str, Any] | None, **overrides: Any) -
     # is tested through the CLI, the pool and the conversion.
     # Memory in the test's own directory, never the user's data directory.
     values: dict[str, Any] = {"mcp_config": config, "mcp_connect_timeout": 120, "tool_timeout": 20,
-                              "tool_prefix": "always", "state_url": f"sqlite:///{tmp / 'state.db'}"}
+                              "tool_prefix": "always", "state_url": f"sqlite:///{tmp / 'state.db'}",
+                              "tool_budget": 0}  # every tool offered, unless a test sets a budget
     return Settings(_env_file=None, **(values | overrides))  # type: ignore[call-arg]
 
 

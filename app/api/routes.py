@@ -14,10 +14,11 @@ from app.api.deps import AuthorisedDep, MemoryDep, MetricsDep, PoolDep, Settings
 from app.errors import MethodNotAllowed
 from app.health import health_report
 from app.loop import run_tool_loop
-from app.loop_options import conversation_memory, loop_options
+from app.loop_options import conversation_memory, loop_options, tool_budget_for
 from app.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.openai.schemas import ChatCompletionRequest
 from app.streaming import collect_completion, stream_payloads
+from app.tool_budget import describe_offer
 from app.toolsets import HEADER as TOOLS_HEADER
 from app.toolsets import choose_tools, with_virtual_models
 from app.trace import trace_mode
@@ -100,13 +101,15 @@ async def chat_completions_other_methods(request: Request) -> Response:
 
 @router.get("/tools")
 async def list_tools(
-    pool: PoolDep, settings: SettingsDep, model: str | None = None,
+    pool: PoolDep, settings: SettingsDep, upstream: UpstreamDep, model: str | None = None, q: str | None = None,
     tools_header: Annotated[str | None, Header(alias=TOOLS_HEADER)] = None,
 ) -> dict[str, Any]:
     """The MCP tools a request is offered (for `model`, a virtual one naming a toolset, and the tools header
-    when given), each with the server and MCP tool it maps to."""
-    _, selection = choose_tools({"model": model}, tools_header, settings.toolsets, pool.knows)
-    return {"object": "list", "data": pool.tools_for_request(selection=selection).catalogue.describe()}
+    when given), each with the server and MCP tool it maps to; with `q`, the text of a user's message, each
+    with its relevance and whether the tool budget would offer it."""
+    body, selection = choose_tools({"model": model}, tools_header, settings.toolsets, pool.knows)
+    budget = await tool_budget_for(settings, upstream, body.get("model"))
+    return describe_offer(pool.tools_for_request(selection=selection).catalogue, q, budget)
 
 
 @router.get("/v1/models")

@@ -255,3 +255,6 @@ class PinnedTools:
     async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None) -> ToolOutcome:
         return await self.pool.call_tool(name, arguments, on_progress, self.catalogue)
 
+    def only(self, names: frozenset[str]) -> "PinnedTools":
+        return PinnedTools(self.pool, self.catalogue.select(lambda name, _: name in names))
+

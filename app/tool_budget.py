@@ -1,0 +1,144 @@
+"""The tool budget: past it, a request is offered only the tools most relevant to its conversation.
+
+Small models choose worse from long lists, and tool definitions take context before the user has said
+anything. When a request would offer more than TOOLBRIDGE_TOOL_BUDGET MCP tools, or its tools'
+definitions would take more than half of the model's context (when LM Studio says what it is), the MCP
+tools are ranked by BM25 (`bm25s`) over their names, descriptions and parameter names against the recent
+user turns, and the best are kept (ties, and tools nothing matches, in the configured order). Tools
+called earlier in the conversation and tools the user names are always kept. The client's tools are never
+dropped, but their size counts; with TOOLBRIDGE_RANK_CLIENT_TOOLS they are ranked with ours, and the
+budget counts them too.
+"""
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from app.openai.schemas import content_text
+from app.ports import BudgetChoice
+
+UNLIMITED = 1_000_000  # TOOLBRIDGE_TOOL_BUDGET=0: no count limit; the context's share still holds
+UNLIMITED_CHARS = 1 << 40
+CONTEXT_SHARE = 0.5  # of the model's context, at most, for tool definitions (when the upstream says what it is)
+CHARS_PER_TOKEN = 3
+RECENT_USER_TURNS = 2
+_WORD_BOUNDARY = re.compile(r"[_\-./:]+|(?<=[a-z0-9])(?=[A-Z])")
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_tools: int
+    max_chars: int
+    rank_client_tools: bool = False
+
+
+def budget_for(max_tools: int, context_tokens: int | None, rank_client_tools: bool) -> Budget:
+    """The budget for a model whose context is `context_tokens` (None: not known, so only the count holds)."""
+    max_chars = UNLIMITED_CHARS if context_tokens is None else int(context_tokens * CONTEXT_SHARE * CHARS_PER_TOKEN)
+    return Budget(max_tools, max_chars, rank_client_tools)
+
+
+def choose_within(
+    mcp_tools: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]], messages: Sequence[dict[str, Any]],
+    budget: Budget, *, always_rank: bool = False,
+) -> BudgetChoice | None:
+    """The tools to offer, when the budget leaves some out (None when everything fits, unless
+    `always_rank`, which scores them all for people to look at)."""
+    ranked = [*client_tools, *mcp_tools] if budget.rank_client_tools else list(mcp_tools)
+    fixed = [] if budget.rank_client_tools else list(client_tools)
+    counted = len(ranked) if budget.rank_client_tools else len(mcp_tools)
+    if not always_rank and counted <= budget.max_tools and _size([*fixed, *ranked]) <= budget.max_chars:
+        return None
+    names = [_name(tool) for tool in ranked]
+    scores = _scores(ranked, _query(messages))
+    pinned = _called(messages) | _named(names, _user_text(messages))
+    order = sorted(range(len(ranked)), key=lambda i: (names[i] not in pinned, -scores[i], i))
+    room, slots = budget.max_chars - _size(fixed), budget.max_tools
+    kept: set[str] = set()
+    for index in order:
+        size = _size([ranked[index]])
+        if names[index] in pinned or (slots > 0 and size <= room):
+            kept.add(names[index])
+            slots -= 1
+            room -= size
+    withheld = tuple(names[i] for i in order if names[i] not in kept)
+    return BudgetChoice(frozenset(kept) | {_name(t) for t in fixed}, withheld,
+                        {name: score for name, score in zip(names, scores, strict=True)})
+
+
+def describe_offer(catalogue: "Describable", query: str | None, budget: Budget) -> dict[str, Any]:
+    """What `/tools` shows: each tool with its server and MCP tool; with `query`, as a request whose user
+    wrote it would be offered them: each tool's relevance, and whether the budget keeps it."""
+    described = catalogue.describe()
+    if query is None:
+        return {"object": "list", "data": described}
+    tools = [{key: value for key, value in entry.items() if key not in ("server", "tool")} for entry in described]
+    choice = choose_within(tools, [], [{"role": "user", "content": query}], budget, always_rank=True)
+    assert choice is not None
+    for entry in described:
+        name = entry["function"]["name"]
+        entry |= {"score": round(choice.scores.get(name, 0.0), 4), "offered": name in choice.kept}
+    return {"object": "list", "data": described, "withheld": list(choice.withheld)}
+
+
+class Describable(Protocol):
+    def describe(self) -> list[dict[str, Any]]: ...
+
+
+def _scores(tools: Sequence[dict[str, Any]], query: str) -> list[float]:
+    # Imported here: numpy and bm25s cost ~15 MB of memory, which a gateway that never ranks need not pay.
+    import bm25s
+
+    documents = [_words(_document(tool)) for tool in tools]
+    words = _words(query)
+    if not any(documents) or not words:  # bm25s fails on an empty query ("hi" is all stopwords)
+        return [0.0] * len(tools)
+    index = bm25s.BM25()
+    index.index(documents, show_progress=False)
+    return [float(score) for score in index.get_scores(words)]
+
+
+def _words(text: str) -> list[str]:
+    import bm25s
+
+    [words] = bm25s.tokenize([_WORD_BOUNDARY.sub(" ", text)], stopwords="en", return_ids=False, show_progress=False)
+    return list(words)
+
+
+def _document(tool: dict[str, Any]) -> str:
+    function = tool.get("function") or {}
+    parameters = (function.get("parameters") or {}).get("properties") or {}
+    return " ".join([str(function.get("name") or ""), str(function.get("description") or ""), *map(str, parameters)])
+
+
+def _query(messages: Sequence[dict[str, Any]]) -> str:
+    """The recent user turns, the last one twice: what the user asks now weighs more than before."""
+    users = [content_text(m.get("content")) for m in messages if m.get("role") == "user"][-RECENT_USER_TURNS:]
+    return "\n".join([*users, users[-1]]) if users else ""
+
+
+def _user_text(messages: Sequence[dict[str, Any]]) -> str:
+    return "\n".join(content_text(m.get("content")) for m in messages if m.get("role") == "user")
+
+
+def _called(messages: Sequence[dict[str, Any]]) -> set[str]:
+    """Tools the conversation has called already (the client's history, with earlier turns restored)."""
+    return {str(call["function"].get("name")) for m in messages if m.get("role") == "assistant"
+            for call in m.get("tool_calls") or [] if isinstance(call, dict) and isinstance(call.get("function"), dict)}
+
+
+def _named(names: Sequence[str], text: str) -> set[str]:
+    """Tools the user names: the name as offered, or its part after a server prefix, as a word."""
+    lowered = text.lower()
+    return {name for name in names
+            if re.search(rf"(?<![\w-]){re.escape(name.split('__')[-1].lower())}(?![\w-])", lowered)}
+
+
+def _name(tool: dict[str, Any]) -> str:
+    return str((tool.get("function") or {}).get("name") or "")
+
+
+def _size(tools: Sequence[dict[str, Any]]) -> int:
+    return len(json.dumps(list(tools), ensure_ascii=False, separators=(",", ":"))) if tools else 0

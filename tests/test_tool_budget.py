@@ -1,0 +1,169 @@
+"""The tool budget (app/tool_budget.py): tables of what a long tool list is cut to, and the same through
+the gateway with real servers, the request log, `/tools?q=` and a client tool left out."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from structlog.testing import capture_logs
+
+from app.tool_budget import Budget, budget_for, choose_within
+from tests.conftest import Gateway, running_gateway, stdio_entry
+from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
+
+TOPICS = ["weather forecast city", "order lookup customer", "file read path", "web search query",
+          "calendar event date", "email message send", "database sql query"]
+
+
+def tool(name: str, description: str, *parameters: str) -> dict[str, Any]:
+    properties = {parameter: {"type": "string"} for parameter in parameters}
+    return {"type": "function", "function": {"name": name, "description": description,
+                                             "parameters": {"type": "object", "properties": properties}}}
+
+
+# 70 MCP tools: ten of each topic, over ten servers.
+SEVENTY = [tool(f"s{n}__{topic.split()[0]}_{n}", f"Works with {topic} things.", topic.split()[-1])
+           for topic in TOPICS for n in range(10)]
+USER = [{"role": "user", "content": "What is the weather forecast for Oslo?"}]
+ROOMY = 1 << 40
+
+
+def names(tools: list[dict[str, Any]]) -> list[str]:
+    return [t["function"]["name"] for t in tools]
+
+
+def test_a_list_within_the_budget_is_left_alone() -> None:
+    assert choose_within(SEVENTY[:8], [], USER, Budget(8, ROOMY)) is None
+
+
+def test_seventy_tools_are_cut_to_the_budget_keeping_the_most_relevant() -> None:
+    choice = choose_within(SEVENTY, [], USER, Budget(10, ROOMY))
+    assert choice is not None and len(choice.kept) == 10 and len(choice.withheld) == 60
+    assert all(name.split("__")[1].startswith("weather") for name in choice.kept)
+    assert choice.scores["s0__weather_0"] > 0 == choice.scores["s0__email_0"]
+
+
+def test_tools_called_before_and_tools_the_user_names_are_always_kept() -> None:
+    history = [{"role": "user", "content": "Send an email."},
+               {"role": "assistant", "content": "", "tool_calls": [
+                   {"id": "c1", "type": "function", "function": {"name": "s3__email_3", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": "sent"},
+               {"role": "assistant", "content": "Sent."},
+               {"role": "user", "content": "Now the weather forecast, and use database_7 too."}]
+    choice = choose_within(SEVENTY, [], history, Budget(4, ROOMY))
+    assert choice is not None
+    assert {"s3__email_3", "s7__database_7"} <= choice.kept  # called before; named by the user
+    assert len(choice.kept) == 4 and sum(name.split("__")[1].startswith("weather") for name in choice.kept) == 2
+
+
+def test_client_tools_are_never_dropped_but_count_in_the_contexts_share() -> None:
+    client = [tool(f"owui_{n}", "Open WebUI's own tool " + "x" * 500) for n in range(36)]
+    size = len(json.dumps(client, separators=(",", ":")))
+    budget = Budget(ROOMY, size + 400)  # room for the client's tools and about two of ours
+    choice = choose_within(SEVENTY, client, USER, budget)
+    assert choice is not None
+    assert {f"owui_{n}" for n in range(36)} <= choice.kept
+    ours = choice.kept - {f"owui_{n}" for n in range(36)}
+    assert 1 <= len(ours) <= 3 and all("weather" in name for name in ours)
+
+
+def test_ranked_with_ours_a_client_tool_may_be_withheld() -> None:
+    client = [tool("get_current_timestamp", "The current time."), tool("forecast_weather", "Weather forecast.")]
+    choice = choose_within(SEVENTY, client, USER, Budget(3, ROOMY, rank_client_tools=True))
+    assert choice is not None and len(choice.kept) == 3
+    assert "forecast_weather" in choice.kept and "get_current_timestamp" in choice.withheld
+
+
+@pytest.mark.parametrize("text", ["", "hi", "the and", "!!"])
+def test_a_message_with_no_word_to_rank_by_keeps_the_configured_order(text: str) -> None:
+    choice = choose_within(SEVENTY, [], [{"role": "user", "content": text}], Budget(3, ROOMY))
+    assert choice is not None and sorted(choice.kept) == sorted(names(SEVENTY[:3]))
+
+
+def test_the_contexts_share_is_known_only_from_the_upstream() -> None:
+    assert budget_for(16, None, False).max_chars > 10**9  # a guessed context never cuts tools
+    assert budget_for(16, 8192, False).max_chars == 8192 // 2 * 3
+
+
+@pytest.fixture(scope="module")
+def budgeted(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    # Three copies of the basic server: 36 MCP tools, four of which a request may be offered.
+    servers = {name: stdio_entry("basic.py") for name in ("basic", "other", "third")}
+    with running_gateway(tmp_path_factory.mktemp("budget"), servers, ready=tuple(servers),
+                         upstream_url=f"{upstream.url}/v1", tool_budget=4) as gateway:
+        yield gateway
+
+
+def offered(upstream: FakeUpstream, request: int = 0) -> list[str]:
+    return names(upstream.chat_requests()[request].get("tools") or [])
+
+
+def test_a_request_past_the_budget_gets_the_relevant_tools_and_the_log_says_what_was_left_out(
+    budgeted: Gateway, upstream: FakeUpstream
+) -> None:
+    upstream.script(Turn(content="ok"))
+    with capture_logs() as logs:
+        budgeted.client().chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Add two numbers, please."}])
+    kept = offered(upstream)
+    assert len(kept) == 4 and {"basic__add", "other__add", "third__add"} <= set(kept)
+    [withheld] = [e for e in logs if e["event"] == "tools_withheld"]
+    assert len(withheld["withheld"]) == 32 and not set(withheld["withheld"]) & set(kept)
+    [line] = [e for e in logs if e["event"] == "request" and e["path"] == "/v1/chat/completions"]
+    assert (line["tools_offered"], line["tools_withheld"]) == (4, 32)
+
+
+def test_a_tool_called_in_an_earlier_turn_stays_offered(budgeted: Gateway, upstream: FakeUpstream) -> None:
+    upstream.script(Turn(calls=[Call("third__get_weather", {"city": "Oslo"})]), Turn(content="Cold."))
+    client = budgeted.client(default_headers={"X-Toolbridge-Tools": "-basic"})
+    question = {"role": "user", "content": "How is the weather in Oslo?"}
+    answer = client.chat.completions.create(model="m", messages=[question]).choices[0].message.content
+    upstream.script(Turn(content="ok"))
+    later = [question, {"role": "assistant", "content": answer}, {"role": "user", "content": "Add 2 and 3."}]
+    client.chat.completions.create(model="m", messages=later)
+    assert "third__get_weather" in offered(upstream)  # restored from memory, so still offered
+    assert {"other__add", "third__add"} <= set(offered(upstream))
+
+
+def test_tools_with_a_query_agrees_with_what_a_request_is_offered(budgeted: Gateway, upstream: FakeUpstream) -> None:
+    text = "Echo this text back to me."
+    listed = httpx.get(f"{budgeted.url}/tools", params={"q": text}).json()
+    upstream.script(Turn(content="ok"))
+    budgeted.client().chat.completions.create(model="m", messages=[{"role": "user", "content": text}])
+    assert [t["function"]["name"] for t in listed["data"] if t["offered"]] == offered(upstream)
+    scores = {t["function"]["name"]: t["score"] for t in listed["data"]}
+    assert scores["basic__echo"] > scores["basic__add"] and len(listed["withheld"]) == 32
+    assert "score" not in httpx.get(f"{budgeted.url}/tools").json()["data"][0]  # without q: the tools as they are
+
+
+def test_lm_studios_context_limits_the_tools_of_its_models(tmp_path: Path, upstream: FakeUpstream) -> None:
+    # The fake LM Studio's qwen3-8b has 8,192 tokens: half of it, at 3 characters a token, is 12,288
+    # characters of tool definitions. A client tool of 11,000 characters leaves room for few of ours.
+    servers = {"basic": stdio_entry("basic.py")}
+    big = {"type": "function", "function": {"name": "big_client_tool", "description": "x" * 11_000,
+                                            "parameters": {"type": "object", "properties": {}}}}
+    with running_gateway(tmp_path, servers, ready=["basic"], upstream_url=f"{upstream.url}/v1") as gateway:
+        for model, fits in ((MODEL, False), ("m", True)):
+            upstream.script(Turn(content="ok"))
+            gateway.client().chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "Echo hi."}], tools=[big])
+            sent = upstream.chat_requests()[0]["tools"]
+            assert sent[0] == big  # never dropped
+            size = len(json.dumps(sent, separators=(",", ":")))
+            assert (size <= 12_288) is not fits and ("basic__echo" in names(sent))
+
+
+def test_a_withheld_client_tool_called_anyway_goes_back_to_the_client(tmp_path: Path, upstream: FakeUpstream) -> None:
+    servers = {"basic": stdio_entry("basic.py")}
+    client_tools = [tool("get_current_timestamp", "The current time."), tool("write_note", "Write a note.")]
+    with running_gateway(tmp_path, servers, ready=["basic"], upstream_url=f"{upstream.url}/v1", tool_budget=2,
+                         rank_client_tools=True) as gateway:
+        upstream.script(Turn(calls=[Call("write_note", {})]))
+        answer = gateway.client().chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Echo hi and add 1 and 2."}], tools=client_tools)
+    assert "write_note" not in offered(upstream)
+    choice = answer.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls[0].function.name == "write_note"
