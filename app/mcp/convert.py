@@ -26,6 +26,8 @@ from app.mcp.schema import Profile, ProfileSetting, to_profile
 MAX_NAME_LENGTH = 64  # OpenAI: ^[a-zA-Z0-9_-]{1,64}$
 _HASH_LENGTH = 8
 _UNSAFE_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+MAX_DESCRIPTION_CHARS = 1000
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 PrefixMode = Literal["always", "on-conflict"]
 
 
@@ -44,6 +46,7 @@ class ToolRoute:
     validator: Validator | None = field(default=None, compare=False, repr=False)
     read_only: bool = False
     idempotent: bool = False
+    description: str = field(default="", compare=False, repr=False)  # the server's, before any shortening
 
     @property
     def safe_to_retry(self) -> bool:
@@ -102,7 +105,10 @@ class Catalogue:
         described = []
         for tool in self.openai_tools:
             route = self.routes[tool["function"]["name"]]
-            described.append({"server": route.server, "tool": route.tool, **tool})
+            entry = {"server": route.server, "tool": route.tool, **tool}
+            if route.description and not tool["function"].get("description", "").startswith(route.description):
+                entry["original_description"] = route.description  # shortened for the model
+            described.append(entry)
         return described
 
 
@@ -167,6 +173,7 @@ def build_catalogue(
             validator=compile_validator(tool.input_schema),
             read_only=bool(annotations and annotations.read_only_hint),
             idempotent=bool(annotations and annotations.idempotent_hint),
+            description=tool.description or "",
         )
         openai_tools.append(to_openai_tool(name, tool, options.profile))
     return Catalogue(openai_tools=tuple(openai_tools), routes=routes)
@@ -203,7 +210,7 @@ def _fit(name: str, server: str, tool: str) -> str:
 
 
 def _description(tool: Tool) -> str:
-    text = tool.description or tool.title or ""
+    text = shortened_description(tool.description or tool.title or "")
     annotations = tool.annotations
     if annotations is None:
         return text
@@ -212,6 +219,23 @@ def _description(tool: Tool) -> str:
     if annotations.destructive_hint:
         return f"{text} (Changes or deletes data.)".strip()
     return text
+
+
+def shortened_description(text: str, limit: int = MAX_DESCRIPTION_CHARS) -> str:
+    """A description within `limit` characters: its first sentences, or its first words and "…" when the
+    first sentence alone is longer. Some servers write pages of usage notes, which cost a small model its
+    context and its attention; `/tools` keeps the original."""
+    if len(text) <= limit:
+        return text
+    kept = ""
+    for sentence in _SENTENCE_END.split(text.strip()):
+        candidate = f"{kept} {sentence}".strip() if kept else sentence
+        if len(candidate) > limit:
+            break
+        kept = candidate
+    if kept:
+        return kept
+    return text[: limit - 1].rsplit(" ", 1)[0].rstrip() + "…"
 
 
 def _requires_task(tool: Tool) -> bool:

@@ -7,11 +7,13 @@ import pytest
 from mcp.types import Tool, ToolAnnotations, ToolExecution
 
 from app.mcp.convert import (
+    MAX_DESCRIPTION_CHARS,
     ConversionOptions,
     ToolRoute,
     build_catalogue,
     exposed_name,
     resolve_profile,
+    shortened_description,
     to_openai_tool,
 )
 
@@ -164,3 +166,24 @@ def test_descriptions_stay_as_written_with_hints_noted(extra: dict, description:
 )
 def test_auto_profile_follows_the_upstream(setting: str, url: str, profile: str) -> None:
     assert resolve_profile(setting, url) == profile
+
+
+@pytest.mark.parametrize(("text", "limit", "expected"), [
+    ("Short.", 1000, "Short."),
+    ("One. Two. Three is long enough to go over.", 12, "One. Two."),
+    ("Usage:\n\nFirst paragraph.\n\nSecond paragraph is the one that goes over.", 30, "Usage: First paragraph."),
+    ("a" * 20 + " " + "b" * 20, 30, "a" * 20 + "…"),  # no sentence fits: words, then an ellipsis
+])
+def test_long_descriptions_keep_their_first_sentences(text: str, limit: int, expected: str) -> None:
+    assert shortened_description(text, limit) == expected
+
+
+def test_a_shortened_description_keeps_its_original_for_people() -> None:
+    long = "Reads a page. " + "It has many notes on usage. " * 100
+    catalogue = build_catalogue({"s": [tool("read", description=long, annotations=ToolAnnotations(readOnlyHint=True)),
+                                       tool("short", description="Short.")]})
+    read, short = catalogue.describe()
+    assert len(read["function"]["description"]) <= MAX_DESCRIPTION_CHARS + len(" (Read-only.)")
+    assert read["function"]["description"].endswith("usage. (Read-only.)")
+    assert read["original_description"] == long
+    assert "original_description" not in short
