@@ -11,6 +11,7 @@ budget counts them too.
 """
 
 import json
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,10 +88,17 @@ class Describable(Protocol):
     def describe(self) -> list[dict[str, Any]]: ...
 
 
-def _scores(tools: Sequence[dict[str, Any]], query: str) -> list[float]:
-    # Imported here: numpy and bm25s cost ~15 MB of memory, which a gateway that never ranks need not pay.
+def _bm25s() -> Any:
+    """bm25s, imported on first use: it and numpy cost ~15 MB of memory, which a gateway that never ranks need
+    not pay. Importing it sets its logger to DEBUG, which would log a line per ranked request: put back."""
     import bm25s
 
+    logging.getLogger("bm25s").setLevel(max(logging.WARNING, logging.getLogger().level))
+    return bm25s
+
+
+def _scores(tools: Sequence[dict[str, Any]], query: str) -> list[float]:
+    bm25s = _bm25s()
     documents = [_words(_document(tool)) for tool in tools]
     words = _words(query)
     if not any(documents) or not words:  # bm25s fails on an empty query ("hi" is all stopwords)
@@ -101,9 +109,7 @@ def _scores(tools: Sequence[dict[str, Any]], query: str) -> list[float]:
 
 
 def _words(text: str) -> list[str]:
-    import bm25s
-
-    [words] = bm25s.tokenize([_WORD_BOUNDARY.sub(" ", text)], stopwords="en", return_ids=False, show_progress=False)
+    [words] = _bm25s().tokenize([_WORD_BOUNDARY.sub(" ", text)], stopwords="en", return_ids=False, show_progress=False)
     return list(words)
 
 

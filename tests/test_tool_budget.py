@@ -2,6 +2,7 @@
 the gateway with real servers, the request log, `/tools?q=` and a client tool left out."""
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -167,3 +168,20 @@ def test_a_withheld_client_tool_called_anyway_goes_back_to_the_client(tmp_path: 
     assert "write_note" not in offered(upstream)
     choice = answer.choices[0]
     assert choice.finish_reason == "tool_calls" and choice.message.tool_calls[0].function.name == "write_note"
+
+
+def test_ranking_writes_nothing_to_the_log_below_warning() -> None:
+    # bm25s sets its own logger to DEBUG when imported, and logs at every index it builds; the gateway's
+    # handler sits on the root logger at the configured level, which records from below do not pass through.
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    root = logging.getLogger()
+    level, root.level = root.level, logging.INFO
+    root.addHandler(handler)
+    try:
+        choose_within(SEVENTY, [], USER, Budget(3, ROOMY))
+    finally:
+        root.removeHandler(handler)
+        root.level = level
+    assert [r.getMessage() for r in seen if r.name.startswith("bm25s")] == []
