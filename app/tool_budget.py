@@ -49,8 +49,7 @@ def choose_within(
     `always_rank`, which scores them all for people to look at)."""
     ranked = [*client_tools, *mcp_tools] if budget.rank_client_tools else list(mcp_tools)
     fixed = [] if budget.rank_client_tools else list(client_tools)
-    counted = len(ranked) if budget.rank_client_tools else len(mcp_tools)
-    if not always_rank and counted <= budget.max_tools and _size([*fixed, *ranked]) <= budget.max_chars:
+    if not always_rank and len(ranked) <= budget.max_tools and _fits([*fixed, *ranked], budget.max_chars):
         return None
     names = [_name(tool) for tool in ranked]
     scores = _scores(ranked, _query(messages))
@@ -144,6 +143,11 @@ def _named(names: Sequence[str], text: str) -> set[str]:
 
 def _name(tool: dict[str, Any]) -> str:
     return str((tool.get("function") or {}).get("name") or "")
+
+
+def _fits(tools: Sequence[dict[str, Any]], max_chars: int) -> bool:
+    # Serialising every definition costs a request time; with no context known there is nothing to weigh.
+    return max_chars >= UNLIMITED_CHARS or _size(tools) <= max_chars
 
 
 def _size(tools: Sequence[dict[str, Any]]) -> int:
