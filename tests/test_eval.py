@@ -212,7 +212,7 @@ def test_the_category_table_counts_passes_per_configuration() -> None:
 
 def test_every_value_of_each_setting_the_model_sees_is_a_configuration() -> None:
     assert {"prefix=always", "prefix=on-conflict", "result=envelope", "result=text", "hint=true", "hint=false",
-            "schema=lmstudio", "schema=openai", "schema=passthrough", "budget=0", "budget=8", "budget=16",
+            "schema=lmstudio", "schema=openai", "schema=passthrough", "budget=0", "budget=8", "budget=16", "budget=24",
             "rank-client=true", "defaults", "raw"} <= set(CONFIGS)
     repeats = {name for name in CONFIGS if same_as_defaults(name)}
     assert "defaults" not in repeats and "raw" not in repeats

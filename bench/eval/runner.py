@@ -35,7 +35,7 @@ REQUEST_TIMEOUT = 600.0
 # Every value of each setting that changes what the model sees, one at a time.
 VARIED = {"tool_prefix": ("always", "on-conflict"), "result_format": ("envelope", "text"),
           "system_hint": (True, False), "schema_profile": ("lmstudio", "openai", "passthrough"),
-          "tool_budget": (0, 8, 16, 32), "rank_client_tools": (True, False)}
+          "tool_budget": (0, 8, 16, 24, 32), "rank_client_tools": (True, False)}
 LABELS = {"tool_prefix": "prefix", "result_format": "result", "system_hint": "hint", "schema_profile": "schema",
           "tool_budget": "budget", "rank_client_tools": "rank-client"}
 CONFIGS: dict[str, dict[str, str]] = {
