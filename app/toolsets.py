@@ -8,11 +8,11 @@ metadata take server, tool or toolset names, comma-separated; `-name` leaves one
 narrows what the others chose.
 """
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.errors import InvalidRequest
+from app.openai.schemas import rewrite_model_list
 from app.ports import ToolSelection
 
 HEADER = "X-Toolbridge-Tools"
@@ -88,20 +88,17 @@ def with_virtual_models(body: bytes, toolsets: Toolsets) -> bytes:
     """An upstream's /models answer with `MODEL+TOOLSET` after each model, one per toolset."""
     if not toolsets:
         return body
-    try:
-        models = json.loads(body)
-    except ValueError:
-        return body
-    entries = models.get("data") if isinstance(models, dict) else None
-    if not isinstance(entries, list):
-        return body
-    listed: list[Any] = []
-    for entry in entries:
-        listed.append(entry)
-        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
-            listed += [{**entry, "id": f"{entry['id']}{SEPARATOR}{name}"} for name in toolsets]
-            if isinstance(entry.get("name"), str):  # OpenRouter-style display names, which Chatbox shows
-                for virtual, name in zip(listed[-len(toolsets):], toolsets, strict=True):
-                    virtual["name"] = f"{entry['name']} + {name}"
-    models["data"] = listed
-    return json.dumps(models).encode()
+
+    def add(entries: list[Any]) -> list[Any]:
+        listed: list[Any] = []
+        for entry in entries:
+            listed.append(entry)
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+                for name in toolsets:
+                    virtual = {**entry, "id": f"{entry['id']}{SEPARATOR}{name}"}
+                    if isinstance(entry.get("name"), str):  # OpenRouter-style display names, which Chatbox shows
+                        virtual["name"] = f"{entry['name']} + {name}"
+                    listed.append(virtual)
+        return listed
+
+    return rewrite_model_list(body, add)

@@ -201,5 +201,8 @@ def test_virtual_models_follow_their_model_and_keep_its_fields() -> None:
     assert listed == [{"id": "a", "owned_by": "me", "context_length": 8192},
                       {"id": "a+x", "owned_by": "me", "context_length": 8192},
                       {"id": "a+y", "owned_by": "me", "context_length": 8192}]
+    named = json.dumps({"data": [{"id": "a", "name": "Model A"}]}).encode()
+    entries = json.loads(with_virtual_models(named, {"x": ["s"]}))["data"]
+    assert [e["name"] for e in entries] == ["Model A", "Model A + x"]
     assert with_virtual_models(b"not json", {"x": ["s"]}) == b"not json"
     assert with_virtual_models(body, {}) is body

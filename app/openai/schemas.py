@@ -1,6 +1,8 @@
 """OpenAI wire models. Inbound models accept unknown fields and carry them on untouched, but the fields the
 gateway itself reads are checked here, so a malformed request is a 400 naming the field, not a crash later."""
 
+import json
+from collections.abc import Callable
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator, model_validator
@@ -19,6 +21,19 @@ def content_text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     return ""
+
+
+def rewrite_model_list(body: bytes, rewrite: Callable[[list[Any]], list[Any]]) -> bytes:
+    """A `/models` answer with its `data` list rewritten; the body as it was when it is not such a list."""
+    try:
+        models = json.loads(body)
+    except ValueError:
+        return body
+    entries = models.get("data") if isinstance(models, dict) else None
+    if not isinstance(entries, list):
+        return body
+    models["data"] = rewrite(entries)
+    return json.dumps(models).encode()
 
 
 class ChatMessage(WireModel):

@@ -26,6 +26,7 @@ from app.errors import (
     UpstreamUnreachable,
     upstream_message,
 )
+from app.openai.schemas import rewrite_model_list
 from app.upstream.paths import relative_path, without_credentials
 
 log = structlog.get_logger("toolbridge.upstream")
@@ -351,14 +352,11 @@ def _has_finish_reason(chunk: dict[str, Any]) -> bool:
 def _with_context_lengths(body: bytes, contexts: dict[str, int]) -> bytes:
     if not contexts:
         return body
-    try:
-        models = json.loads(body)
-    except ValueError:
-        return body
-    entries = models.get("data") if isinstance(models, dict) else None
-    if not isinstance(entries, list):
-        return body
-    for entry in entries:
-        if isinstance(entry, dict) and entry.get("id") in contexts and "context_length" not in entry:
-            entry["context_length"] = contexts[entry["id"]]
-    return json.dumps(models).encode()
+
+    def add(entries: list[Any]) -> list[Any]:
+        for entry in entries:
+            if isinstance(entry, dict) and entry.get("id") in contexts and "context_length" not in entry:
+                entry["context_length"] = contexts[entry["id"]]
+        return entries
+
+    return rewrite_model_list(body, add)
