@@ -26,7 +26,7 @@ def prompt_allowance(context_tokens: int, body: dict[str, Any], tools: Sequence[
     """The characters the messages may take: the context, less room for the answer and the tool list."""
     asked = body.get("max_completion_tokens") or body.get("max_tokens")
     reserve = asked if isinstance(asked, int) and asked > 0 else min(ANSWER_RESERVE_TOKENS, context_tokens // 4)
-    return (context_tokens - reserve) * CHARS_PER_TOKEN - (_size(list(tools)) if tools else 0)
+    return (context_tokens - reserve) * CHARS_PER_TOKEN - (wire_chars(list(tools)) if tools else 0)
 
 
 def fit_restored(
@@ -35,7 +35,7 @@ def fit_restored(
 ) -> Fitted:
     """The messages within `allowance` characters if shortening or leaving out the restored tool results
     (at `restored`, oldest first) can make them so; else as small as that makes them."""
-    excess = _size(messages) - allowance
+    excess = wire_chars(messages) - allowance
     if excess <= 0 or not restored:
         return Fitted(messages, 0, 0)
     fitted = list(messages)
@@ -48,7 +48,7 @@ def fit_restored(
         # Sizes are counted as they go over the wire (JSON-escaped), so a cut may save less than asked: cut again.
         while excess > 0 and (target := max(SHORTENED_CHARS, len(current) - excess)) < len(current):
             cut = shorten(original, target)
-            saved = _size(current) - _size(cut)
+            saved = wire_chars(current) - wire_chars(cut)
             if saved <= 0:
                 break
             current, excess = cut, excess - saved
@@ -59,10 +59,10 @@ def fit_restored(
             return Fitted(fitted, shortened, dropped)
     for index in restored:
         content = fitted[index].get("content")
-        if not isinstance(content, str) or _size(content) <= _size(omitted):
+        if not isinstance(content, str) or wire_chars(content) <= wire_chars(omitted):
             continue
         fitted[index] = {**fitted[index], "content": omitted}
-        excess -= _size(content) - _size(omitted)
+        excess -= wire_chars(content) - wire_chars(omitted)
         dropped += 1
         if content is not messages[index].get("content"):
             shortened -= 1  # it was cut first; it counts once, as left out
@@ -71,5 +71,6 @@ def fit_restored(
     return Fitted(fitted, shortened, dropped)
 
 
-def _size(value: Any) -> int:
+def wire_chars(value: Any) -> int:
+    """How many characters a value takes as JSON on the wire: what sizes against a context are counted in."""
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))

@@ -10,20 +10,19 @@ dropped, but their size counts; with TOOLBRIDGE_RANK_CLIENT_TOOLS they are ranke
 budget counts them too.
 """
 
-import json
 import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from app.context_budget import CHARS_PER_TOKEN, wire_chars
 from app.openai.schemas import content_text
 from app.ports import BudgetChoice
 
 UNLIMITED = 1_000_000  # TOOLBRIDGE_TOOL_BUDGET=0: no count limit; the context's share still holds
 UNLIMITED_CHARS = 1 << 40
 CONTEXT_SHARE = 0.5  # of the model's context, at most, for tool definitions (when the upstream says what it is)
-CHARS_PER_TOKEN = 3
 RECENT_USER_TURNS = 2
 _WORD_BOUNDARY = re.compile(r"[_\-./:]+|(?<=[a-z0-9])(?=[A-Z])")
 
@@ -151,4 +150,4 @@ def _fits(tools: Sequence[dict[str, Any]], max_chars: int) -> bool:
 
 
 def _size(tools: Sequence[dict[str, Any]]) -> int:
-    return len(json.dumps(list(tools), ensure_ascii=False, separators=(",", ":"))) if tools else 0
+    return wire_chars(list(tools)) if tools else 0
