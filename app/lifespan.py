@@ -112,9 +112,10 @@ def _completer(upstream: UpstreamClient) -> Complete:
 
     async def complete(body: dict[str, Any]) -> tuple[str, str | None, str | None]:
         turn = TurnAccumulator()
-        async with upstream.stream_chat(body) as chunks:
-            async for chunk in chunks:
-                turn.add(chunk)
+        async with upstream.stream_chat(body) as batches:
+            async for batch in batches:
+                for chunk in batch:
+                    turn.add(chunk)
         turn.finish()
         return turn.content, turn.finish_reason, turn.model
 

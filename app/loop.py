@@ -174,13 +174,18 @@ async def _ask(
     upstream: ChatUpstream, request: dict[str, Any], turn: TurnAccumulator, *, first: bool
 ) -> AsyncIterator[Started | TextDelta]:
     """One round: the upstream's answer folded into `turn`, its visible text passed on as it comes."""
-    async with upstream.stream_chat(request) as chunks:
+    async with upstream.stream_chat(request) as batches:
         if first:
             yield Started()
-        async for chunk in chunks:
-            delta = turn.add(chunk)
-            if delta.content or delta.reasoning:
-                yield delta
+        async for batch in batches:
+            # What arrived together goes on together: a read of an unpaced stream holds hundreds of tokens.
+            content, reasoning = [], []
+            for chunk in batch:
+                delta = turn.add(chunk)
+                content.append(delta.content)
+                reasoning.append(delta.reasoning)
+            if any(content) or any(reasoning):
+                yield TextDelta("".join(content), "".join(reasoning))
     tail = turn.finish()
     if tail.content or tail.reasoning:
         yield tail

@@ -11,7 +11,10 @@ from app.openai.accumulate import Usage
 
 
 class ChatUpstream(Protocol):
-    def stream_chat(self, body: dict[str, Any]) -> AbstractAsyncContextManager[AsyncIterator[dict[str, Any]]]: ...
+    def stream_chat(
+        self, body: dict[str, Any]
+    ) -> AbstractAsyncContextManager[AsyncIterator[list[dict[str, Any]]]]:
+        """The answer's chunks, in batches: those that arrived together."""
 
 
 class ImagePart(Protocol):

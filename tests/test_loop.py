@@ -82,20 +82,20 @@ class Model:
     requests: list[dict[str, Any]] = field(default_factory=list)
 
     @asynccontextmanager
-    async def stream_chat(self, body: dict[str, Any]) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+    async def stream_chat(self, body: dict[str, Any]) -> AsyncIterator[AsyncIterator[list[dict[str, Any]]]]:
         self.requests.append(body)
         turn = self.turns.pop(0) if self.turns and body.get("tool_choice") != "none" else "done"
 
-        async def chunks() -> AsyncIterator[dict[str, Any]]:
+        async def chunks() -> AsyncIterator[list[dict[str, Any]]]:  # a chunk a read, as a paced model sends
             if isinstance(turn, str):
                 for word in turn.split(" "):
-                    yield {"choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}]}
-                yield {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                       "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
+                    yield [{"choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}]}]
+                yield [{"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}]
             else:
                 parts = [{"index": i, **c} for i, c in enumerate(turn)]
-                yield {"choices": [{"index": 0, "delta": {"tool_calls": parts}, "finish_reason": "tool_calls"}],
-                       "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+                yield [{"choices": [{"index": 0, "delta": {"tool_calls": parts}, "finish_reason": "tool_calls"}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}]
 
         yield chunks()
 

@@ -5,18 +5,19 @@ from contextlib import aclosing
 from typing import Annotated, Any
 
 import anyio
+import orjson
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from sse_starlette import EventSourceResponse, JSONServerSentEvent
+from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
+from app.api.chat_body import parse_chat_body
 from app.api.deps import AuthorisedDep, MemoryDep, MetricsDep, PoolDep, SettingsDep, StatsDep, UpstreamDep
 from app.errors import MethodNotAllowed
 from app.health import health_report
 from app.loop import run_tool_loop
 from app.loop_options import conversation_memory, loop_options, tool_budget_for
 from app.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from app.openai.schemas import ChatCompletionRequest
 from app.streaming import collect_completion, stream_payloads
 from app.tool_budget import describe_offer
 from app.toolsets import HEADER as TOOLS_HEADER
@@ -33,7 +34,6 @@ router = APIRouter()
 @router.post("/v1/chat/completions")
 async def chat_completions(
     raw: Request,
-    request: ChatCompletionRequest,
     upstream: UpstreamDep,
     pool: PoolDep,
     settings: SettingsDep,
@@ -42,8 +42,9 @@ async def chat_completions(
     trace_header: Annotated[str | None, Header(alias="X-Toolbridge-Trace")] = None,
     tools_header: Annotated[str | None, Header(alias=TOOLS_HEADER)] = None,
 ) -> Response:
+    sent, request = parse_chat_body(await raw.body(), raw.headers.get("content-type"))
     trace = trace_mode(trace_header, settings.tool_trace)
-    body, selection = choose_tools(request.to_upstream_body(), tools_header, settings.toolsets, pool.knows)
+    body, selection = choose_tools(sent, tools_header, settings.toolsets, pool.knows)
     options = loop_options(settings, body, upstream, selection)
     events = run_tool_loop(body, upstream, pool, options, stats=stats,
                            memory=conversation_memory(settings, memory, raw.headers))
@@ -64,10 +65,11 @@ async def chat_completions(
     return JSONResponse(completion)
 
 
-async def _server_sent(payloads: AsyncIterator[dict[str, Any] | str]) -> AsyncIterator[JSONServerSentEvent | str]:
+async def _server_sent(payloads: AsyncIterator[dict[str, Any] | str]) -> AsyncIterator[bytes]:
+    """Each payload as one SSE event, encoded here (sse-starlette sends bytes as they are)."""
     async with aclosing(payloads):
         async for payload in payloads:
-            yield payload if isinstance(payload, str) else JSONServerSentEvent(payload)
+            yield b"data: " + (payload.encode() if isinstance(payload, str) else orjson.dumps(payload)) + b"\n\n"
 
 
 async def _unless_client_leaves(raw: Request, work: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:

@@ -52,6 +52,9 @@ class ContentSplitter:
         self._started = self._started or bool(text.strip())
         data = self._pending + text
         self._pending = ""
+        if self._closing is None and "<" not in data and "[" not in data:  # no tag, nor the start of one
+            out.content = data
+            return out
         while data:
             if self._closing is not None:
                 end = data.find(self._closing)

@@ -14,9 +14,9 @@ from typing import Any, Literal, Self
 
 import aiohttp
 import httpx
+import orjson
 import structlog
 from httpx_aiohttp import AiohttpTransport
-from httpx_sse import EventSource, SSEError
 
 from app.errors import (
     InvalidRequest,
@@ -28,6 +28,7 @@ from app.errors import (
 )
 from app.openai.schemas import rewrite_model_list
 from app.upstream.paths import relative_path, without_credentials
+from app.upstream.sse import EventBatcher
 
 log = structlog.get_logger("toolbridge.upstream")
 
@@ -121,8 +122,9 @@ class UpstreamClient:
         await self._http.aclose()
 
     @asynccontextmanager
-    async def stream_chat(self, body: dict[str, Any]) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
-        """Opens a streamed chat completion and yields its chunks as dicts.
+    async def stream_chat(self, body: dict[str, Any]) -> AsyncIterator[AsyncIterator[list[dict[str, Any]]]]:
+        """Opens a streamed chat completion and yields its chunks as dicts, in batches: the chunks that
+        arrived in one read.
 
         Raises:
             InvalidRequest: the body holds what JSON cannot carry (NaN, a lone surrogate); nothing is sent.
@@ -262,30 +264,37 @@ class UpstreamClient:
         finally:
             await response.aclose()
 
-    async def _chunks(self, response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    async def _chunks(self, response: httpx.Response) -> AsyncIterator[list[dict[str, Any]]]:
         try:
             if not response.headers.get("content-type", "").startswith("text/event-stream"):
                 # Some servers ignore `stream: true`; one JSON completion is a turn of one chunk.
-                yield _decode(await response.aread())
+                yield [_decode(await response.aread())]
                 return
             finished = False
-            async for event in EventSource(response).aiter_sse():
-                if event.data == "[DONE]":
-                    return
-                if not event.data.strip():
-                    continue
-                chunk = _decode(event.data)
-                if "error" in chunk and not chunk.get("choices"):
-                    raise UpstreamError(f"Upstream error: {upstream_message(chunk['error'])}")
-                finished = finished or _has_finish_reason(chunk)
-                yield chunk
+            events = EventBatcher()
+            async for data in response.aiter_bytes():
+                batch = []
+                for event in events.feed(data):
+                    if event == b"[DONE]":
+                        if batch:
+                            yield batch
+                        return
+                    if not event.strip():
+                        continue
+                    chunk = _decode(event)
+                    if "error" in chunk and not chunk.get("choices"):
+                        raise UpstreamError(f"Upstream error: {upstream_message(chunk['error'])}")
+                    finished = finished or _has_finish_reason(chunk)
+                    batch.append(chunk)
+                if batch:
+                    yield batch
             if not finished:
                 # Neither [DONE] nor a finish_reason: the server died mid-answer. Passing that on as a
                 # finished answer would hide that it is cut off.
                 raise UpstreamError("The upstream's answer broke off before it was finished.", code="upstream_cut_off")
         except httpx.ReadTimeout as exc:
             raise UpstreamTimeout(self.base_url, self.timeout) from exc
-        except (httpx.TransportError, aiohttp.ClientError, SSEError) as exc:
+        except (httpx.TransportError, aiohttp.ClientError) as exc:
             raise UpstreamError(f"The upstream stream broke off: {exc or type(exc).__name__}") from exc
 
 
@@ -320,17 +329,30 @@ def _int(value: Any) -> int | None:
 
 def _decode(data: str | bytes) -> dict[str, Any]:
     try:
-        chunk = json.loads(data)
-    except ValueError as exc:
-        raise UpstreamError(f"The upstream sent something that is not JSON: {str(data)[:200]!r}") from exc
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        chunk = _decode_leniently(data)  # what orjson refuses and Python reads (NaN, -Infinity in logprobs)
     if not isinstance(chunk, dict):
         raise UpstreamError("The upstream sent a chunk that is not a JSON object")
     return chunk
 
 
+def _decode_leniently(data: str | bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        shown = data.decode(errors="replace") if isinstance(data, bytes) else data
+        raise UpstreamError(f"The upstream sent something that is not JSON: {shown[:200]!r}") from exc
+
+
 def _json_bytes(body: dict[str, Any]) -> bytes:
-    """The body as strict JSON. Python's parser accepted NaN and lone surrogates from the client; no
-    server can read them back, so they are the client's error, found where the body is encoded anyway."""
+    """The body as strict JSON. Python's parser accepted lone surrogates from the client; no server can
+    read them back, so they are the client's error, found where the body is encoded anyway. (NaN and
+    Infinity were refused when the body was read: app/api/chat_body.py.)"""
+    try:
+        return orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        pass  # the standard library says what exactly is wrong, or encodes what orjson does not (huge ints)
     try:
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
     except UnicodeEncodeError as exc:

@@ -25,7 +25,7 @@ def router() -> respx.MockRouter:
 async def collect(router: respx.MockRouter) -> list[dict]:
     client = UpstreamClient(BASE, api_key="sk-up", transport=httpx.MockTransport(router.handler))
     async with client, client.stream_chat({"model": "m", "messages": []}) as chunks:
-        return [chunk async for chunk in chunks]
+        return [chunk async for batch in chunks for chunk in batch]
 
 
 @pytest.mark.anyio

@@ -1,0 +1,67 @@
+"""A chat request's body, read once: parsed by orjson, checked by the wire model, forwarded as parsed.
+
+FastAPI would parse the body with the standard library, build the pydantic model, and the route would
+dump it back into a dict for the upstream: three passes over a body that can hold 36 tool definitions
+and a long history. Here the dict the client sent is what goes on; the model only checks the fields the
+gateway reads. Failures are the same RequestValidationError FastAPI raises, so the messages stay those of
+app/main.py's handler.
+"""
+
+import json
+from email.message import Message
+from typing import Any
+
+import orjson
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from app.errors import InvalidRequest
+from app.openai.schemas import ChatCompletionRequest
+
+
+def parse_chat_body(body: bytes, content_type: str | None) -> tuple[dict[str, Any], ChatCompletionRequest]:
+    """The body as sent, and the checked model of it.
+
+    Raises:
+        RequestValidationError: not JSON, or fields the gateway reads are malformed.
+        InvalidRequest: not sent as JSON, or holding numbers JSON cannot carry (NaN, Infinity).
+    """
+    if not body:
+        raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
+    if content_type and not _is_json(content_type):
+        raise InvalidRequest("The request body must be JSON: send the header 'Content-Type: application/json'.",
+                             code="invalid_content_type")
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        parsed = _parse_leniently(body)  # what orjson refuses and Python reads: NaN, lone surrogates
+    try:
+        return parsed, ChatCompletionRequest.model_validate(parsed)
+    except ValidationError as exc:
+        raise RequestValidationError([{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]) from None
+
+
+def _parse_leniently(body: bytes) -> Any:
+    def refuse(constant: str) -> Any:
+        raise InvalidRequest("The request holds a number JSON cannot carry (NaN or Infinity).", code="invalid_number")
+
+    try:
+        return json.loads(body, parse_constant=refuse)
+    except json.JSONDecodeError as exc:
+        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error",
+                                       "input": {}, "ctx": {"error": exc.msg}}]) from None
+    except RecursionError:
+        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", 0), "msg": "JSON decode error",
+                                       "input": {}, "ctx": {"error": "arrays or objects nested too deeply"}}]) from None
+    except UnicodeDecodeError as exc:
+        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", exc.start), "msg": "JSON decode error",
+                                       "input": {}, "ctx": {"error": str(exc)}}]) from None
+
+
+def _is_json(content_type: str) -> bool:
+    if content_type.startswith("application/json"):
+        return True
+    message = Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))

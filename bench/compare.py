@@ -1,0 +1,499 @@
+"""toolbridge beside the upstream itself, two feature-less relays and (when installed) its peers, in one run.
+
+Starts on 127.0.0.1: the raw-ASGI upstream (bench/upstream.py), the `naive` FastAPI+httpx relay and the
+`floor` raw-ASGI+aiohttp relay (bench/relays.py), toolbridge with no MCP server and with one
+(mcp-server-time), and the peers whose virtualenvs are given. The relays run pinned to the second core,
+the upstream and the load on the first (`taskset`, when there are two cores). Then, interleaved in a
+fresh random order each round, it measures:
+
+- non-streamed chat at c=1 (p50, p99) and what each relay adds to the upstream's own time;
+- time to the first content chunk of a 50-chunk stream, and whole 2,000- and 10,000-chunk streams;
+- one tool round (two upstream turns and one mcp-server-time call) beyond the same three parts sent
+  straight to the upstream and to the server;
+- throughput at c=16 and c=64 (wrk when installed, else an aiohttp load generator);
+- HTTP ready and tools ready after start with 1 and 10 stdio servers, and RSS at idle.
+
+    .venv/bin/python -m bench.compare [--rounds 7] [--quick] [--json out.json]
+        [--mcp-bridge VENV] [--litellm VENV]
+
+Peers, each in its own virtualenv (neither is a dependency of toolbridge):
+
+    python3 -m venv /tmp/mcp-bridge && /tmp/mcp-bridge/bin/pip install --ignore-requires-python \\
+        lmos-openai-types && /tmp/mcp-bridge/bin/pip install mcp-bridge==0.5.1 'mcp<2' mcp-server-time
+    python3 -m venv /tmp/litellm && /tmp/litellm/bin/pip install 'litellm[proxy]'
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from tests.support.servers import free_port
+
+ROOT = Path(__file__).parent.parent
+BIN = Path(sys.executable).parent
+START_TIMEOUT = 90.0
+PLAIN = {"model": "bench", "messages": [{"role": "user", "content": "Say something."}]}
+TOOL_ASK = {"model": "bench", "messages": [{"role": "user", "content": "What time is it in UTC?"}]}
+TIME_TOOL = {"type": "function", "function": {"name": "get_current_time", "description": "Current time.",
+                                              "parameters": {"type": "object", "properties": {
+                                                  "timezone": {"type": "string"}}}}}
+TWO_CORES = (os.cpu_count() or 1) >= 2 and shutil.which("taskset") is not None
+
+
+def pinned(args: list[str], core: int) -> list[str]:
+    return ["taskset", "-c", str(core), *args] if TWO_CORES else args
+
+
+@dataclass
+class Arm:
+    name: str
+    base: str  # the /v1 URL
+    process: subprocess.Popen[bytes] | None = None
+    extra: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    has_tools: bool = False
+
+    @property
+    def chat(self) -> str:
+        return self.base + "/chat/completions"
+
+    def stop(self) -> None:
+        for process in [self.process, *self.extra]:
+            if process is not None and process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = START_TIMEOUT,
+               headers: dict[str, str] | None = None) -> float:
+    """Seconds until `url` answers 200."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args} exited with {process.returncode}")
+        try:
+            if httpx.get(url, timeout=2, headers=headers).status_code == 200:
+                return time.perf_counter() - started
+        except httpx.TransportError:
+            pass
+        time.sleep(0.01)
+    raise RuntimeError(f"{url} did not answer within {timeout} s")
+
+
+def launch(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def gateway_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLBRIDGE_")}
+    return {**env, "TOOLBRIDGE_STATE_URL": "memory://", "TOOLBRIDGE_LOG_LEVEL": "warning"}
+
+
+def mcp_config(directory: Path, servers: int) -> Path:
+    path = directory / f"mcp-{servers}.json"
+    command = str(BIN / "mcp-server-time")
+    entries = {("time" if i == 0 else f"time{i}"): {"command": command, "args": []} for i in range(servers)}
+    path.write_text(json.dumps({"mcpServers": entries}))
+    return path
+
+
+def start_toolbridge(directory: Path, upstream: str, servers: int, *, core: int = 1,
+                     name: str = "toolbridge") -> tuple[Arm, float, float]:
+    """The arm, seconds to HTTP ready, seconds to every server ready."""
+    port = free_port()
+    args = pinned([str(BIN / "toolbridge"), "--port", str(port), "--upstream-url", upstream,
+                   "--mcp-config", str(mcp_config(directory, servers))], core)
+    started = time.perf_counter()
+    process = launch(args, gateway_env())
+    arm = Arm(name, f"http://127.0.0.1:{port}/v1", process, has_tools=servers > 0)
+    http_ready = wait_ready(f"http://127.0.0.1:{port}/health", process)
+    while time.perf_counter() - started < START_TIMEOUT:
+        states = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()["servers"]
+        if len(states) == servers and all(s["state"] == "ready" for s in states.values()):
+            return arm, http_ready, time.perf_counter() - started
+        time.sleep(0.01)
+    arm.stop()
+    raise RuntimeError(f"toolbridge's {servers} servers were not ready within {START_TIMEOUT} s")
+
+
+def start_relay(kind: str, upstream: str) -> Arm:
+    port = free_port()
+    process = launch(pinned([sys.executable, "-m", "bench.relays", kind, "--port", str(port),
+                             "--upstream", upstream], 1))
+    arm = Arm(kind, f"http://127.0.0.1:{port}/v1", process)
+    chat_ready(arm)
+    return arm
+
+
+def chat_ready(arm: Arm, headers: dict[str, str] | None = None) -> None:
+    started = time.perf_counter()
+    while time.perf_counter() - started < START_TIMEOUT:
+        if arm.process is not None and arm.process.poll() is not None:
+            raise RuntimeError(f"{arm.name} exited with {arm.process.returncode}")
+        try:
+            if httpx.post(arm.chat, json=PLAIN, timeout=5, headers=headers).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{arm.name} did not answer a chat within {START_TIMEOUT} s")
+
+
+def start_mcp_bridge(venv: Path, upstream: str, directory: Path) -> Arm:
+    port = free_port()
+    config = directory / "mcp-bridge.json"
+    config.write_text(json.dumps({
+        "inference_server": {"base_url": upstream, "api_key": "none"},
+        "mcp_servers": {"time": {"command": str(venv / "bin" / "mcp-server-time"), "args": []}},
+        "network": {"host": "127.0.0.1", "port": port},
+        "logging": {"log_level": "WARNING"},
+    }))
+    env = {**os.environ, "MCP_BRIDGE__CONFIG__FILE": str(config)}
+    process = launch(pinned([str(venv / "bin" / "python"), "-m", "mcp_bridge.main"], 1), env, cwd=directory)
+    arm = Arm("MCP-Bridge", f"http://127.0.0.1:{port}/v1", process, has_tools=True)
+    chat_ready(arm)
+    return arm
+
+
+LITELLM_KEY = "sk-bench-" + "7f3a9c1e5b2d4f6a8c0e1b3d5f7a9c2e4b6d8f0a"
+
+
+def start_litellm(venv: Path, upstream: str) -> Arm:
+    port = free_port()
+    env = {**os.environ, "OPENAI_API_KEY": "sk-mock", "LITELLM_MASTER_KEY": LITELLM_KEY,
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
+    process = launch(pinned([str(venv / "bin" / "litellm"), "--model", "openai/bench", "--alias", "bench",
+                             "--api_base", upstream, "--port", str(port), "--host", "127.0.0.1"], 1), env)
+    arm = Arm("LiteLLM", f"http://127.0.0.1:{port}/v1", process)
+    chat_ready(arm, {"Authorization": f"Bearer {LITELLM_KEY}"})
+    return arm
+
+
+def headers_for(arm: Arm) -> dict[str, str]:
+    return {"Authorization": f"Bearer {LITELLM_KEY}"} if arm.name == "LiteLLM" else {}
+
+
+# ---- one request, timed -------------------------------------------------------------------------------
+
+def timed_json(client: httpx.Client, arm: Arm, body: dict[str, Any]) -> float:
+    started = time.perf_counter()
+    response = client.post(arm.chat, json=body, headers=headers_for(arm))
+    response.raise_for_status()
+    return (time.perf_counter() - started) * 1000
+
+
+def timed_stream(client: httpx.Client, arm: Arm, chunks: int) -> tuple[float, float, int]:
+    """Milliseconds to the first content chunk and to the end, and the content chunks seen."""
+    started = time.perf_counter()
+    first = None
+    seen = 0
+    body = {**PLAIN, "stream": True, "max_tokens": chunks}
+    with client.stream("POST", arm.chat, json=body, headers=headers_for(arm)) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if line.startswith("data: {") and '"content":"' in line and '"content":""' not in line:
+                seen += 1
+                if first is None:
+                    first = (time.perf_counter() - started) * 1000
+    return first or float("nan"), (time.perf_counter() - started) * 1000, seen
+
+
+class McpDirect:
+    """One stdio session with mcp-server-time, driven from a thread so the timed code stays synchronous."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self._stop = asyncio.Event()
+        self._ready = threading.Event()
+        self._client: Any = None
+        self._task = asyncio.run_coroutine_threadsafe(self._hold(), self.loop)
+        if not self._ready.wait(60):
+            raise RuntimeError("mcp-server-time did not start")
+
+    async def _hold(self) -> None:
+        from mcp import Client, StdioServerParameters
+
+        self._stop = asyncio.Event()
+        async with Client(StdioServerParameters(command=str(BIN / "mcp-server-time"), args=[])) as client:
+            self._client = client
+            self._ready.set()
+            await self._stop.wait()
+
+    def call_ms(self) -> float:
+        async def call() -> float:
+            started = time.perf_counter()
+            await self._client.call_tool("get_current_time", {"timezone": "UTC"})
+            return (time.perf_counter() - started) * 1000
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(30)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self._task.result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+# ---- throughput ---------------------------------------------------------------------------------------
+
+def throughput(arm: Arm, connections: int, seconds: float) -> float:
+    """Requests a second, non-streamed chat, closed loop with `connections` clients."""
+    if shutil.which("wrk"):
+        with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+            headers = "".join(f'wrk.headers["{k}"] = "{v}"\n' for k, v in headers_for(arm).items())
+            script.write(f'wrk.method = "POST"\nwrk.body = [[{json.dumps(PLAIN)}]]\n'
+                         f'wrk.headers["Content-Type"] = "application/json"\n{headers}')
+        try:
+            out = subprocess.run(pinned(["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "-s", script.name,
+                                         arm.chat], 0), capture_output=True, text=True, timeout=seconds + 60).stdout
+        finally:
+            os.unlink(script.name)
+        errors = [line for line in out.splitlines() if "Non-2xx" in line or "Socket errors" in line]
+        if errors:
+            print(f"  ! {arm.name} c={connections}: {'; '.join(e.strip() for e in errors)}")
+        return float(next(line.split()[1] for line in out.splitlines() if line.startswith("Requests/sec")))
+    code = (
+        "import asyncio,json,sys,time,aiohttp\n"
+        "url,c,d,h=sys.argv[1],int(sys.argv[2]),float(sys.argv[3]),json.loads(sys.argv[4])\n"
+        f"body={json.dumps(PLAIN)!r}.encode()\n"
+        "async def main():\n"
+        "  done=0;end=time.perf_counter()+d\n"
+        "  async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=c)) as s:\n"
+        "    async def worker():\n"
+        "      nonlocal done\n"
+        "      while time.perf_counter()<end:\n"
+        "        async with s.post(url,data=body,headers={'content-type':'application/json',**h}) as r:\n"
+        "          await r.read(); done+=r.status==200\n"
+        "    await asyncio.gather(*[worker() for _ in range(c)])\n"
+        "  print(done/d)\n"
+        "asyncio.run(main())\n"
+    )
+    out = subprocess.run(pinned([sys.executable, "-c", code, arm.chat, str(connections), str(seconds),
+                                 json.dumps(headers_for(arm))], 0), capture_output=True, text=True,
+                         timeout=seconds + 60)
+    return float(out.stdout.strip())
+
+
+# ---- the run ------------------------------------------------------------------------------------------
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+@contextmanager
+def running(arms: list[Arm]) -> Iterator[list[Arm]]:
+    try:
+        yield arms
+    finally:
+        for arm in arms:
+            arm.stop()
+
+
+def startup(directory: Path, upstream: str, servers: int, tries: int) -> tuple[float, float]:
+    http, tools = [], []
+    for _ in range(tries):
+        arm, http_ready, tools_ready = start_toolbridge(directory, upstream, servers, name="startup")
+        arm.stop()
+        http.append(http_ready)
+        tools.append(tools_ready)
+    return statistics.median(http), statistics.median(tools)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--requests", type=int, default=60, help="non-streamed requests per arm and round")
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of each throughput run")
+    parser.add_argument("--quick", action="store_true", help="3 rounds, fewer requests, 2 s throughput runs")
+    parser.add_argument("--mcp-bridge", type=Path, help="virtualenv with mcp-bridge 0.5.1 installed")
+    parser.add_argument("--litellm", type=Path, help="virtualenv with litellm[proxy] installed")
+    parser.add_argument("--skip", default="", help="comma-separated parts to leave out: throughput,startup")
+    parser.add_argument("--json", type=Path, help="write the figures there too")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.requests, args.seconds = 3, 25, 2.0
+    skip = set(filter(None, args.skip.split(",")))
+    load_before = os.getloadavg()[0]
+    if load_before > 0.5:
+        print(f"warning: the machine is busy (1-minute load {load_before:.2f}); figures will be noisy")
+
+    work = Path(tempfile.mkdtemp(prefix="toolbridge-compare-"))
+    upstream_port = free_port()
+    upstream = f"http://127.0.0.1:{upstream_port}/v1"
+    upstream_process = launch(pinned([sys.executable, "-m", "bench.upstream", "--port", str(upstream_port)], 0))
+    figures: dict[str, Any] = {}
+    try:
+        wait_ready(upstream + "/models", upstream_process)
+        direct = Arm("direct", upstream)
+        arms: list[Arm] = []
+        with running(arms):
+            arms.append(start_relay("naive", upstream))
+            arms.append(start_relay("floor", upstream))
+            bare, _, _ = start_toolbridge(work, upstream, 0)
+            arms.append(bare)
+            with_mcp, _, _ = start_toolbridge(work, upstream, 1, name="toolbridge+mcp")
+            arms.append(with_mcp)
+            time.sleep(1.0)  # let the start settle before reading memory
+            figures["rss_idle_mb"] = {a.name: rss_mb(a) for a in arms}
+            if args.mcp_bridge:
+                arms.append(start_mcp_bridge(args.mcp_bridge, upstream, work))
+            if args.litellm:
+                arms.append(start_litellm(args.litellm, upstream))
+            figures["rss_idle_mb"].update({a.name: rss_mb(a) for a in arms if a.name not in figures["rss_idle_mb"]})
+            every = [direct, *arms]
+            mcp = McpDirect()
+            try:
+                samples = measure_latency(every, mcp, args.rounds, args.requests)
+            finally:
+                mcp.close()
+            figures["latency"] = samples
+            if "throughput" not in skip:
+                figures["rps"] = {}
+                for connections in (16, 64):
+                    order = list(every)
+                    random.shuffle(order)
+                    for arm in order:
+                        throughput(arm, connections, 1.0)  # warm
+                        figures["rps"][f"{arm.name} c={connections}"] = throughput(arm, connections, args.seconds)
+            figures["rss_after_mb"] = {a.name: rss_mb(a) for a in arms}
+        if "startup" not in skip:
+            figures["startup"] = {n: startup(work, upstream, n, 3 if not args.quick else 1) for n in (1, 10)}
+    finally:
+        upstream_process.terminate()
+        upstream_process.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
+    figures["load"] = [load_before, os.getloadavg()[0]]
+    report(figures, [a.name for a in every], args)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
+
+
+def rss_mb(arm: Arm) -> float:
+    if arm.process is None:
+        return float("nan")
+    process = psutil.Process(arm.process.pid)
+    if process.name() == "taskset":  # exec'd in place, but be sure
+        process = process.children()[0] if process.children() else process
+    return process.memory_info().rss / 2**20
+
+
+def measure_latency(arms: list[Arm], mcp: McpDirect, rounds: int, requests: int) -> dict[str, list[list[float]]]:
+    """name -> one list of samples per round."""
+    samples: dict[str, list[list[float]]] = defaultdict(list)
+    tool_reply = [*TOOL_ASK["messages"],
+                  {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                      "name": "get_current_time", "arguments": '{"timezone":"UTC"}'}}]},
+                  {"role": "tool", "tool_call_id": "call_1", "content": '{"timezone":"UTC"}'}]
+    with httpx.Client(timeout=60) as client:
+        for arm in arms:  # warm every path once
+            for _ in range(5):
+                timed_json(client, arm, PLAIN)
+                timed_stream(client, arm, 50)
+        cases: list[tuple[str, Callable[[], dict[str, float]], int]] = []
+        for arm in arms:
+            cases += [
+                (f"{arm.name}|json", lambda a=arm: {"": timed_json(client, a, PLAIN)}, requests),
+                (f"{arm.name}|stream50", lambda a=arm: dict(zip(("ttft", "total"), timed_stream(client, a, 50)[:2],
+                                                                 strict=True)), requests // 2),
+                (f"{arm.name}|stream2000", lambda a=arm: {"total": timed_stream(client, a, 2000)[1]}, 5),
+                (f"{arm.name}|stream10000", lambda a=arm: {"total": timed_stream(client, a, 10000)[1]}, 2),
+            ]
+            if arm.has_tools:
+                cases.append((f"{arm.name}|tool", lambda a=arm: {"": timed_json(client, a, TOOL_ASK)}, requests))
+        direct = arms[0]
+        cases += [
+            ("parts|turn1", lambda: {"": timed_json(client, direct, {**TOOL_ASK, "tools": [TIME_TOOL]})}, requests),
+            ("parts|turn2", lambda: {"": timed_json(client, direct, {**PLAIN, "messages": tool_reply})}, requests),
+            ("parts|mcp", lambda: {"": mcp.call_ms()}, requests),
+        ]
+        for _ in range(rounds):
+            random.shuffle(cases)
+            for name, run, count in cases:
+                collected: dict[str, list[float]] = defaultdict(list)
+                for _ in range(count):
+                    for key, value in run().items():
+                        collected[key].append(value)
+                for key, values in collected.items():
+                    samples[f"{name}{'|' + key if key else ''}"].append(values)
+    return samples
+
+
+def report(figures: dict[str, Any], names: list[str], args: argparse.Namespace) -> None:
+    latency = figures["latency"]
+
+    def p50(name: str) -> float:
+        return statistics.median(statistics.median(r) for r in latency[name])
+
+    def p99(name: str) -> float:
+        return statistics.median(percentile(r, 0.99) for r in latency[name])
+
+    print(f"\nmachine: {os.cpu_count()} cpus, {platform.machine()}, {platform.python_implementation()} "
+          f"{platform.python_version()}; pinned: {TWO_CORES}; 1-minute load {figures['load'][0]:.2f} before, "
+          f"{figures['load'][1]:.2f} after; {args.rounds} rounds, interleaved at random; medians of round medians")
+    width = max(12, *(len(n) + 2 for n in names))
+    print("\n" + "figure".ljust(34) + "".join(n.rjust(width) for n in names))
+
+    def row(label: str, cells: list[str]) -> None:
+        print(label.ljust(34) + "".join(c.rjust(width) for c in cells))
+
+    direct_json, direct_ttft = p50("direct|json"), p50("direct|stream50|ttft")
+    row("chat p50, c=1 (ms)", [f"{p50(f'{n}|json'):.2f}" for n in names])
+    row("  added p50 (ms)", ["" if n == "direct" else f"+{p50(f'{n}|json') - direct_json:.2f}" for n in names])
+    row("  added p99 (ms)", ["" if n == "direct" else
+                             f"+{p99(f'{n}|json') - p99('direct|json'):.2f}" for n in names])
+    naive_added = p50("naive|json") - direct_json
+    row("  added / naive's added", ["" if n == "direct" else
+                                    f"{(p50(f'{n}|json') - direct_json) / naive_added:.2f}x" for n in names])
+    row("first token, 50 chunks (ms)", [f"{p50(f'{n}|stream50|ttft'):.2f}" for n in names])
+    row("  added (ms)", ["" if n == "direct" else f"+{p50(f'{n}|stream50|ttft') - direct_ttft:.2f}" for n in names])
+    for chunks in (2000, 10000):
+        base = p50(f"direct|stream{chunks}|total")
+        row(f"{chunks}-chunk stream (ms)", [f"{p50(f'{n}|stream{chunks}|total'):.1f}" for n in names])
+        row("  x direct", [f"{p50(f'{n}|stream{chunks}|total') / base:.2f}x" for n in names])
+    parts = p50("parts|turn1") + p50("parts|turn2") + p50("parts|mcp")
+    tool_arms = [n for n in names if f"{n}|tool" in latency]
+    row("tool round (ms)", [f"{p50(f'{n}|tool'):.2f}" if n in tool_arms else "" for n in names])
+    row("  beyond its parts (ms)", [f"+{p50(f'{n}|tool') - parts:.2f}" if n in tool_arms else "" for n in names])
+    print(f"  (parts: upstream turns {p50('parts|turn1'):.2f} + {p50('parts|turn2'):.2f} ms, "
+          f"mcp-server-time call {p50('parts|mcp'):.2f} ms)")
+    if "rps" in figures:
+        rps = figures["rps"]
+        for connections in (16, 64):
+            row(f"throughput c={connections} (RPS)", [f"{rps[f'{n} c={connections}']:.0f}" for n in names])
+        row("  c=64 / c=16", [f"{rps[f'{n} c=64'] / rps[f'{n} c=16']:.2f}" for n in names])
+        for peer in ("LiteLLM",):
+            if peer in names:
+                row(f"  x {peer} (c=64)", [f"{rps[f'{n} c=64'] / rps[f'{peer} c=64']:.1f}x" for n in names])
+    row("RSS idle (MB)", [f"{figures['rss_idle_mb'][n]:.0f}" if n in figures["rss_idle_mb"] else "" for n in names])
+    row("RSS after the run (MB)", [f"{figures['rss_after_mb'][n]:.0f}" if n in figures["rss_after_mb"] else ""
+                                   for n in names])
+    for servers, (http, tools) in figures.get("startup", {}).items():
+        print(f"toolbridge start with {servers} stdio server(s): HTTP ready {http:.2f} s, tools ready {tools:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

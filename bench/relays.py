@@ -1,0 +1,74 @@
+"""Two relays with no features, to measure toolbridge against what a few lines of Python cost.
+
+- `naive`: FastAPI and an httpx.AsyncClient, the relay most people would write in 30 lines.
+- `floor`: raw ASGI and aiohttp, about as little as Python can do per request and per chunk.
+
+    python -m bench.relays naive --port 9002 --upstream http://127.0.0.1:9001/v1
+"""
+
+import argparse
+from typing import Any
+
+import uvicorn
+
+
+def naive_app(upstream: str) -> Any:
+    import httpx
+    from fastapi import FastAPI, Request
+    from fastapi.responses import Response, StreamingResponse
+
+    app = FastAPI()
+    client = httpx.AsyncClient(base_url=upstream, timeout=60)
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        body = await request.json()
+        sent = client.build_request("POST", "/chat/completions", json=body)
+        response = await client.send(sent, stream=True)
+        if body.get("stream"):
+            return StreamingResponse(response.aiter_raw(), media_type="text/event-stream")
+        content = await response.aread()
+        return Response(content, response.status_code, media_type="application/json")
+
+    return app
+
+
+def floor_app(upstream: str) -> Any:
+    import aiohttp
+
+    session: aiohttp.ClientSession | None = None
+    url = upstream + "/chat/completions"
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        nonlocal session
+        if scope["type"] != "http":
+            return
+        session = session or aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        async with session.post(url, data=body, headers={"content-type": "application/json"}) as response:
+            headers = [(b"content-type", response.headers["content-type"].encode())]
+            await send({"type": "http.response.start", "status": response.status, "headers": headers})
+            async for part in response.content.iter_any():
+                await send({"type": "http.response.body", "body": part, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=["naive", "floor"])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--upstream", required=True)
+    args = parser.parse_args()
+    app = (naive_app if args.kind == "naive" else floor_app)(args.upstream)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
