@@ -6,7 +6,7 @@ faster transport). Transport failures become the gateway's UpstreamError tree he
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
@@ -62,7 +62,16 @@ def make_transport(kind: TransportKind) -> Transport | None:
 
 class _AiohttpTransport(AiohttpTransport):
     """httpx-aiohttp maps aiohttp's connection and timeout errors to httpx's, but lets a malformed
-    response (a server that answers garbage) escape as aiohttp's own error: that too is a broken upstream."""
+    response (a server that answers garbage) escape as aiohttp's own error: that too is a broken upstream.
+
+    Chat requests skip the httpx layer and use its aiohttp session directly (`UpstreamClient.stream_chat`):
+    building an httpx request and response around aiohttp's cost more per request than the rest of the
+    upstream call (bench/compare.py)."""
+
+    def session(self) -> aiohttp.ClientSession:
+        if not isinstance(self.client, aiohttp.ClientSession):
+            self.client = self.get_client()
+        return self.client
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
@@ -105,6 +114,10 @@ class UpstreamClient:
         self._kind: tuple[ServerKind, float] | None = None
         self._models: tuple[list[_ModelInfo], float] | None = None
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._aiohttp = transport if isinstance(transport, _AiohttpTransport) else None
+        self._chat_url = f"{self.base_url}/chat/completions"
+        self._chat_headers = {**headers, "Content-Type": "application/json"}
+        self._chat_timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT, sock_read=timeout)
         self._http = httpx.AsyncClient(
             base_url=self.base_url + "/",
             headers=headers,
@@ -131,8 +144,19 @@ class UpstreamClient:
             UpstreamUnreachable, UpstreamTimeout, UpstreamStatusError: before any chunk is yielded.
             UpstreamError: when the stream breaks or carries an error event.
         """
+        content = _json_bytes(body)
+        if self._aiohttp is not None:
+            answer = await self._post_chat(self._aiohttp.session(), content)
+            try:
+                if answer.status >= 400:
+                    raise UpstreamStatusError(answer.status, await answer.read(),
+                                              retry_after=answer.headers.get("retry-after"))
+                yield self._chunks(answer.headers.get("content-type", ""), answer.content.iter_any(), answer.read)
+            finally:
+                answer.release()
+            return
         request = self._http.build_request(
-            "POST", "chat/completions", content=_json_bytes(body), headers={"content-type": "application/json"}
+            "POST", "chat/completions", content=content, headers={"content-type": "application/json"}
         )
         response = await self._send(request, "chat")
         try:
@@ -140,9 +164,24 @@ class UpstreamClient:
                 raise UpstreamStatusError(
                     response.status_code, await response.aread(), retry_after=response.headers.get("retry-after")
                 )
-            yield self._chunks(response)
+            yield self._chunks(response.headers.get("content-type", ""), response.aiter_bytes(), response.aread)
         finally:
             await response.aclose()
+
+    async def _post_chat(self, session: aiohttp.ClientSession, content: bytes) -> aiohttp.ClientResponse:
+        started = time.perf_counter()
+        try:
+            answer = await session.post(self._chat_url, data=content, headers=self._chat_headers,
+                                        timeout=self._chat_timeout, allow_redirects=False)
+        except (aiohttp.ConnectionTimeoutError, aiohttp.ClientConnectorError) as exc:
+            raise UpstreamUnreachable(self.base_url) from exc
+        except TimeoutError as exc:  # no answer's head within the read timeout
+            raise UpstreamTimeout(self.base_url, self.timeout) from exc
+        except aiohttp.ClientError as exc:  # a server that answers garbage or closes: a broken upstream
+            raise UpstreamUnreachable(self.base_url) from exc
+        if self._observe is not None:
+            self._observe("chat", time.perf_counter() - started)
+        return answer
 
     async def forward(
         self, method: str, path: str, *, query: str, headers: Mapping[str, str], body: AsyncIterator[bytes] | None
@@ -264,15 +303,17 @@ class UpstreamClient:
         finally:
             await response.aclose()
 
-    async def _chunks(self, response: httpx.Response) -> AsyncIterator[list[dict[str, Any]]]:
+    async def _chunks(
+        self, content_type: str, parts: AsyncIterator[bytes], read_all: Callable[[], Awaitable[bytes]]
+    ) -> AsyncIterator[list[dict[str, Any]]]:
         try:
-            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+            if not content_type.startswith("text/event-stream"):
                 # Some servers ignore `stream: true`; one JSON completion is a turn of one chunk.
-                yield [_decode(await response.aread())]
+                yield [_decode(await read_all())]
                 return
             finished = False
             events = EventBatcher()
-            async for data in response.aiter_bytes():
+            async for data in parts:
                 batch = []
                 for event in events.feed(data):
                     if event == b"[DONE]":
@@ -292,7 +333,7 @@ class UpstreamClient:
                 # Neither [DONE] nor a finish_reason: the server died mid-answer. Passing that on as a
                 # finished answer would hide that it is cut off.
                 raise UpstreamError("The upstream's answer broke off before it was finished.", code="upstream_cut_off")
-        except httpx.ReadTimeout as exc:
+        except (httpx.ReadTimeout, TimeoutError) as exc:
             raise UpstreamTimeout(self.base_url, self.timeout) from exc
         except (httpx.TransportError, aiohttp.ClientError) as exc:
             raise UpstreamError(f"The upstream stream broke off: {exc or type(exc).__name__}") from exc
