@@ -23,6 +23,7 @@ TRACE_MODES: tuple[TraceMode, ...] = get_args(TraceMode)
 SUMMARY_CHARS = 200
 DETAILS_RESULT_CHARS = 4000
 MARKDOWN_MARK = "> 🔧 "
+HEADER = "X-Toolbridge-Trace"  # a request's own trace mode
 _DETAILS_BLOCK = re.compile(r'\n?<details type="tool_calls"[^>]*>.*?</details>\n?', re.DOTALL)
 _ATTRIBUTE = re.compile(r'([\w-]+)="([^"]*)"')
 _FAILED_PREFIX = "Error: "
@@ -36,7 +37,7 @@ def trace_mode(header: str | None, default: TraceMode) -> TraceMode:
     mode = header.strip().lower()
     if mode not in TRACE_MODES:
         raise InvalidRequest(
-            f"X-Toolbridge-Trace must be one of {', '.join(TRACE_MODES)}; got '{header}'.", param="X-Toolbridge-Trace"
+            f"{HEADER} must be one of {', '.join(TRACE_MODES)}; got '{header}'.", param=HEADER
         )
     return mode  # type: ignore[return-value]
 

@@ -11,7 +11,6 @@ from fastapi import Depends, Request
 from app.mcp.pool import McpPool
 from app.memory import MemoryStores
 from app.metrics import Metrics
-from app.ports import RequestStats
 from app.settings import Settings
 from app.upstream.client import UpstreamClient
 
@@ -41,14 +40,9 @@ async def get_authorised(request: Request) -> bool:
     return bool(getattr(request.state, "authorised", False))
 
 
-async def get_stats(request: Request) -> RequestStats:
-    return getattr(request.state, "request_stats", None) or RequestStats()
-
-
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 UpstreamDep = Annotated[UpstreamClient, Depends(get_upstream)]
 PoolDep = Annotated[McpPool, Depends(get_pool)]
-StatsDep = Annotated[RequestStats, Depends(get_stats)]
 MemoryDep = Annotated[MemoryStores, Depends(get_memory)]
 AuthorisedDep = Annotated[bool, Depends(get_authorised)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
