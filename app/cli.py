@@ -3,6 +3,7 @@
 Every setting is a TOOLBRIDGE_* variable and a matching flag (`--upstream-url`, `--port`, ...).
 """
 
+import gc
 import importlib.util
 import json
 import sys
@@ -20,6 +21,8 @@ from app.mcp.config import McpConfigError, config_paths, load_mcp_configs
 from app.mcp.status import ServerState
 from app.serving import bounded_protocol
 from app.settings import SECRET_SETTINGS, Settings
+
+GC_YOUNG_THRESHOLD = 10_000  # allocations between collections of the youngest objects (Python's default: 700)
 
 
 class CommandLine(Settings):
@@ -71,12 +74,23 @@ def serve(settings: Settings) -> None:
         host=settings.host,
         port=settings.port,
         log_config=None,
+        access_log=False,  # the request log (app/logging.py) writes one line per request already
         timeout_graceful_shutdown=settings.shutdown_grace,
         http=bounded_protocol(settings.client_timeout),
     )
     # Bound before the lifespan starts the MCP servers: a port in use fails at once, having started nothing.
     listening = config.bind_socket()
+    _tune_garbage_collection()
     uvicorn.Server(config).run(sockets=[listening])
+
+
+def _tune_garbage_collection() -> None:
+    """Python's default collects the youngest objects every 700 allocations, and a request allocates
+    thousands: with tens of requests in flight, their live objects were scanned again and again, and
+    collection cost a third of the gateway's throughput (bench/compare.py: 1,800 -> 2,800 RPS at c=16).
+    What the imports made lives as long as the process: frozen, no collection walks it again."""
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
 async def print_tools(settings: Settings) -> int:
