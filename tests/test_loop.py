@@ -80,6 +80,7 @@ class Model:
 
     turns: list[str | list[dict[str, Any]]] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    together: bool = False  # every chunk of a text turn in one batch, as an unpaced stream's read holds them
 
     @asynccontextmanager
     async def stream_chat(self, body: dict[str, Any]) -> AsyncIterator[AsyncIterator[list[dict[str, Any]]]]:
@@ -88,8 +89,10 @@ class Model:
 
         async def chunks() -> AsyncIterator[list[dict[str, Any]]]:  # a chunk a read, as a paced model sends
             if isinstance(turn, str):
-                for word in turn.split(" "):
-                    yield [{"choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}]}]
+                words = [{"choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}]}
+                         for word in turn.split(" ")]
+                for batch in [words] if self.together else [[word] for word in words]:
+                    yield batch
                 yield [{"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
                         "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}]
             else:
@@ -130,6 +133,15 @@ async def test_an_answer_without_tools_is_relayed_as_it_comes() -> None:
     assert isinstance(events[0], Started) and text(events) == "hello there "
     assert events[-1] == Finished("stop", events[-1].usage) and tools.calls == []
     assert model.requests[0]["tools"] == [FETCH]  # offered, not called
+
+
+async def test_chunks_that_arrived_together_go_on_as_one_delta_with_their_markup_split() -> None:
+    together = [e for e in await run(Model(["<think>why now</think> the answer"], together=True), Tools())
+                if isinstance(e, TextDelta)]
+    paced = [e for e in await run(Model(["<think>why now</think> the answer"]), Tools()) if isinstance(e, TextDelta)]
+    assert together == [TextDelta(content=" the answer ", reasoning="why now")]
+    assert len(paced) == 4  # a delta a chunk: nothing is held back for a batch that never comes
+    assert "".join(d.content for d in paced) == " the answer " and "".join(d.reasoning for d in paced) == "why now"
 
 
 async def test_a_tool_call_runs_and_its_result_is_fed_back_until_the_model_answers() -> None:

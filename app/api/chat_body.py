@@ -8,6 +8,7 @@ app/main.py's handler.
 """
 
 import json
+import re
 from email.message import Message
 from typing import Any
 
@@ -17,6 +18,8 @@ from pydantic import ValidationError
 
 from app.errors import InvalidRequest
 from app.openai.schemas import ChatCompletionRequest
+
+_LONG_NUMBER = re.compile(rb"\d{19}")
 
 
 def parse_chat_body(body: bytes, content_type: str | None) -> tuple[dict[str, Any], ChatCompletionRequest]:
@@ -31,10 +34,13 @@ def parse_chat_body(body: bytes, content_type: str | None) -> tuple[dict[str, An
     if content_type and not _is_json(content_type):
         raise InvalidRequest("The request body must be JSON: send the header 'Content-Type: application/json'.",
                              code="invalid_content_type")
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        parsed = _parse_leniently(body)  # what orjson refuses and Python reads: NaN, lone surrogates
+    if _LONG_NUMBER.search(body):  # orjson reads integers past 64 bits as floats: the seed would change
+        parsed = _parse_leniently(body)
+    else:
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            parsed = _parse_leniently(body)  # what orjson refuses and Python reads: NaN, lone surrogates
     try:
         return parsed, ChatCompletionRequest.model_validate(parsed)
     except ValidationError as exc:
