@@ -47,6 +47,9 @@ Transport = httpx.AsyncBaseTransport
 TransportKind = Literal["aiohttp", "httpx"]
 CONNECT_TIMEOUT = 10.0  # a local server either accepts at once or is not running
 PROBE_TIMEOUT = 3.0
+# A read of an unpaced stream can hold a whole answer. Batches of 1, 2, 4... chunks get the first words to
+# the client after a few chunks are decoded, not all of them, and still few writes for a long answer.
+MAX_BATCH = 256
 CAPABILITY_TTL = 60.0  # models get loaded and unloaded; ask again after this many seconds
 ServerKind = Literal["lmstudio", "llamacpp", "openai-compatible", "unreachable"]
 
@@ -313,9 +316,13 @@ class UpstreamClient:
                 return
             finished = False
             events = EventBatcher()
+            most = 1  # the first chunk goes on at once, then twice as many per batch up to MAX_BATCH
             async for data in parts:
                 batch = []
                 for event in events.feed(data):
+                    if len(batch) >= most:
+                        yield batch
+                        batch, most = [], min(most * 2, MAX_BATCH)
                     if event == b"[DONE]":
                         if batch:
                             yield batch
