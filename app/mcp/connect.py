@@ -2,6 +2,7 @@
 streamable HTTP with legacy SSE as the fallback, what became of a call's HTTP request, and a readable
 reason when connecting fails."""
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
@@ -29,12 +30,47 @@ log = structlog.get_logger("toolbridge.mcp")
 CLIENT_INFO = Implementation(name="toolbridge", version=__version__)
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 MessageHandler = Callable[[Any], Awaitable[None]]
+START_TURN_SECONDS = 1.0  # the longest a starting server keeps others waiting (StartGate)
 
 
 @dataclass(frozen=True)
 class Connection:
     client: Client
     transport: str  # "stdio", "http" or "sse": what the server turned out to speak
+
+
+class StartGate:
+    """Servers on this machine start a few at a time: as many as there are cores. Starting is mostly
+    CPU (a Python server imports its SDK for most of a second), so ten at once on two cores made all ten
+    ready late and the gateway slow to answer meanwhile; in turns, the first are ready early. A turn ends
+    when the server is ready, or after `hold` seconds: one slow for another reason (a download, a network)
+    does not keep the others waiting."""
+
+    def __init__(self, slots: int, hold: float) -> None:
+        self._slots = anyio.Semaphore(max(1, slots))
+        self._hold = hold
+
+    @asynccontextmanager
+    async def slot(self, needed: bool) -> AsyncIterator[Callable[[], None]]:
+        """Waits for a turn (when `needed`); yields the function that ends it early."""
+        if not needed:
+            yield lambda: None
+            return
+        await self._slots.acquire()
+        holding = True
+
+        def release() -> None:
+            nonlocal holding
+            if holding:
+                holding = False
+                self._slots.release()
+
+        timer = asyncio.get_running_loop().call_later(self._hold, release)
+        try:
+            yield release
+        finally:
+            timer.cancel()
+            release()
 
 
 @dataclass
@@ -47,6 +83,7 @@ class ConnectionOpener:
     sampling_model: str | None = None
     task_group: anyio.abc.TaskGroup | None = None
     process_groups: set[int] = field(default_factory=set)
+    start_gate: StartGate = field(default_factory=lambda: StartGate(os.cpu_count() or 1, START_TURN_SECONDS))
 
     @asynccontextmanager
     async def open(

@@ -18,7 +18,7 @@ import structlog
 
 from app.mcp.calling import McpCall, ProgressReport, ToolCallObserver
 from app.mcp.config import McpConfig, McpConfigError, ServerConfig
-from app.mcp.connect import ConnectionOpener
+from app.mcp.connect import ConnectionOpener, StartGate
 from app.mcp.convert import Catalogue, build_catalogue
 from app.mcp.processes import end_process_groups
 from app.mcp.reload import diff_configs, request_on_change
@@ -53,7 +53,8 @@ class McpPool:
         self.config, self._options = config, options
         self._load_config, self._on_tool_call = load_config, on_tool_call
         self._watch = [path.resolve() for path in watch]
-        self._opener = ConnectionOpener(complete=complete, sampling_model=options.sampling_model)
+        self._opener = ConnectionOpener(complete=complete, sampling_model=options.sampling_model,
+                                        start_gate=StartGate(options.start_slots, options.start_turn))
         self._stopping = anyio.Event()
         self._supervisors = {name: self._supervisor(name, server) for name, server in config.servers.items()}
         self._unrun = unrun_statuses(config)  # entries that never run: broken or disabled ones

@@ -8,6 +8,7 @@ in one task, and this layout gives that for free. What the whole pool shares (sh
 """
 
 import math
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from mcp.types import Tool, ToolListChangedNotification
 
 from app.mcp.calling import CALL_TIMEOUT_SLACK, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
 from app.mcp.config import ServerConfig, StdioServerConfig
-from app.mcp.connect import Connection, ConnectionOpener, describe_failure
+from app.mcp.connect import START_TURN_SECONDS, Connection, ConnectionOpener, describe_failure
 from app.mcp.convert import ConversionOptions
 from app.mcp.processes import StderrTail
 from app.mcp.results import FailureKind, RenderOptions
@@ -56,6 +57,8 @@ class PoolOptions:
     block_changed_tools: bool = False
     keepalive_interval: float = KEEPALIVE_INTERVAL
     sampling_model: str | None = None
+    start_slots: int = field(default_factory=lambda: os.cpu_count() or 1)  # stdio servers starting at once
+    start_turn: float = START_TURN_SECONDS  # the longest one of them keeps the next waiting
 
     @property
     def longest_call_timeout(self) -> float:
@@ -207,44 +210,50 @@ class ServerSupervisor:
         """One connection's life: "stopped" (shutdown), "lost" (it died after serving), or "failed"."""
         status = self.status
         connect_timeout = self.connect_timeout
-        started = time.perf_counter()
         lost = self._lost = anyio.Event()
         self._stderr = StderrTail() if isinstance(self.config, StdioServerConfig) else None
         served = False
         try:
-            # One scope for the connection's whole life: its deadline covers only the start, and task
-            # groups opened inside the client must close inside the same scope.
-            with anyio.CancelScope(deadline=anyio.current_time() + connect_timeout) as scope:
+            # One scope for the connection's whole life: its deadline covers only the start (from when its
+            # turn to start came), and task groups opened inside the client must close inside the same scope.
+            with anyio.CancelScope() as scope:
                 self._start_scope = scope
                 if self._stopping.is_set():  # shutdown came before this task first ran
                     scope.cancel()
-                async with self._opener.open(
-                    self.name, self.config, read_timeout=connect_timeout,
-                    on_message=self._on_message, stderr=self._stderr,
-                ) as connection:
-                    client = connection.client
-                    status.transport = connection.transport
-                    tools = await list_all_tools(client)
-                    scope.deadline = math.inf
-                    self._start_scope = None
-                    self._publish(connection, tools)
-                    served = True
-                    log.info("mcp_server_ready", server=self.name, tools=len(tools), protocol=client.protocol_version,
-                             seconds=round(time.perf_counter() - started, 2), restarts=status.restarts)
-                    async with anyio.create_task_group() as watchers:
-                        watchers.start_soon(self._follow_tool_changes, client)
-                        if pings(client, status.transport):
-                            watchers.start_soon(keep_alive, self.name, client, lost.set,
-                                                self._options.keepalive_interval)
-                        await first_of(self._stopping.wait, self.stop.wait, lost.wait, self._process_exited)
-                        watchers.cancel_scope.cancel()
-                    if self.stop.is_set() and not self._stopping.is_set():
-                        await self._let_calls_finish(lost)
-                    if self._stopping.is_set() or self.stop.is_set():
-                        self._unpublish()
-                        return "stopped"
-                    self._lose("the server's connection was lost" + await self._stderr_hint())
-                    return "lost"
+                # Servers that start on this machine take turns (StartGate): ten Python servers importing
+                # their SDK at once on two cores were all ready late, and the gateway answered late too.
+                async with self._opener.start_gate.slot(isinstance(self.config, StdioServerConfig)) as ready:
+                    scope.deadline = anyio.current_time() + connect_timeout
+                    started = time.perf_counter()
+                    async with self._opener.open(
+                        self.name, self.config, read_timeout=connect_timeout,
+                        on_message=self._on_message, stderr=self._stderr,
+                    ) as connection:
+                        client = connection.client
+                        status.transport = connection.transport
+                        tools = await list_all_tools(client)
+                        ready()  # the next server may start: this one's CPU-bound start is over
+                        scope.deadline = math.inf
+                        self._start_scope = None
+                        self._publish(connection, tools)
+                        served = True
+                        log.info("mcp_server_ready", server=self.name, tools=len(tools),
+                                 protocol=client.protocol_version, seconds=round(time.perf_counter() - started, 2),
+                                 restarts=status.restarts)
+                        async with anyio.create_task_group() as watchers:
+                            watchers.start_soon(self._follow_tool_changes, client)
+                            if pings(client, status.transport):
+                                watchers.start_soon(keep_alive, self.name, client, lost.set,
+                                                    self._options.keepalive_interval)
+                            await first_of(self._stopping.wait, self.stop.wait, lost.wait, self._process_exited)
+                            watchers.cancel_scope.cancel()
+                        if self.stop.is_set() and not self._stopping.is_set():
+                            await self._let_calls_finish(lost)
+                        if self._stopping.is_set() or self.stop.is_set():
+                            self._unpublish()
+                            return "stopped"
+                        self._lose("the server's connection was lost" + await self._stderr_hint())
+                        return "lost"
             if scope.cancelled_caught and self._stopping.is_set():
                 self._fail("stopped while starting")
                 return "stopped"

@@ -535,3 +535,23 @@ def test_a_stderr_pipe_is_closed_once_by_its_owner(use_uvloop: bool) -> None:
 
     owned_by_libuv, lines = uvloop.run(pump()) if use_uvloop else asyncio.run(pump())
     assert (owned_by_libuv, lines) == (use_uvloop, ["starting"])
+
+
+async def test_stdio_servers_start_in_turns_each_turn_ending_when_its_server_is_ready() -> None:
+    """One start at a time and turns an hour long: only the end of each turn at `ready` lets all three start."""
+    pool = McpPool(config(a=stdio("basic.py"), b=stdio("basic.py"), c=stdio("basic.py")),
+                   options(start_slots=1, start_turn=3600))
+    with capture_logs() as logs:
+        async with pool:
+            with anyio.fail_after(SETTLE_TIMEOUT):
+                await pool.wait_settled()
+            assert {name: s["state"] for name, s in pool.health().items()} == {"a": "ready", "b": "ready", "c": "ready"}
+    assert [e["server"] for e in logs if e["event"] == "mcp_server_ready"] == ["a", "b", "c"]  # in turn, in order
+
+
+async def test_a_server_that_never_gets_ready_keeps_the_next_waiting_only_for_its_turn() -> None:
+    never = StdioServerConfig(command=sys.executable, args=["-c", "import time; time.sleep(60)"])
+    pool = McpPool(config(never=never, basic=stdio("basic.py")), options(start_slots=1, start_turn=0.5))
+    async with pool:
+        ready = await wait_until(pool, "basic", lambda s: s["state"] == "ready")
+        assert ready["tools"] == len(BASIC_TOOLS) and pool.health()["never"]["state"] == "starting"

@@ -14,7 +14,7 @@ from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool, ToolAn
 
 from app.mcp.calling import McpCall
 from app.mcp.config import HttpServerConfig
-from app.mcp.connect import Connection
+from app.mcp.connect import Connection, StartGate
 from app.mcp.convert import build_catalogue
 from app.mcp.results import RenderOptions
 from app.mcp.status import ServerState
@@ -72,6 +72,7 @@ class FakeOpener:
     opened: list[FakeClient] = field(default_factory=list)
     attempts: int = 0
     attempted: anyio.Event = field(default_factory=anyio.Event)
+    start_gate: StartGate = field(default_factory=lambda: StartGate(slots=1, hold=60))
 
     @asynccontextmanager
     async def open(self, name: str, server: Any, **_: Any) -> AsyncIterator[Connection]:
