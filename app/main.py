@@ -1,5 +1,7 @@
 """create_app(settings): the FastAPI application, its lifespan, routes and one error mapping."""
 
+from typing import Any
+
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -8,6 +10,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
 from app import __version__
+from app.api.chat_body import with_chat_body_schema
 from app.api.guard import BODY_FAILURE, AdmissionGuard, BrowserGuard
 from app.api.routes import router
 from app.errors import GatewayError, InvalidRequest, RouteNotFound, error_envelope
@@ -29,6 +32,7 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
         redoc_url=None,
     )
     app.include_router(router)
+    _describe_chat_body(app)
     # Outermost last: the log line sees every answer, refusals included; the browser checks come before CORS
     # headers are granted; the key is checked before a byte of the body is read.
     app.add_middleware(AdmissionGuard, settings=settings)
@@ -44,6 +48,17 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected_error)
     return app
+
+
+def _describe_chat_body(app: FastAPI) -> None:
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:  # FastAPI's own keeps the document it made there
+            with_chat_body_schema(generate())
+        return app.openapi_schema  # type: ignore[return-value]
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 async def _gateway_error(_request: Request, exc: Exception) -> JSONResponse:

@@ -71,3 +71,17 @@ def _is_json(content_type: str) -> bool:
     message["content-type"] = content_type
     subtype = message.get_content_subtype()
     return message.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+def with_chat_body_schema(openapi: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document with the chat body described (FastAPI only knows bodies it parses itself):
+    clients, docs and the fuzz test (tests/test_fuzz.py) read it."""
+    body = ChatCompletionRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas = openapi.setdefault("components", {}).setdefault("schemas", {})
+    schemas.update(body.pop("$defs", {}))
+    schemas["ChatCompletionRequest"] = body
+    openapi["paths"]["/v1/chat/completions"]["post"]["requestBody"] = {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ChatCompletionRequest"}}},
+    }
+    return openapi

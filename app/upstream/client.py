@@ -56,7 +56,7 @@ ServerKind = Literal["lmstudio", "llamacpp", "openai-compatible", "unreachable"]
 
 def make_transport(kind: TransportKind) -> Transport | None:
     """aiohttp under the httpx API: measured 2-3x less added latency per streamed turn than httpx's own
-    transport on loopback (bench/overhead.py), and it holds up better under concurrency (encode/httpx#3215).
+    transport on loopback (bench/compare.py), and it holds up better under concurrency (encode/httpx#3215).
     `None` means httpx's own transport."""
     if kind == "aiohttp":
         return _AiohttpTransport(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
