@@ -170,7 +170,7 @@ def start_mcp_bridge(venv: Path, upstream: str, directory: Path) -> Arm:
         "inference_server": {"base_url": upstream, "api_key": "none"},
         "mcp_servers": {"time": {"command": str(venv / "bin" / "mcp-server-time"), "args": []}},
         "network": {"host": "127.0.0.1", "port": port},
-        "logging": {"log_level": "WARNING"},
+        "logging": {"log_level": "INFO"},
     }))
     env = {**os.environ, "MCP_BRIDGE__CONFIG__FILE": str(config)}
     process = launch(pinned([str(venv / "bin" / "python"), "-m", "mcp_bridge.main"], 1), env, cwd=directory)
