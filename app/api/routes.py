@@ -94,6 +94,8 @@ async def _unless_client_leaves(raw: Request, work: Awaitable[dict[str, Any]]) -
         finally:
             watcher.cancel()
     return None  # cancelled: the client left
+
+
 @router.api_route("/v1/chat/completions", methods=["GET", "PUT", "PATCH", "DELETE"], include_in_schema=False)
 async def chat_completions_other_methods(request: Request) -> Response:
     raise MethodNotAllowed(request.method, request.url.path, "POST")
