@@ -11,6 +11,8 @@ from typing import Any
 
 import uvicorn
 
+from bench.upstream import read_body
+
 
 def naive_app(upstream: str) -> Any:
     import httpx
@@ -44,12 +46,7 @@ def floor_app(upstream: str) -> Any:
         if scope["type"] != "http":
             return
         session = session or aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         async with session.post(url, data=body, headers={"content-type": "application/json"}) as response:
             headers = [(b"content-type", response.headers["content-type"].encode())]
             await send({"type": "http.response.start", "status": response.status, "headers": headers})

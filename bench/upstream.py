@@ -81,15 +81,20 @@ def answer(body: dict[str, Any]) -> tuple[bool, list[bytes]]:
     return False, [ANSWER]
 
 
-async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    if scope["type"] != "http":
-        return
+async def read_body(receive: Any) -> bytes:
+    """A raw ASGI request's whole body."""
     body = b""
     while True:
         message = await receive()
         body += message.get("body", b"")
         if not message.get("more_body"):
-            break
+            return body
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    body = await read_body(receive)
     if scope["method"] == "GET":
         await send({"type": "http.response.start", "status": 200, "headers": _JSON_HEAD})
         await send({"type": "http.response.body", "body": MODELS})
