@@ -441,3 +441,12 @@ def test_a_whole_answer_in_flight_is_finished_at_shutdown(tmp_path: Path, upstre
             gateway.send_signal(signal.SIGTERM)
             assert reply.result(timeout=EXIT_TIMEOUT).choices[0].message.content == "slept well"
         assert gateway.wait(timeout=EXIT_TIMEOUT) in (0, -signal.SIGTERM)
+
+
+def test_serving_freezes_what_the_imports_made_and_collects_the_young_less_often() -> None:
+    """The collector settings `toolbridge` serves with (throughput at c=16 and c=64 hangs on them; see
+    bench/compare.py), checked in a process of their own: they are the whole process's."""
+    code = ("import gc; from app import cli; before = gc.get_freeze_count(); cli._tune_garbage_collection(); "
+            "print(before, gc.get_freeze_count() > before, gc.get_threshold()[0] == cli.GC_YOUNG_THRESHOLD)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["0", "True", "True"]
