@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 CHARS_PER_TOKEN = 3
 ANSWER_RESERVE_TOKENS = 2048  # at most; a quarter of a smaller context
 SHORTENED_CHARS = 1000  # what a shortened result keeps at least, before results are left out instead
@@ -73,4 +75,7 @@ def fit_restored(
 
 def wire_chars(value: Any) -> int:
     """How many characters a value takes as JSON on the wire: what sizes against a context are counted in."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    try:
+        return len(orjson.dumps(value).decode())  # the tool budget weighs every tool of a request
+    except orjson.JSONEncodeError:  # what only the standard library writes (integers past 64 bits)
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))

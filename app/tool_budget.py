@@ -10,6 +10,7 @@ dropped, but their size counts; with TOOLBRIDGE_RANK_CLIENT_TOOLS they are ranke
 budget counts them too.
 """
 
+import functools
 import logging
 import re
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ UNLIMITED = 1_000_000  # TOOLBRIDGE_TOOL_BUDGET=0: no count limit; the context's
 UNLIMITED_CHARS = 1 << 40
 CONTEXT_SHARE = 0.5  # of the model's context, at most, for tool definitions (when the upstream says what it is)
 RECENT_USER_TURNS = 2
+INDEXES_KEPT = 16  # tool lists whose index is kept: catalogues, toolsets, and those with a client's tools
 _WORD_BOUNDARY = re.compile(r"[_\-./:]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
@@ -96,14 +98,24 @@ def _bm25s() -> Any:
 
 
 def _scores(tools: Sequence[dict[str, Any]], query: str) -> list[float]:
-    bm25s = _bm25s()
-    documents = [_words(_document(tool)) for tool in tools]
+    index = _index(tuple(_document(tool) for tool in tools))
     words = _words(query)
-    if not any(documents) or not words:  # bm25s fails on an empty query ("hi" is all stopwords)
+    if index is None or not words:  # bm25s fails on an empty query ("hi" is all stopwords)
         return [0.0] * len(tools)
-    index = bm25s.BM25()
-    index.index(documents, show_progress=False)
     return [float(score) for score in index.get_scores(words)]
+
+
+@functools.lru_cache(maxsize=INDEXES_KEPT)
+def _index(documents: tuple[str, ...]) -> Any | None:
+    """The BM25 index of these tools' documents, built once per tool list: the same catalogue comes with
+    every request, and tokenising and indexing 70 tools took 2.3 ms of a request's 2.8 ms of ranking.
+    None when no document has a word to rank by."""
+    tokens = [_words(document) for document in documents]
+    if not any(tokens):
+        return None
+    index = _bm25s().BM25()
+    index.index(tokens, show_progress=False)
+    return index
 
 
 def _words(text: str) -> list[str]:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from app.tool_budget import Budget, budget_for, choose_within
+from app.tool_budget import Budget, _index, budget_for, choose_within
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
 
@@ -45,6 +45,17 @@ def test_seventy_tools_are_cut_to_the_budget_keeping_the_most_relevant() -> None
     assert choice is not None and len(choice.kept) == 10 and len(choice.withheld) == 60
     assert all(name.split("__")[1].startswith("weather") for name in choice.kept)
     assert choice.scores["s0__weather_0"] > 0 == choice.scores["s0__email_0"]
+
+
+def test_a_tool_list_is_indexed_once_and_a_changed_list_anew() -> None:
+    _index.cache_clear()
+    email = [{"role": "user", "content": "Send an email message to Ada."}]
+    assert choose_within(SEVENTY, [], USER, Budget(10, ROOMY)).kept != choose_within(  # type: ignore[union-attr]
+        SEVENTY, [], email, Budget(10, ROOMY)).kept  # type: ignore[union-attr]
+    assert (_index.cache_info().misses, _index.cache_info().hits) == (1, 1)  # the second question, same index
+    renamed = [tool("s0__weather_0", "Sends email messages.", "message"), *SEVENTY[1:]]
+    choice = choose_within(renamed, [], email, Budget(11, ROOMY))  # the ten email tools, and this one
+    assert choice is not None and "s0__weather_0" in choice.kept and _index.cache_info().misses == 2
 
 
 def test_tools_called_before_and_tools_the_user_names_are_always_kept() -> None:
