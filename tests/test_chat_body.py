@@ -37,6 +37,7 @@ def test_json_content_types_are_read(content_type: str | None) -> None:
     [
         (f'{{{MESSAGES}, "temperature": NaN}}', "application/json", "invalid_number"),
         (f'{{{MESSAGES}, "temperature": -Infinity}}', "application/json", "invalid_number"),
+        (f'{{{MESSAGES}, "temperature": 1e400}}', "application/json", "invalid_number"),  # infinite as a double
         (f'{{{MESSAGES}}}', "text/plain", "invalid_content_type"),
     ],
 )

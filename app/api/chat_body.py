@@ -8,7 +8,7 @@ app/main.py's handler.
 """
 
 import json
-import re
+import math
 from email.message import Message
 from typing import Any
 
@@ -19,7 +19,10 @@ from pydantic import ValidationError
 from app.errors import InvalidRequest
 from app.openai.schemas import ChatCompletionRequest
 
-_LONG_NUMBER = re.compile(rb"\d{19}")
+# Every digit as "0", every other byte as " ": then a run of 19 digits is one fast `find` (a regular
+# expression took 250 µs on a 30 KB body, more than parsing it).
+_DIGITS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_LONG_RUN = b"0" * 19
 
 
 def parse_chat_body(body: bytes, content_type: str | None) -> tuple[dict[str, Any], ChatCompletionRequest]:
@@ -34,7 +37,7 @@ def parse_chat_body(body: bytes, content_type: str | None) -> tuple[dict[str, An
     if content_type and not _is_json(content_type):
         raise InvalidRequest("The request body must be JSON: send the header 'Content-Type: application/json'.",
                              code="invalid_content_type")
-    if _LONG_NUMBER.search(body):  # orjson reads integers past 64 bits as floats: the seed would change
+    if _has_long_number(body):  # orjson reads integers past 64 bits as floats: the seed would change
         parsed = _parse_leniently(body)
     else:
         try:
@@ -47,12 +50,20 @@ def parse_chat_body(body: bytes, content_type: str | None) -> tuple[dict[str, An
         raise RequestValidationError([{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]) from None
 
 
+def _has_long_number(body: bytes) -> bool:
+    return body.translate(_DIGITS).find(_LONG_RUN) >= 0
+
+
 def _parse_leniently(body: bytes) -> Any:
     def refuse(constant: str) -> Any:
         raise InvalidRequest("The request holds a number JSON cannot carry (NaN or Infinity).", code="invalid_number")
 
+    def finite(number: str) -> float:
+        value = float(number)
+        return value if math.isfinite(value) else refuse(number)  # 1e400: no server could read it back
+
     try:
-        return json.loads(body, parse_constant=refuse)
+        return json.loads(body, parse_constant=refuse, parse_float=finite)
     except json.JSONDecodeError as exc:
         raise RequestValidationError([{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error",
                                        "input": {}, "ctx": {"error": exc.msg}}]) from None
