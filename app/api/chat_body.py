@@ -65,14 +65,17 @@ def _parse_leniently(body: bytes) -> Any:
     try:
         return json.loads(body, parse_constant=refuse, parse_float=finite)
     except json.JSONDecodeError as exc:
-        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error",
-                                       "input": {}, "ctx": {"error": exc.msg}}]) from None
+        raise _not_json(exc.pos, exc.msg) from None
     except RecursionError:
-        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", 0), "msg": "JSON decode error",
-                                       "input": {}, "ctx": {"error": "arrays or objects nested too deeply"}}]) from None
+        raise _not_json(0, "arrays or objects nested too deeply") from None
     except UnicodeDecodeError as exc:
-        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", exc.start), "msg": "JSON decode error",
-                                       "input": {}, "ctx": {"error": str(exc)}}]) from None
+        raise _not_json(exc.start, str(exc)) from None
+
+
+def _not_json(position: int, error: str) -> RequestValidationError:
+    """FastAPI's own error for a body that is not JSON."""
+    return RequestValidationError([{"type": "json_invalid", "loc": ("body", position), "msg": "JSON decode error",
+                                    "input": {}, "ctx": {"error": error}}])
 
 
 def _is_json(content_type: str) -> bool:

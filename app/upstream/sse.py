@@ -24,10 +24,14 @@ class EventBatcher:
         found = []
         for event in events:
             if event.startswith(b"data:") and b"\n" not in event:  # the usual event: one data line
-                found.append(event[6:] if event[5:6] == b" " else event[5:])
+                found.append(_value(event))
                 continue
-            lines = [line[6:] if line[5:6] == b" " else line[5:] for line in event.split(b"\n")
-                     if line.startswith(b"data:")]
+            lines = [_value(line) for line in event.split(b"\n") if line.startswith(b"data:")]
             if lines:
                 found.append(b"\n".join(lines))
         return found
+
+
+def _value(data_line: bytes) -> bytes:
+    """What follows `data:` on a line, less the one space that may come first."""
+    return data_line[6:] if data_line[5:6] == b" " else data_line[5:]
