@@ -55,6 +55,7 @@ def build_pool(
         retry=retry,
         block_changed_tools=settings.block_changed_tools,
         sampling_model=settings.sampling_model or None,
+        resource_tools=settings.resource_tools,
     )
     return McpPool(
         config,

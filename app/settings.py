@@ -128,6 +128,13 @@ class Settings(BaseSettings):
     max_result_chars: int = Field(
         25_000, ge=1_000, description="Characters one tool result may take in the conversation; more is cut."
     )
+    resource_tools: bool = Field(
+        True, description="Offer a SERVER__read_resource tool for each MCP server with resources: the model reads "
+        "them (and links in tool results) by URI."
+    )
+    prompt_commands: bool = Field(
+        True, description="Run MCP prompts typed as a chat message: /name arg=value. /prompts lists them."
+    )
     vision: Literal["auto", "on", "off"] = Field(
         "auto", description="Send images from tool results to the model: auto asks LM Studio if it has vision."
     )

@@ -15,12 +15,21 @@ from typing import Any
 import anyio
 import structlog
 from mcp import Client, MCPError
-from mcp.types import REQUEST_TIMEOUT
+from mcp.types import REQUEST_TIMEOUT, ListResourcesResult, ReadResourceResult
 
 from app.mcp.arguments import problems
 from app.mcp.connect import tracking_delivery
 from app.mcp.convert import ToolRoute
-from app.mcp.results import FailureKind, RenderOptions, ToolOutcome, render_failure, render_result
+from app.mcp.resources import read_or_list, wants_something
+from app.mcp.results import (
+    FailureKind,
+    RenderOptions,
+    ToolOutcome,
+    render_failure,
+    render_listing,
+    render_resource,
+    render_result,
+)
 from app.mcp.watching import connection_gone, session_gone
 from app.ports import ProgressReport
 
@@ -58,8 +67,10 @@ class Limits:
 class McpCall:
     """One call of one tool, possibly sent twice (once per connection): the clock runs from creation."""
 
-    def __init__(self, route: ToolRoute, rendering: RenderOptions, on_progress: ProgressReport | None) -> None:
-        self.route, self._rendering, self._on_progress = route, rendering, on_progress
+    def __init__(self, route: ToolRoute, rendering: RenderOptions, on_progress: ProgressReport | None,
+                 reader: str | None = None) -> None:
+        """`reader`: the tool offered for the server's resources, which the result's links name."""
+        self.route, self._rendering, self._on_progress, self._reader = route, rendering, on_progress, reader
         self.started = time.perf_counter()
 
     @property
@@ -93,6 +104,8 @@ class McpCall:
                 FailureKind.INVALID_ARGUMENTS, "Some arguments are missing or wrong; fix them and call again.",
                 fields=[problem.as_dict() for problem in wrong],
             )
+        if self.route.reads_resources and not wants_something(parsed):
+            return self.fail(FailureKind.INVALID_ARGUMENTS, "Give the uri of a resource to read, or list: true.")
         return parsed
 
     async def send(self, client: Client, arguments: dict[str, Any], limits: Limits) -> CallEnded | ConnectionLost:
@@ -106,10 +119,13 @@ class McpCall:
 
         try:
             with deadline.scope, tracking_delivery() as delivery:
-                result = await client.call_tool(
-                    self.route.tool, arguments, read_timeout_seconds=deadline.cap + CALL_TIMEOUT_SLACK,
-                    progress_callback=progressed,
-                )
+                if self.route.reads_resources:
+                    result = await read_or_list(client, arguments)
+                else:
+                    result = await client.call_tool(
+                        self.route.tool, arguments, read_timeout_seconds=deadline.cap + CALL_TIMEOUT_SLACK,
+                        progress_callback=progressed,
+                    )
             if deadline.scope.cancelled_caught:  # cancelling the call sent notifications/cancelled
                 limit = "its limit of" if deadline.capped else "without progress for"
                 return self.fail(FailureKind.TIMEOUT, f"The tool ran {limit} {deadline.elapsed:g} s and was stopped.",
@@ -126,7 +142,11 @@ class McpCall:
             return ConnectionLost(never_ran=limits.tracked and not delivery.reached_server)
         except RuntimeError as exc:  # the SDK's outputSchema validation of the result
             return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
-        return CallEnded(render_result(result, self._rendering))
+        if isinstance(result, ReadResourceResult):
+            return CallEnded(render_resource(result, self._rendering))
+        if isinstance(result, ListResourcesResult):
+            return CallEnded(render_listing(result, self._rendering))
+        return CallEnded(render_result(result, self._rendering, self._reader))
 
 
 class CallsInFlight:

@@ -21,6 +21,7 @@ from jsonschema.protocols import Validator
 from mcp.types import Tool
 
 from app.mcp.arguments import compile_validator
+from app.mcp.resources import READ_RESOURCE
 from app.mcp.schema import Profile, ProfileSetting, to_profile
 
 MAX_NAME_LENGTH = 64  # OpenAI: ^[a-zA-Z0-9_-]{1,64}$
@@ -47,6 +48,7 @@ class ToolRoute:
     read_only: bool = False
     idempotent: bool = False
     description: str = field(default="", compare=False, repr=False)  # the server's, before any shortening
+    reads_resources: bool = False  # the gateway's own tool for the server's resources (resources.py)
 
     @property
     def safe_to_retry(self) -> bool:
@@ -66,6 +68,11 @@ class Catalogue:
 
     def route(self, name: str) -> ToolRoute | None:
         return self.routes.get(name)
+
+    def reader_of(self, server: str) -> str | None:
+        """The name of the tool that reads the server's resources, if it is offered."""
+        return next((name for name, route in self.routes.items() if route.reads_resources and route.server == server),
+                    None)
 
     def similar(self, name: str, limit: int = 3) -> list[str]:
         """Exposed names close to one the model got wrong."""
@@ -147,9 +154,11 @@ def hashed_name(name: str, server: str, tool: str) -> str:
 
 
 def build_catalogue(
-    tools_by_server: Mapping[str, Sequence[Tool]], options: ConversionOptions | None = None
+    tools_by_server: Mapping[str, Sequence[Tool]], options: ConversionOptions | None = None,
+    readers: AbstractSet[str] = frozenset(),
 ) -> Catalogue:
-    """Converts every server's tools, in config order, into one catalogue with unique names."""
+    """Converts every server's tools, in config order, into one catalogue with unique names. The servers in
+    `readers` have the gateway's resource reader among their tools (resources.READ_RESOURCE)."""
     options = options or ConversionOptions()
     usable = [
         (server, tool)
@@ -174,6 +183,7 @@ def build_catalogue(
             read_only=bool(annotations and annotations.read_only_hint),
             idempotent=bool(annotations and annotations.idempotent_hint),
             description=tool.description or "",
+            reads_resources=server in readers and tool.name == READ_RESOURCE,
         )
         openai_tools.append(to_openai_tool(name, tool, options.profile))
     return Catalogue(openai_tools=tuple(openai_tools), routes=routes)

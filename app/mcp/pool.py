@@ -15,12 +15,14 @@ from typing import Any, Self
 
 import anyio
 import structlog
+from mcp.types import GetPromptResult
 
 from app.mcp.calling import McpCall, ProgressReport, ToolCallObserver
 from app.mcp.config import McpConfig, McpConfigError, ServerConfig
 from app.mcp.connect import ConnectionOpener, StartGate
 from app.mcp.convert import Catalogue, build_catalogue
 from app.mcp.processes import end_process_groups
+from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, build_prompt_book
 from app.mcp.reload import diff_configs, request_on_change
 from app.mcp.results import FailureKind, ToolOutcome, render_failure
 from app.mcp.sampling import Complete
@@ -59,6 +61,7 @@ class McpPool:
         self._supervisors = {name: self._supervisor(name, server) for name, server in config.servers.items()}
         self._unrun = unrun_statuses(config)  # entries that never run: broken or disabled ones
         self._catalogue = Catalogue()
+        self._prompt_book = PromptBook()
         self._reload_requested = anyio.Event()
         self._settled = anyio.Event()
         self._change = anyio.Event()  # set and replaced at each change of a status or the catalogue
@@ -101,7 +104,7 @@ class McpPool:
 
     def _supervisor(self, name: str, server: ServerConfig) -> ServerSupervisor:
         return ServerSupervisor(name, server, self._options, self._opener, stopping=self._stopping,
-                                tools_changed=self._rebuild_catalogue, state_changed=self._status_changed)
+                                offer_changed=self._rebuild_catalogue, state_changed=self._status_changed)
 
     def _start(self, supervisor: ServerSupervisor) -> None:
         assert self._task_group is not None
@@ -206,7 +209,7 @@ class McpPool:
                 FailureKind.UNKNOWN_TOOL, f"There is no tool named '{name}'.{hint}",
                 self._options.rendering, similar_tools=similar,
             )
-        call = McpCall(route, self._options.rendering, on_progress)
+        call = McpCall(route, self._options.rendering, on_progress, reader=catalogue.reader_of(route.server))
         supervisor = self._supervisors.get(route.server)
         if supervisor is None:  # a request from before a reload that removed the server
             removed = f"MCP server '{route.server}' was removed from the config."
@@ -216,9 +219,39 @@ class McpPool:
         call.record(ended, self._on_tool_call)
         return ended.outcome
 
+    @property
+    def prompt_book(self) -> PromptBook:
+        """The servers' prompts by command; replaced as a whole when a list changes."""
+        return self._prompt_book
+
+    def resources(self) -> dict[str, dict[str, Any]]:
+        """What each server with resources offers, and the tool that reads them (None: not offered)."""
+        return {name: {"read_with": self._catalogue.reader_of(name), **s.resources.describe()}
+                for name, s in self._supervisors.items() if s.resources}
+
+    async def get_prompt(self, entry: PromptEntry, arguments: dict[str, str]) -> GetPromptResult:
+        """The prompt's messages from its server.
+
+        Raises:
+            PromptFailed: the server is down, refused, or did not answer in time.
+        """
+        supervisor = self._supervisors.get(entry.server)
+        if supervisor is None:
+            raise PromptFailed(f"MCP server '{entry.server}' was removed from the config.")
+        return await supervisor.get_prompt(entry.prompt.name, arguments)
+
+    async def complete(self, entry: PromptEntry, argument: str, partial: str, context: dict[str, str]) -> list[str]:
+        """The server's candidates for a prompt argument's value (none when it offers no completions)."""
+        supervisor = self._supervisors.get(entry.server)
+        if supervisor is None:
+            raise PromptFailed(f"MCP server '{entry.server}' was removed from the config.")
+        return await supervisor.complete(entry.prompt.name, argument, partial, context)
+
     def _rebuild_catalogue(self) -> None:
         ordered = {name: s.offered() for name, s in self._supervisors.items() if s.tools is not None}
-        self._catalogue = build_catalogue(ordered, self._options.conversion)
+        readers = {name for name, s in self._supervisors.items() if s.reads_resources}
+        self._catalogue = build_catalogue(ordered, self._options.conversion, readers)
+        self._prompt_book = build_prompt_book({name: s.prompts for name, s in self._supervisors.items()})
         # What is offered, after every filter (mcp.json, blocked, tools that only run as MCP tasks).
         offered = Counter(route.server for route in self._catalogue.routes.values())
         for name in ordered:

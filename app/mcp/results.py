@@ -20,10 +20,13 @@ from typing import Any, Literal, assert_never
 
 from mcp.types import (
     AudioContent,
+    BlobResourceContents,
     CallToolResult,
     ContentBlock,
     EmbeddedResource,
     ImageContent,
+    ListResourcesResult,
+    ReadResourceResult,
     ResourceLink,
     TextContent,
     TextResourceContents,
@@ -85,7 +88,8 @@ class RenderOptions:
     max_chars: int = 25_000
 
 
-def render_result(result: CallToolResult, options: RenderOptions) -> ToolOutcome:
+def render_result(result: CallToolResult, options: RenderOptions, reader: str | None = None) -> ToolOutcome:
+    """`reader`: the tool that reads this server's resources, named in each resource link."""
     visible = [block for block in result.content if _for_assistant(block)]
     images = tuple(Image(b.mime_type, b.data) for b in visible if isinstance(b, ImageContent))
     text_format = options.result_format == "text"
@@ -94,17 +98,44 @@ def render_result(result: CallToolResult, options: RenderOptions) -> ToolOutcome
         content = (_cap_text(_plain_text(result, visible), options.max_chars) if text_format
                    else _envelope("error", {"error": "tool_error", "message": text}, options, {}))
         return ToolOutcome(content, True, images, error_kind="tool_error", error_message=text)
-    data, meta = _data(result, visible)
-    content = (_cap_text(_plain_text(result, visible), options.max_chars) if text_format
+    data, meta = _data(result, visible, reader)
+    content = (_cap_text(_plain_text(result, visible, reader), options.max_chars) if text_format
                else _envelope("success", data, options, meta))
     return ToolOutcome(content, False, images, data=data)
 
 
-def _data(result: CallToolResult, visible: list[ContentBlock]) -> tuple[Any, dict[str, Any]]:
+def render_resource(result: ReadResourceResult, options: RenderOptions) -> ToolOutcome:
+    """A resource read for the model: text as text (JSON parsed), binary described, images also shown to a
+    vision model; one item, or a list for several."""
+    items = [_contents_item(contents) for contents in result.contents]
+    images = tuple(Image(c.mime_type or "", c.blob) for c in result.contents
+                   if isinstance(c, BlobResourceContents) and (c.mime_type or "").startswith("image/"))
+    data = items[0] if len(items) == 1 else items
+    meta = {} if items else {"note": "The resource has no content."}
+    if options.result_format == "text":
+        text = "\n".join(item if isinstance(item, str) else _dumps(item) for item in items)
+        return ToolOutcome(_cap_text(text or "(the resource has no content)", options.max_chars), False, images,
+                           data=data)
+    return ToolOutcome(_envelope("success", data, options, meta), False, images, data=data)
+
+
+def render_listing(result: ListResourcesResult, options: RenderOptions) -> ToolOutcome:
+    """A page of a server's resources; `next_cursor` asks for the next one."""
+    listed = [{k: v for k, v in (("uri", r.uri), ("name", r.name), ("description", r.description),
+                                  ("mime_type", r.mime_type)) if v} for r in result.resources]
+    data: dict[str, Any] = {"resources": listed}
+    if result.next_cursor:
+        data["next_cursor"] = result.next_cursor
+    content = _cap_text(_dumps(data), options.max_chars) if options.result_format == "text" else (
+        _envelope("success", data, options, {}))
+    return ToolOutcome(content, False, data=data)
+
+
+def _data(result: CallToolResult, visible: list[ContentBlock], reader: str | None) -> tuple[Any, dict[str, Any]]:
     """The envelope's `data` and `meta`: the structured result with its other blocks as attachments, else
     the blocks (one, or a list), else nothing and a note why."""
     meta: dict[str, Any] = {}
-    items = [_item(block) for block in visible]
+    items = [_item(block, reader) for block in visible]
     if result.structured_content is not None:
         attachments = [item for item, b in zip(items, visible, strict=True) if not isinstance(b, TextContent)]
         if attachments:
@@ -227,7 +258,7 @@ def _largest_fitting(upper: int, fits: Any) -> int | None:
     return low
 
 
-def _item(block: ContentBlock) -> Any:
+def _item(block: ContentBlock, reader: str | None = None) -> Any:
     if isinstance(block, TextContent):
         return _maybe_json(block.text)
     if isinstance(block, ImageContent):
@@ -240,6 +271,8 @@ def _item(block: ContentBlock) -> Any:
             link["mime_type"] = block.mime_type
         if block.description:
             link["description"] = block.description
+        if reader:
+            link["read_with"] = reader  # a model cannot open a URI; this tool can
         return link
     if isinstance(block, EmbeddedResource):
         resource = block.resource
@@ -250,8 +283,16 @@ def _item(block: ContentBlock) -> Any:
     assert_never(block)
 
 
-def _plain_text(result: CallToolResult, visible: list[ContentBlock]) -> str:
-    parts = [b.text if isinstance(b, TextContent) else _describe(b) for b in visible]
+def _contents_item(contents: TextResourceContents | BlobResourceContents) -> Any:
+    if isinstance(contents, TextResourceContents):
+        mime = contents.mime_type or ""
+        return _maybe_json(contents.text) if "json" in mime or not mime else contents.text
+    return {"type": "resource", "uri": contents.uri, "mime_type": contents.mime_type or "application/octet-stream",
+            "size_bytes": _decoded_size(contents.blob)}
+
+
+def _plain_text(result: CallToolResult, visible: list[ContentBlock], reader: str | None = None) -> str:
+    parts = [b.text if isinstance(b, TextContent) else _describe(b, reader) for b in visible]
     text = "\n".join(parts)
     if not any(isinstance(b, TextContent) for b in visible) and result.structured_content is not None:
         text = "\n".join([_dumps(result.structured_content), *parts])
@@ -260,8 +301,8 @@ def _plain_text(result: CallToolResult, visible: list[ContentBlock]) -> str:
     return text or "(the tool returned no content)"
 
 
-def _describe(block: ContentBlock) -> str:
-    item = _item(block)
+def _describe(block: ContentBlock, reader: str | None = None) -> str:
+    item = _item(block, reader)
     return item if isinstance(item, str) else _dumps(item)
 
 

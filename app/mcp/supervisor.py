@@ -10,23 +10,34 @@ in one task, and this layout gives that for free. What the whole pool shares (sh
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import structlog
 from mcp import Client, MCPError
-from mcp.types import Tool, ToolListChangedNotification
+from mcp.types import GetPromptResult, Prompt, PromptReference, Tool
 
 from app.mcp.calling import CALL_TIMEOUT_SLACK, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
 from app.mcp.config import ServerConfig, StdioServerConfig
 from app.mcp.connect import START_TURN_SECONDS, Connection, ConnectionOpener, describe_failure
 from app.mcp.convert import ConversionOptions
 from app.mcp.processes import StderrTail
+from app.mcp.prompts import PromptFailed, list_all_prompts
+from app.mcp.resources import READ_RESOURCE, ResourceListing, list_resources, reader_tool
 from app.mcp.results import FailureKind, RenderOptions
 from app.mcp.status import ServerState, ServerStatus, transport_name, unavailable
-from app.mcp.watching import definition, keep_alive, list_all_tools, listen_for_tool_changes, pings
+from app.mcp.watching import (
+    ListKind,
+    definition,
+    keep_alive,
+    list_all_tools,
+    listen_for_changes,
+    notified_change,
+    pings,
+)
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -59,6 +70,7 @@ class PoolOptions:
     sampling_model: str | None = None
     start_slots: int = field(default_factory=lambda: os.cpu_count() or 1)  # stdio servers starting at once
     start_turn: float = START_TURN_SECONDS  # the longest one of them keeps the next waiting
+    resource_tools: bool = True  # a `read_resource` tool for each server with resources (resources.py)
 
     @property
     def longest_call_timeout(self) -> float:
@@ -76,23 +88,25 @@ class ServerSupervisor:
         opener: ConnectionOpener,
         *,
         stopping: anyio.Event,
-        tools_changed: Callable[[], None],
+        offer_changed: Callable[[], None],
         state_changed: Callable[[], None],
     ) -> None:
-        """`stopping` is the whole pool's shutdown; `tools_changed` and `state_changed` tell the pool to
-        rebuild its catalogue and that the status changed."""
+        """`stopping` is the whole pool's shutdown; `offer_changed` and `state_changed` tell the pool to
+        rebuild its catalogue and prompts, and that the status changed."""
         self.name, self.config, self._options, self._opener = name, config, options, opener
-        self._stopping, self._tools_changed, self._state_changed = stopping, tools_changed, state_changed
+        self._stopping, self._offer_changed, self._state_changed = stopping, offer_changed, state_changed
         self.status = ServerStatus(ServerState.STARTING, transport_name(config))
         self.client: Client | None = None
         self.tools: list[Tool] | None = None  # None: nothing to offer (not listed yet, or withdrawn)
+        self.resources: ResourceListing | None = None  # None: the server offers no resources
+        self.prompts: tuple[Prompt, ...] = ()
         self.stop, self.done = anyio.Event(), anyio.Event()
         self._blocked: set[str] = set()  # tools whose definition changed, under TOOLBRIDGE_BLOCK_CHANGED_TOOLS
         self._stderr: StderrTail | None = None
         self._start_scope: anyio.CancelScope | None = None
         self._lost = anyio.Event()
         self._published = anyio.Event()
-        self._list_changed = anyio.Event()
+        self._changes: dict[ListKind, anyio.Event] = {}  # set when the server says a list changed
         self._needed: anyio.Event | None = None  # set by a call that found the server down, during backoff
         self._in_flight = CallsInFlight()
 
@@ -111,14 +125,26 @@ class ServerSupervisor:
         return configured if configured is not None else self._options.connect_timeout
 
     def offered(self) -> list[Tool]:
-        """The listed tools that mcp.json lets through and that have not been blocked."""
-        return [t for t in self.tools or [] if t.name not in self._blocked and self.config.offers(t.name)]
+        """The listed tools that mcp.json lets through and that have not been blocked, and the resource
+        reader when the server has resources and no tool of that name itself."""
+        tools = [t for t in self.tools or [] if t.name not in self._blocked and self.config.offers(t.name)]
+        if self.reads_resources:
+            assert self.resources is not None
+            tools.append(reader_tool(self.name, self.resources))
+        return tools
+
+    @property
+    def reads_resources(self) -> bool:
+        """Whether the gateway offers its `read_resource` tool for this server."""
+        # Servers built on the SDKs declare resources whether they have any or not: a listing of none gets no tool.
+        return (self._options.resource_tools and bool(self.resources) and self.tools is not None
+                and self.config.offers(READ_RESOURCE) and all(t.name != READ_RESOURCE for t in self.tools))
 
     def retire(self) -> None:
         """Stops the server (a reload removed or changed it); new requests stop seeing its tools at once,
         calls in flight still reach it."""
         self.stop.set()
-        self.tools = None
+        self.tools, self.resources, self.prompts = None, None, ()
 
     def cancel_start(self) -> None:
         """Shutdown: a server still starting would otherwise hold it up to its connect timeout."""
@@ -152,6 +178,43 @@ class ServerSupervisor:
             return call.fail(FailureKind.SERVER_UNAVAILABLE,
                              f"MCP server '{self.name}' closed the connection; it is being restarted.")
         return ended
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> GetPromptResult:
+        """Raises: PromptFailed."""
+        async with self._asking("prompt") as client:
+            return await client.get_prompt(name, arguments)
+        raise AssertionError("unreachable")  # _asking raises on every failure
+
+    async def complete(self, prompt: str, argument: str, partial: str, context: dict[str, str]) -> list[str]:
+        """The server's candidates for an argument's value; none when it offers no completions.
+
+        Raises: PromptFailed."""
+        client = self.client
+        if client is None or client.server_capabilities.completions is None:
+            return []
+        async with self._asking("completion") as client:
+            result = await client.complete(PromptReference(type="ref/prompt", name=prompt),
+                                           {"name": argument, "value": partial}, context_arguments=context or None)
+            return list(result.completion.values)
+        raise AssertionError("unreachable")
+
+    @asynccontextmanager
+    async def _asking(self, what: str) -> AsyncIterator[Client]:
+        """The live connection for one request of the user's, bounded by the call timeout; every failure
+        raised as PromptFailed."""
+        client = self.client
+        if client is None:
+            raise PromptFailed(unavailable(self.name, self.status.state))
+        try:
+            with anyio.fail_after(self.call_timeout):
+                yield client
+        except TimeoutError as exc:
+            raise PromptFailed(f"MCP server '{self.name}' did not answer within {self.call_timeout:g} s.") from exc
+        except MCPError as exc:
+            raise PromptFailed(f"MCP server '{self.name}' refused the {what}: {exc.message}") from exc
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            self._lost.set()
+            raise PromptFailed(f"MCP server '{self.name}' closed the connection; it is being restarted.") from exc
 
     async def _reconnected(self, old: Client) -> bool:
         """Waits, bounded, for the server's next connection after `old` was lost."""
@@ -232,16 +295,17 @@ class ServerSupervisor:
                         client = connection.client
                         status.transport = connection.transport
                         tools = await list_all_tools(client)
+                        resources, prompts = await self._list_offer(client)
                         ready()  # the next server may start: this one's CPU-bound start is over
                         scope.deadline = math.inf
                         self._start_scope = None
-                        self._publish(connection, tools)
+                        self._publish(connection, tools, resources, prompts)
                         served = True
                         log.info("mcp_server_ready", server=self.name, tools=len(tools),
                                  protocol=client.protocol_version, seconds=round(time.perf_counter() - started, 2),
                                  restarts=status.restarts)
                         async with anyio.create_task_group() as watchers:
-                            watchers.start_soon(self._follow_tool_changes, client)
+                            watchers.start_soon(self._follow_changes, client)
                             if pings(client, status.transport):
                                 watchers.start_soon(keep_alive, self.name, client, lost.set,
                                                     self._options.keepalive_interval)
@@ -278,27 +342,68 @@ class ServerSupervisor:
         with anyio.move_on_after(self.longest_call + CALL_TIMEOUT_SLACK):
             await first_of(self._in_flight.drained, self._stopping.wait, lost.wait)
 
+    async def _list_offer(self, client: Client) -> tuple[ResourceListing | None, tuple[Prompt, ...]]:
+        """The resources and prompts the server declares. What it fails to list is not offered; its tools
+        still serve."""
+        capabilities = client.server_capabilities
+        resources: ResourceListing | None = None
+        prompts: tuple[Prompt, ...] = ()
+        if capabilities.resources is not None:
+            try:
+                resources = await list_resources(client)
+            except MCPError as exc:
+                log.warning("mcp_resources_list_failed", server=self.name, error=exc.message)
+        if capabilities.prompts is not None:
+            try:
+                prompts = await list_all_prompts(client)
+            except MCPError as exc:
+                log.warning("mcp_prompts_list_failed", server=self.name, error=exc.message)
+        return resources, prompts
+
+    def _change(self, kind: ListKind) -> anyio.Event:
+        """The event a change of this list sets; replaced after each relisting."""
+        if kind not in self._changes:
+            self._changes[kind] = anyio.Event()
+        return self._changes[kind]
+
     async def _on_message(self, message: Any) -> None:
-        if isinstance(message, ToolListChangedNotification):  # 2025-era connections push this
-            self._list_changed.set()
+        kind = notified_change(message)  # 2025-era connections push notifications
+        if kind is not None:
+            self._change(kind).set()
         elif isinstance(message, Exception):
             log.warning("mcp_transport_error", server=self.name, error=str(message))
 
-    async def _follow_tool_changes(self, client: Client) -> None:
-        """Re-lists the tools whenever the server says they changed, on either protocol era."""
+    async def _follow_changes(self, client: Client) -> None:
+        """Re-lists tools, resources and prompts whenever the server says they changed, on either era."""
+        capabilities = client.server_capabilities
+        kinds: set[ListKind] = {"tools"}
+        if capabilities.resources is not None:
+            kinds.add("resources")
+        if capabilities.prompts is not None:
+            kinds.add("prompts")
         async with anyio.create_task_group() as group:
-            # The event is looked up at each announcement: it is replaced after every relisting.
-            group.start_soon(listen_for_tool_changes, self.name, client,
-                             lambda: self._list_changed.set(), self._lost.set)
-            while True:
-                await self._list_changed.wait()
-                self._list_changed = anyio.Event()
-                try:
-                    tools = await list_all_tools(client, refresh=True)
-                except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-                    log.warning("mcp_tools_relist_failed", server=self.name, error=str(exc))
+            group.start_soon(listen_for_changes, self.name, client, lambda kind: self._change(kind).set(),
+                             self._lost.set, frozenset(kinds))
+            for kind in kinds:
+                group.start_soon(self._relist_on_change, client, kind)
+
+    async def _relist_on_change(self, client: Client, kind: ListKind) -> None:
+        while True:
+            await self._change(kind).wait()
+            self._changes[kind] = anyio.Event()
+            try:
+                if kind == "tools":
+                    self._republish(await list_all_tools(client, refresh=True))
                     continue
-                self._republish(tools)
+                if kind == "resources":
+                    self.resources = await list_resources(client, refresh=True)
+                else:
+                    self.prompts = await list_all_prompts(client, refresh=True)
+            except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+                log.warning("mcp_list_refresh_failed", server=self.name, list=kind, error=str(exc))
+                continue
+            log.info("mcp_list_changed", server=self.name, list=kind)
+            self._offer_changed()
 
     def _republish(self, tools: list[Tool]) -> None:
         """Swaps in a changed tool list; a changed definition of a known tool is flagged (rug pull)."""
@@ -315,7 +420,7 @@ class ServerSupervisor:
         if added or removed or changed:
             log.info("mcp_tools_changed", server=self.name, added=added, removed=removed, changed=changed)
         self.tools = tools
-        self._tools_changed()
+        self._offer_changed()
 
     async def _process_exited(self) -> None:
         if self._stderr is None:
@@ -331,20 +436,21 @@ class ServerSupervisor:
             await tail.closed.wait()
         return f"; stderr: {' | '.join(tail.lines)}" if tail.lines else ""
 
-    def _publish(self, connection: Connection, tools: list[Tool]) -> None:
+    def _publish(self, connection: Connection, tools: list[Tool], resources: ResourceListing | None,
+                 prompts: tuple[Prompt, ...]) -> None:
         self.client = connection.client
         self._next_publication().set()
-        self.tools = tools
+        self.tools, self.resources, self.prompts = tools, resources, prompts
         status = self.status
         status.state, status.error = ServerState.READY, None
         status.protocol_version = connection.client.protocol_version
-        self._tools_changed()
+        self._offer_changed()
         self._state_changed()
 
     def _unpublish(self) -> None:
         self.client = None
-        self.tools = None
-        self._tools_changed()
+        self.tools, self.resources, self.prompts = None, None, ()
+        self._offer_changed()
 
     def _lose(self, reason: str) -> None:
         """A served connection died: calls answer `server_unavailable` until the restart lists tools again."""

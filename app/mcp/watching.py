@@ -1,17 +1,43 @@
-"""A live connection, watched: its tool list (every page, and word that it changed) and whether it is
-still there (pings, the end of its listen stream, the errors that mean it is gone)."""
+"""A live connection, watched: its tool list (every page), word that a list changed (tools, resources,
+prompts), and whether it is still there (pings, the end of its listen stream, the errors that mean it
+is gone)."""
 
 import json
 import warnings
 from collections.abc import Callable
+from typing import Any, Literal
 
 import anyio
 import structlog
 from mcp import Client, MCPDeprecationWarning, MCPError
-from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
-from mcp.types import CONNECTION_CLOSED, Tool
+from mcp.client.subscriptions import (
+    ListenNotSupportedError,
+    PromptsListChanged,
+    ResourcesListChanged,
+    SubscriptionLost,
+    ToolsListChanged,
+)
+from mcp.types import (
+    CONNECTION_CLOSED,
+    PromptListChangedNotification,
+    ResourceListChangedNotification,
+    Tool,
+    ToolListChangedNotification,
+)
 
 log = structlog.get_logger("toolbridge.mcp")
+
+ListKind = Literal["tools", "resources", "prompts"]
+_CHANGE_KINDS: dict[type, ListKind] = {ToolsListChanged: "tools", ResourcesListChanged: "resources",
+                                       PromptsListChanged: "prompts"}
+_NOTIFIED_KINDS: dict[type, ListKind] = {ToolListChangedNotification: "tools",
+                                         ResourceListChangedNotification: "resources",
+                                         PromptListChangedNotification: "prompts"}
+
+
+def notified_change(message: Any) -> ListKind | None:
+    """Which list a 2025-era notification says changed, if it says one did."""
+    return _NOTIFIED_KINDS.get(type(message))
 
 PING_TIMEOUT = 10.0
 MODERN_PROTOCOL = "2026-07-28"
@@ -19,19 +45,25 @@ MODERN_PROTOCOL = "2026-07-28"
 warnings.filterwarnings("ignore", message="ping is removed as of 2026", category=MCPDeprecationWarning)
 
 
-async def listen_for_tool_changes(
-    server: str, client: Client, changed: Callable[[], None], lost: Callable[[], None]
+async def listen_for_changes(
+    server: str, client: Client, changed: Callable[[ListKind], None], lost: Callable[[], None],
+    kinds: frozenset[ListKind] = frozenset({"tools"}),
 ) -> None:
-    """2026-era servers announce tool changes only on a subscriptions/listen stream.
+    """2026-era servers announce list changes (tools, resources, prompts) only on a subscriptions/listen
+    stream.
 
     That stream is also the only sign of life of a stateless server between calls: when it ends, the
-    connection counts as lost and is made again, which lists the tools and listens anew.
+    connection counts as lost and is made again, which lists everything and listens anew.
     """
     try:
-        async with client.listen(tools_list_changed=True) as subscription:
-            changed()  # a change between the first listing and the subscription would go unseen
-            async for _event in subscription:
-                changed()
+        async with client.listen(tools_list_changed="tools" in kinds, resources_list_changed="resources" in kinds,
+                                 prompts_list_changed="prompts" in kinds) as subscription:
+            for kind in kinds:  # a change between the first listing and the subscription would go unseen
+                changed(kind)
+            async for event in subscription:
+                kind = _CHANGE_KINDS.get(type(event))
+                if kind is not None:
+                    changed(kind)
         log.info("mcp_listen_closed", server=server)
         lost()
     except SubscriptionLost:

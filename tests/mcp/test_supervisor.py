@@ -9,8 +9,16 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp.client.subscriptions import ListenNotSupportedError
-from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool, ToolAnnotations
+from mcp.client.subscriptions import ListenNotSupportedError, ToolsListChanged
+from mcp.types import (
+    CallToolResult,
+    ListToolsResult,
+    ServerCapabilities,
+    TextContent,
+    Tool,
+    ToolAnnotations,
+    ToolsCapability,
+)
 
 from app.mcp.calling import McpCall
 from app.mcp.config import HttpServerConfig
@@ -31,6 +39,7 @@ class FakeClient:
 
     tools: list[Tool]
     protocol_version: str = "2025-11-25"
+    server_capabilities: ServerCapabilities = field(default_factory=lambda: ServerCapabilities(tools=ToolsCapability()))
     broken: anyio.Event = field(default_factory=anyio.Event)
     calls: list[dict[str, Any]] = field(default_factory=list)
 
@@ -40,14 +49,14 @@ class FakeClient:
     announcements: list[anyio.Event] = field(default_factory=list)  # 2026 era: each one set is a change
 
     @asynccontextmanager
-    async def listen(self, **_: Any) -> AsyncIterator[AsyncIterator[None]]:
+    async def listen(self, **_: Any) -> AsyncIterator[AsyncIterator[ToolsListChanged]]:
         if self.protocol_version < "2026-07-28":
             raise ListenNotSupportedError(self.protocol_version)
 
-        async def changes() -> AsyncIterator[None]:
+        async def changes() -> AsyncIterator[ToolsListChanged]:
             for announced in self.announcements:
                 await announced.wait()
-                yield None
+                yield ToolsListChanged()
             await anyio.sleep_forever()
 
         yield changes()
@@ -112,7 +121,7 @@ def supervisor(opener: FakeOpener, pool: Pool, **options: Any) -> ServerSupervis
     config = HttpServerConfig(url="http://127.0.0.1:9/mcp")
     return ServerSupervisor(
         "remote", config, PoolOptions(connect_timeout=LIMIT, call_timeout=LIMIT, **options), opener,  # type: ignore[arg-type]
-        stopping=pool.stopping, tools_changed=pool.tools_changed, state_changed=pool.state_changed,
+        stopping=pool.stopping, offer_changed=pool.tools_changed, state_changed=pool.state_changed,
     )
 
 

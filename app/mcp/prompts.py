@@ -1,0 +1,152 @@
+"""MCP prompts: each server's list, the commands they are typed as, and their messages as OpenAI messages.
+
+A prompt is typed in chat as `/name arg=value` (slash_commands.py). Its command is its name, or
+`server.name` when two servers offer a prompt of that name; `server.name` always works.
+"""
+
+import base64
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp import Client
+from mcp.types import (
+    AudioContent,
+    BlobResourceContents,
+    EmbeddedResource,
+    GetPromptResult,
+    ImageContent,
+    Prompt,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+
+LISTED_AT_MOST = 1000
+PAGES_AT_MOST = 20
+
+
+class PromptFailed(Exception):
+    """A prompt (or its completions) could not be had from its server; the message says why, for the user."""
+
+
+async def list_all_prompts(client: Client, refresh: bool = False) -> tuple[Prompt, ...]:
+    prompts: list[Prompt] = []
+    cursor: str | None = None
+    for _ in range(PAGES_AT_MOST):
+        page = await client.list_prompts(cursor=cursor, cache_mode="refresh" if refresh else "use")
+        prompts.extend(page.prompts)
+        cursor = page.next_cursor
+        if not cursor or len(prompts) >= LISTED_AT_MOST:
+            break
+    return tuple(prompts[:LISTED_AT_MOST])
+
+
+@dataclass(frozen=True)
+class PromptEntry:
+    command: str  # what follows the slash
+    server: str
+    prompt: Prompt
+
+    @property
+    def required(self) -> list[str]:
+        return [a.name for a in self.prompt.arguments or [] if a.required]
+
+    @property
+    def argument_names(self) -> list[str]:
+        return [a.name for a in self.prompt.arguments or []]
+
+    def usage(self) -> str:
+        """`/name city=… [state=…]`"""
+        parts = [f"/{self.command}"]
+        for argument in self.prompt.arguments or []:
+            parts.append(f"{argument.name}=…" if argument.required else f"[{argument.name}=…]")
+        return " ".join(parts)
+
+    def describe(self) -> dict[str, Any]:
+        """For GET /prompts."""
+        return {"command": f"/{self.command}", "server": self.server,
+                **self.prompt.model_dump(mode="json", by_alias=True, exclude_none=True)}
+
+
+@dataclass(frozen=True)
+class PromptBook:
+    """Every server's prompts by the command that names them."""
+
+    entries: Mapping[str, PromptEntry] = field(default_factory=dict)
+    shared: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # a name offered by several: its commands
+
+    def find(self, command: str) -> PromptEntry | None:
+        return self.entries.get(command)
+
+    def listed(self) -> list[PromptEntry]:
+        """Each prompt once: by its name, or by its qualified names where servers share it."""
+        return [e for e in self.entries.values() if e.command == e.prompt.name or e.prompt.name in self.shared]
+
+
+def build_prompt_book(prompts_by_server: Mapping[str, Sequence[Prompt]]) -> PromptBook:
+    servers_of: dict[str, list[str]] = {}
+    for server, prompts in prompts_by_server.items():
+        for prompt in prompts:
+            servers_of.setdefault(prompt.name, []).append(server)
+    entries: dict[str, PromptEntry] = {}
+    shared: dict[str, tuple[str, ...]] = {}
+    for server, prompts in prompts_by_server.items():
+        for prompt in prompts:
+            qualified = f"{server}.{prompt.name}"
+            if len(set(servers_of[prompt.name])) == 1:
+                entries.setdefault(prompt.name, PromptEntry(prompt.name, server, prompt))
+            else:
+                shared[prompt.name] = tuple(f"{s}.{prompt.name}" for s in dict.fromkeys(servers_of[prompt.name]))
+            entries.setdefault(qualified, PromptEntry(qualified, server, prompt))
+    return PromptBook(entries, shared)
+
+
+def has_images(result: GetPromptResult) -> bool:
+    return any(isinstance(m.content, ImageContent) or (isinstance(m.content, EmbeddedResource) and isinstance(
+        m.content.resource, BlobResourceContents) and (m.content.resource.mime_type or "").startswith("image/"))
+        for m in result.messages)
+
+
+def openai_messages(result: GetPromptResult, images: bool) -> list[dict[str, Any]]:
+    """The prompt's messages as OpenAI chat messages: text as text, embedded resources as their text,
+    images as image parts when the model sees images (else described). Consecutive messages of one role
+    are joined, since many local models' chat templates require the roles to alternate."""
+    messages: list[dict[str, Any]] = []
+    for message in result.messages:
+        part = _part(message.content, images and message.role == "user")  # only user turns may hold images
+        if messages and messages[-1]["role"] == message.role:
+            messages[-1]["content"].append(part)
+        else:
+            messages.append({"role": message.role, "content": [part]})
+    return [_flattened(message) for message in messages]
+
+
+def _part(content: Any, images: bool) -> dict[str, Any]:
+    if isinstance(content, TextContent):
+        return {"type": "text", "text": content.text}
+    if isinstance(content, ImageContent):
+        if images:
+            return {"type": "image_url", "image_url": {"url": f"data:{content.mime_type};base64,{content.data}"}}
+        return {"type": "text", "text": f"[an image ({content.mime_type}) the model cannot see]"}
+    if isinstance(content, EmbeddedResource):
+        resource = content.resource
+        if isinstance(resource, TextResourceContents):
+            return {"type": "text", "text": f"Resource {resource.uri}:\n{resource.text}"}
+        if isinstance(resource, BlobResourceContents) and images and (resource.mime_type or "").startswith("image/"):
+            return {"type": "image_url", "image_url": {"url": f"data:{resource.mime_type};base64,{resource.blob}"}}
+        size = len(base64.b64decode(resource.blob or "", validate=False)) if resource.blob else 0
+        return {"type": "text", "text": f"[resource {resource.uri}: {resource.mime_type or 'binary'}, {size} bytes]"}
+    if isinstance(content, ResourceLink):
+        return {"type": "text", "text": f"[resource {content.uri}: {content.name}]"}
+    if isinstance(content, AudioContent):
+        return {"type": "text", "text": f"[audio ({content.mime_type})]"}
+    return {"type": "text", "text": str(content)}
+
+
+def _flattened(message: dict[str, Any]) -> dict[str, Any]:
+    """Text only: one string (what every chat template reads); with images: the parts."""
+    parts = message["content"]
+    if all(part["type"] == "text" for part in parts):
+        return {"role": message["role"], "content": "\n\n".join(part["text"] for part in parts)}
+    return message

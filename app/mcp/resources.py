@@ -1,0 +1,126 @@
+"""A server's resources as one tool the model can call: `{server}__read_resource`.
+
+Models cannot use MCP resources directly, and tools return `resource_link`s they could not open. A server
+that declares resources gets one extra tool whose description lists what it offers (bounded, with the
+URI templates), and which reads a resource by URI or lists the next page. The listing is taken when
+the server connects and again when it says its resources changed. Reads go out as `resources/read` on
+the call path of any tool (calling.py), so they get the same deadline, retry and result envelope.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from mcp import Client
+from mcp.types import ListResourcesResult, ReadResourceResult, Resource, ResourceTemplate, Tool, ToolAnnotations
+
+READ_RESOURCE = "read_resource"  # the tool's name before the usual prefix: `{server}__read_resource`
+LISTED_AT_MOST = 1000  # resources listed at connect; the description shows a few, `list` pages the rest
+PAGES_AT_MOST = 20
+DESCRIPTION_CHARS = 990  # within convert.MAX_DESCRIPTION_CHARS, which would cut it at a sentence
+_LINE_CHARS = 110
+_TEMPLATE_LINE_CHARS = 220  # a template's description says what to fill in
+
+_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "uri": {"type": "string", "description": "The URI of the resource to read, as listed or linked."},
+        "list": {"type": "boolean", "description": "true: list the resources (a page) instead of reading one."},
+        "cursor": {"type": "string", "description": "With list: the next_cursor of the previous page."},
+    },
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class ResourceListing:
+    """What a server said it offers when last asked: its first resources, its URI templates, and whether
+    there were more resources than were listed."""
+
+    resources: tuple[Resource, ...] = ()
+    templates: tuple[ResourceTemplate, ...] = ()
+    more: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.resources or self.templates)
+
+    def describe(self) -> dict[str, Any]:
+        """For GET /resources."""
+        return {
+            "resources": [r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in self.resources],
+            "templates": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in self.templates],
+            "more": self.more,
+        }
+
+
+async def list_resources(client: Client, refresh: bool = False) -> ResourceListing:
+    """The server's resources (up to LISTED_AT_MOST) and templates. A server that declares resources but
+    lists no templates (many do not implement it) has none."""
+    cache_mode = "refresh" if refresh else "use"
+    resources: list[Resource] = []
+    cursor: str | None = None
+    for _ in range(PAGES_AT_MOST):
+        page = await client.list_resources(cursor=cursor, cache_mode=cache_mode)
+        resources.extend(page.resources)
+        cursor = page.next_cursor
+        if not cursor or len(resources) >= LISTED_AT_MOST:
+            break
+    templates: list[ResourceTemplate] = []
+    template_cursor: str | None = None
+    for _ in range(PAGES_AT_MOST):
+        listed = await client.list_resource_templates(cursor=template_cursor, cache_mode=cache_mode)
+        templates.extend(listed.resource_templates)
+        template_cursor = listed.next_cursor
+        if not template_cursor:
+            break
+    return ResourceListing(tuple(resources[:LISTED_AT_MOST]), tuple(templates), bool(cursor)
+                           or len(resources) > LISTED_AT_MOST)
+
+
+def reader_tool(server: str, listing: ResourceListing) -> Tool:
+    """The tool that reads this server's resources, described with what it offers."""
+    return Tool(name=READ_RESOURCE, description=_description(server, listing), input_schema=_SCHEMA,
+                # Idempotent, so a read is retried on the next connection; not marked read-only, which would
+                # add "(Read-only.)" after the listing.
+                annotations=ToolAnnotations(idempotent_hint=True))
+
+
+def _description(server: str, listing: ResourceListing) -> str:
+    head = (f"Read a resource of MCP server '{server}' (a document, file or record) by its uri, or list them "
+            "with list: true. Links to resources in other tools' results are read here too.")
+    lines = [head]
+    if listing.templates:
+        lines.append("URI templates (fill in the {variables}):")
+        lines += [_line(t.uri_template, t.name, t.description, _TEMPLATE_LINE_CHARS) for t in listing.templates]
+    if listing.resources:
+        lines.append("Resources:")
+    size = sum(len(line) + 1 for line in lines)
+    shown = 0
+    for resource in listing.resources:
+        line = _line(resource.uri, resource.name, resource.description)
+        if size + len(line) + 1 > DESCRIPTION_CHARS - 60:  # room for the "and N more" line
+            break
+        lines.append(line)
+        size += len(line) + 1
+        shown += 1
+    hidden = len(listing.resources) - shown
+    if hidden or listing.more:
+        count = f"{hidden}{'+' if listing.more else ''}"
+        lines.append(f"...and {count} more: call with list: true to see them.")
+    return "\n".join(lines)[:DESCRIPTION_CHARS]
+
+
+def _line(uri: str, name: str, description: str | None, limit: int = _LINE_CHARS) -> str:
+    summary = (description or "").strip().splitlines()[0] if (description or "").strip() else ""
+    line = f"- {uri} ({name})" + (f": {summary}" if summary and summary != name else "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+async def read_or_list(client: Client, arguments: dict[str, Any]) -> ReadResourceResult | ListResourcesResult:
+    """What a call of the reader tool asks the server: one resource, or a page of the list."""
+    if arguments.get("uri"):
+        return await client.read_resource(str(arguments["uri"]), cache_mode="bypass")
+    return await client.list_resources(cursor=arguments.get("cursor") or None, cache_mode="bypass")
+
+
+def wants_something(arguments: dict[str, Any]) -> bool:
+    return bool(arguments.get("uri")) or arguments.get("list") is True
