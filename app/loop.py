@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -91,6 +91,8 @@ async def run_tool_loop(
                                         selection=options.tool_selection)
     history = await memory.restore(body["messages"]) if memory is not None else _without_traces(body["messages"])
     stats.restored_turns = history.turns
+    if options.prompt_messages:  # after the memory read the history as the client keeps it
+        history = replace(history, messages=[*history.messages[:-1], *options.prompt_messages])
     mcp_tools, client_tools = await _within_budget(history.messages, mcp_tools, body.get("tools") or [], options,
                                                    stats)
     request = _first_request(body, mcp_tools.openai_tools, client_tool_names, client_tools)

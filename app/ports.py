@@ -146,3 +146,5 @@ class LoopOptions:
     ) = None
     # The model's context window in tokens, asked only when earlier turns' results were restored.
     context_tokens: Callable[[], Awaitable[int]] | None = None
+    # A slash command's prompt messages, standing in for the last user message (slash_commands.py).
+    prompt_messages: tuple[dict[str, Any], ...] = ()

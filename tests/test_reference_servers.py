@@ -125,3 +125,55 @@ def test_health_counts_the_tools_the_model_is_offered(reference_gateway: Gateway
     for server in ("everything", "files"):
         assert health["servers"][server]["tools"] == len([t for t in offered if t["server"] == server])
     assert health["tools"] == len(offered)
+
+
+# -- resources and prompts (server-everything speaks the 2025 protocol: list changes come as notifications) --
+
+
+def ask(gateway: Gateway, text: str, stream: bool = False) -> str:
+    messages = [{"role": "user", "content": text}]
+    if stream:
+        chunks = gateway.client().chat.completions.create(model=MODEL, messages=messages, stream=True)  # type: ignore[arg-type]
+        return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    completion = gateway.client().chat.completions.create(model=MODEL, messages=messages)  # type: ignore[arg-type]
+    return completion.choices[0].message.content or ""
+
+
+def test_everythings_resources_are_read_through_its_reader(reference_gateway: Gateway, upstream: FakeUpstream) -> None:
+    reader = "everything__read_resource"
+    document = received(reference_gateway, upstream,
+                        Call(reader, {"uri": "demo://resource/static/document/architecture.md"}))
+    assert document["data"].startswith("# Everything Server")
+    templated = received(reference_gateway, upstream, Call(reader, {"uri": "demo://resource/dynamic/text/7"}))
+    assert "Resource 7" in templated["data"]
+    # The server's resources declared, the filesystem server's none: only one reader.
+    names = {t["function"]["name"] for t in httpx.get(f"{reference_gateway.url}/tools", timeout=30).json()["data"]}
+    assert reader in names and "files__read_resource" not in names
+
+
+def test_everythings_resource_links_name_the_tool_that_reads_them(
+    reference_gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    envelope = received(reference_gateway, upstream, Call("everything__get-resource-links", {"count": 2}))
+    links = [item for item in envelope["data"] if isinstance(item, dict) and item.get("type") == "resource_link"]
+    assert len(links) == 2 and {link["read_with"] for link in links} == {"everything__read_resource"}
+    read = received(reference_gateway, upstream, Call("everything__read_resource", {"uri": links[1]["uri"]}))
+    assert read["status"] == "success" and "Resource 2" in json.dumps(read["data"])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_everythings_prompts_are_slash_commands(
+    reference_gateway: Gateway, upstream: FakeUpstream, stream: bool
+) -> None:
+    upstream.script(Turn(content="sunny"))
+    assert ask(reference_gateway, "/args-prompt city=Paris", stream) == "sunny"
+    assert upstream.chat_requests()[0]["messages"][-1] == {"role": "user", "content": "What's weather in Paris?"}
+    upstream.script(Turn(content="ok"))
+    ask(reference_gateway, "/resource-prompt resourceType=Text resourceId=1", stream)
+    expanded = upstream.chat_requests()[0]["messages"][-1]["content"]
+    assert "demo://resource/dynamic/text/1" in expanded and "Resource 1" in expanded
+    upstream.script()
+    assert "needs `city`" in ask(reference_gateway, "/args-prompt", stream)
+    assert "`/simple-prompt`: A prompt with no arguments" in ask(reference_gateway, "/prompts", stream)
+    assert "- `Engineering`" in ask(reference_gateway, "/completable-prompt department=E?", stream)
+    assert upstream.chat_requests() == []

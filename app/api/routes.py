@@ -1,8 +1,10 @@
-"""HTTP in and out: chat completions, pass-through of the rest of /v1, health and the tool list."""
+"""HTTP in and out: chat completions, pass-through of the rest of /v1, health, and the lists of tools, prompts
+and resources."""
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import aclosing
+from dataclasses import replace
 from typing import Annotated, Any
 
 import anyio
@@ -22,6 +24,7 @@ from app.mcp.pool import McpPool
 from app.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.ports import RequestStats
 from app.settings import Settings
+from app.slash_commands import Answer, Expansion, answered, read_command, run_command
 from app.streaming import collect_completion, stream_payloads
 from app.tool_budget import describe_offer
 from app.toolsets import HEADER as TOOLS_HEADER
@@ -49,8 +52,12 @@ async def chat_completions(raw: Request) -> Response:
     trace = trace_mode(raw.headers.get(TRACE_HEADER), settings.tool_trace)
     body, selection = choose_tools(sent, raw.headers.get(TOOLS_HEADER), settings.toolsets, pool.knows)
     options = loop_options(settings, body, upstream, selection)
-    events = run_tool_loop(body, upstream, pool, options, stats=stats,
-                           memory=conversation_memory(settings, state.memory, raw.headers))
+    command = read_command(body["messages"]) if settings.prompt_commands else None
+    outcome = await run_command(command, pool, options.sees_images) if command is not None else None
+    if isinstance(outcome, Expansion):
+        options = replace(options, prompt_messages=outcome.messages)
+    events = answered(outcome.text) if isinstance(outcome, Answer) else run_tool_loop(
+        body, upstream, pool, options, stats=stats, memory=conversation_memory(settings, state.memory, raw.headers))
     # Wait until the upstream accepted the request, so its failures still get a real HTTP status.
     try:
         await anext(events)
@@ -112,6 +119,18 @@ async def list_tools(
     body, selection = choose_tools({"model": model}, tools_header, settings.toolsets, pool.knows)
     budget = await tool_budget_for(settings, upstream, body.get("model"))
     return describe_offer(pool.tools_for_request(selection=selection).catalogue, q, budget)
+
+
+@router.get("/prompts")
+async def list_prompts(pool: PoolDep) -> dict[str, Any]:
+    """The MCP servers' prompts, each with the slash command that runs it in chat."""
+    return {"object": "list", "data": [entry.describe() for entry in pool.prompt_book.listed()]}
+
+
+@router.get("/resources")
+async def list_resources(pool: PoolDep) -> dict[str, Any]:
+    """Each MCP server's resources and URI templates as last listed, and the tool that reads them."""
+    return {"object": "list", "data": [{"server": name, **listing} for name, listing in pool.resources().items()]}
 
 
 @router.get("/v1/models")

@@ -1,0 +1,119 @@
+"""What a slash line is, and what the gateway answers for it, against a prompt source in plain Python."""
+
+from typing import Any
+
+import pytest
+from mcp.types import GetPromptResult, Prompt, PromptArgument, PromptMessage, TextContent
+
+from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, build_prompt_book
+from app.slash_commands import Answer, Expansion, SlashCommand, read_command, run_command
+
+
+def user(content: Any) -> list[dict[str, Any]]:
+    return [{"role": "system", "content": "be brief"}, {"role": "user", "content": content}]
+
+
+@pytest.mark.parametrize(("text", "command"), [
+    ("/prompts", SlashCommand("prompts", {})),
+    ("  /greet name=Ada  ", SlashCommand("greet", {"name": "Ada"})),
+    ('/greet name="Ada Lovelace" style=\'very warm\'', SlashCommand("greet", {"name": "Ada Lovelace",
+                                                                               "style": "very warm"})),
+    ("/github.review pr=42", SlashCommand("github.review", {"pr": "42"})),
+    ("/greet name=A?", SlashCommand("greet", {"name": "A?"})),
+    ("/greet\nname=Ada", SlashCommand("greet", {"name": "Ada"})),
+    ("/review print(1/0)", SlashCommand("review", {}, bare="print(1/0)")),
+    ('/greet name="Ada', SlashCommand("greet", {}, problem="a quote is not closed")),
+    ("/greet query=a=b", SlashCommand("greet", {"query": "a=b"})),
+], ids=["list", "trimmed", "quoted", "qualified", "completion", "newline", "bare", "unclosed", "equals-in-value"])
+def test_a_slash_line_is_read_as_a_command(text: str, command: SlashCommand) -> None:
+    assert read_command(user(text)) == command
+
+
+@pytest.mark.parametrize("messages", [
+    user("what is /greet?"),
+    user("/usr/bin/env is what?"),
+    user("/"),
+    user("/greet name=Ada and more words"),
+    [{"role": "assistant", "content": "/greet name=Ada"}],
+    [],
+], ids=["not-first", "path", "slash-alone", "words-after-arguments", "not-a-user", "no-messages"])
+def test_other_messages_are_no_commands(messages: list[dict[str, Any]]) -> None:
+    assert read_command(messages) is None
+
+
+def test_text_parts_are_read_like_a_string() -> None:
+    parts = [{"type": "text", "text": "/greet "}, {"type": "text", "text": "name=Ada"}]
+    assert read_command(user(parts)) == SlashCommand("greet", {"name": "Ada"})
+
+
+GREET = Prompt(name="greet", description="Greets someone.", arguments=[
+    PromptArgument(name="name", required=True, description="Who"), PromptArgument(name="style")])
+REVIEW = Prompt(name="review", arguments=[PromptArgument(name="code", required=True)])
+
+
+class Source:
+    def __init__(self, book: PromptBook, fail: str | None = None) -> None:
+        self.prompt_book, self.fail = book, fail
+        self.asked: list[tuple[str, dict[str, str]]] = []
+
+    async def get_prompt(self, entry: PromptEntry, arguments: dict[str, str]) -> GetPromptResult:
+        self.asked.append((entry.command, arguments))
+        if self.fail:
+            raise PromptFailed(self.fail)
+        text = " ".join(f"{k}={v}" for k, v in sorted(arguments.items()))
+        return GetPromptResult(messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))])
+
+    async def complete(self, entry: PromptEntry, argument: str, partial: str, context: dict[str, str]) -> list[str]:
+        return [name for name in ("Ada", "Alan", "Grace") if name.startswith(partial)]
+
+
+def book() -> PromptBook:
+    return build_prompt_book({"people": [GREET], "code": [REVIEW], "other": [Prompt(name="review")]})
+
+
+async def run(text: str, source: Source | None = None) -> Answer | Expansion | None:
+    source = source or Source(book())
+    command = read_command(user(text))
+    assert command is not None
+    return await run_command(command, source, None)
+
+
+@pytest.mark.anyio
+async def test_a_prompt_is_expanded_with_its_arguments() -> None:
+    source = Source(book())
+    assert await run("/greet name=Ada", source) == Expansion(({"role": "user", "content": "name=Ada"},))
+    assert await run("/code.review x", source) == Expansion(({"role": "user", "content": "code=x"},))
+    assert source.asked == [("greet", {"name": "Ada"}), ("code.review", {"code": "x"})]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("text", "words"), [
+    ("/greet", ["`/greet` needs `name`", "`name` (required): Who; `style` (optional)"]),
+    ("/greet name=Ada mood=sad", ["has no argument `mood`"]),
+    ("/review code=x", ["Several servers offer a prompt `review`: `/code.review`, `/other.review`"]),
+    ("/gret", ["There is no prompt `/gret`. Did you mean `/greet`?"]),
+    ("/prompts", ["- `/greet name=… [style=…]`: Greets someone.", "- `/code.review code=…`", "- `/other.review`"]),
+    ("/greet name=A?", ["- `Ada`\n- `Alan`"]),
+    ("/greet name=Z?", ["No suggestions for `name`"]),
+])
+async def test_what_the_gateway_answers_itself(text: str, words: list[str]) -> None:
+    source = Source(book())
+    answer = await run(text, source)
+    assert isinstance(answer, Answer)
+    for part in words:
+        assert part in answer.text
+    assert source.asked == []
+
+
+@pytest.mark.anyio
+async def test_a_failing_prompt_is_answered_with_why() -> None:
+    answer = await run("/greet name=Ada", Source(book(), fail="MCP server 'people' is restarting."))
+    assert answer == Answer("The prompt `/greet` failed: MCP server 'people' is restarting.")
+
+
+@pytest.mark.anyio
+async def test_without_prompts_only_the_list_is_answered() -> None:
+    empty = Source(PromptBook())
+    assert await run("/greet name=Ada", empty) is None
+    assert await run("/prompts", empty) == Answer("No MCP server offers prompts.")
+    assert await run("/greet some words", Source(book())) is None  # words, not arguments
