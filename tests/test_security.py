@@ -149,7 +149,8 @@ def test_client_keys_in_headers_or_query_never_reach_the_upstream(gateway: Gatew
     assert upstream.queries == ["dimensions=3"]
 
 
-PROTECTED = [("GET", "/tools"), ("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models/x"),
+PROTECTED = [("GET", "/tools"), ("GET", "/prompts"), ("GET", "/resources"), ("GET", "/v1/models"),
+             ("POST", "/v1/chat/completions"), ("GET", "/v1/models/x"),
              ("POST", "/v1/embeddings"), ("GET", "/metrics"), ("GET", "/openapi.json"), ("DELETE", "/v1/files/f")]
 PATH_FORMS = ["{path}", "{path}/", "/{path}", "{upper}", "{path}?api_key=k1"]
 WRONG_CREDENTIALS = [{}, {"Authorization": "Bearer"}, {"Authorization": "Bearer wrong"},
@@ -159,7 +160,7 @@ WRONG_CREDENTIALS = [{}, {"Authorization": "Bearer"}, {"Authorization": "Bearer 
 
 
 def test_no_protected_route_is_reached_without_the_key(tmp_path: Path, upstream: FakeUpstream) -> None:
-    """400 requests: every protected route, in several spellings, with every wrong way to send a key."""
+    """500 requests: every protected route, in several spellings, with every wrong way to send a key."""
     upstream.script()
     body = json.dumps({"model": "m", "messages": ASK}).encode()
     with gateway_at(tmp_path, f"{upstream.url}/v1", api_keys="k1") as gateway:
@@ -173,7 +174,7 @@ def test_no_protected_route_is_reached_without_the_key(tmp_path: Path, upstream:
             for method, path, credentials in cases
         }
         assert raw(gateway, "GET", "/v1/models", {"Authorization": "Bearer k1"})[0] == 200
-    assert len(answered) == 400
+    assert len(answered) == 500
     assert {case: status for case, status in answered.items() if status != 401} == {}
     assert upstream.paths == ["/v1/models"]
 
@@ -181,7 +182,7 @@ def test_no_protected_route_is_reached_without_the_key(tmp_path: Path, upstream:
 # 2. DNS rebinding
 
 
-@pytest.mark.parametrize("path", ["/health", "/tools", "/v1/models"])
+@pytest.mark.parametrize("path", ["/health", "/tools", "/prompts", "/resources", "/v1/models"])
 def test_a_foreign_host_name_is_refused(gateway: Gateway, upstream: FakeUpstream, path: str) -> None:
     status, _, body = raw(gateway, "GET", path, {"Host": "evil.example", "Origin": "http://evil.example"})
     assert status == 403

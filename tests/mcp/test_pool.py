@@ -555,3 +555,27 @@ async def test_a_server_that_never_gets_ready_keeps_the_next_waiting_only_for_it
     async with pool:
         ready = await wait_until(pool, "basic", lambda s: s["state"] == "ready")
         assert ready["tools"] == len(BASIC_TOOLS) and pool.health()["never"]["state"] == "starting"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-listen", "2025-notification"])
+async def test_changed_resources_and_prompts_are_picked_up_on_both_protocol_eras(mode: str) -> None:
+    pool = McpPool(config(library=stdio("library.py", mode=mode)), options())
+
+    def reader_description() -> str:
+        return next(t["function"]["description"] for t in pool.catalogue.openai_tools
+                    if t["function"]["name"] == "library__read_resource")
+
+    async with pool:
+        with anyio.fail_after(SETTLE_TIMEOUT):
+            await pool.wait_settled()
+            assert "note://9" not in reader_description() and pool.prompt_book.find("farewell") is None
+            await pool.call_tool("library__shelve", '{"number": 9, "text": "nine"}')
+            await pool.call_tool("library__teach", "{}")
+            while "note://9" not in reader_description() or pool.prompt_book.find("farewell") is None:
+                await pool.next_change()
+        read = await pool.call_tool("library__read_resource", '{"uri": "note://9"}')
+        farewell = pool.prompt_book.find("farewell")
+        assert farewell is not None
+        prompt = await pool.get_prompt(farewell, {})
+    assert readable(read.content) == "nine"
+    assert prompt.messages[0].content.text == "Say goodbye nicely."  # type: ignore[union-attr]
