@@ -155,6 +155,10 @@ class RequestLogMiddleware:
                 fields |= {"tools_offered": stats.tools_offered, "tools_withheld": stats.tools_withheld}
             if stats.restored_turns:
                 fields["restored_turns"] = stats.restored_turns
+            if stats.prompt:
+                fields["prompt"] = stats.prompt
+            if stats.answered_by_gateway:
+                fields["answered_by_gateway"] = True
             if stats.usage is not None:
                 usage = stats.usage
                 fields |= {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}

@@ -126,6 +126,8 @@ class RequestStats:
     tools_called: list[str] = field(default_factory=list)
     usage: Usage | None = None
     restored_turns: int = 0
+    prompt: str | None = None  # the MCP prompt a slash command ran (its command, not what the user wrote)
+    answered_by_gateway: bool = False  # a slash command the gateway answered without the model
     tools_offered: int = 0
     tools_withheld: int = 0
 

@@ -58,6 +58,7 @@ class Expansion:
     """The prompt's messages, to stand in for the slash line."""
 
     messages: tuple[dict[str, Any], ...]
+    command: str  # the prompt's command, for the log line
 
 
 def read_command(messages: list[dict[str, Any]]) -> SlashCommand | None:
@@ -124,7 +125,7 @@ async def run_command(
     messages = openai_messages(result, images)
     if not messages:
         return Answer(f"The prompt `/{entry.command}` gave no messages.")
-    return Expansion(tuple(messages))
+    return Expansion(tuple(messages), entry.command)
 
 
 async def answered(text: str) -> AsyncIterator[LoopEvent]:

@@ -8,12 +8,14 @@ is in test_reference_servers.py.
 """
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from structlog.testing import capture_logs
 
 from tests.conftest import Gateway, running_gateway, stdio_entry, wait_for_health
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn, envelopes
@@ -271,3 +273,21 @@ def test_expanded_prompts_keep_the_tool_loop(library: Gateway, upstream: FakeUps
     first, second = upstream.chat_requests()
     assert first["messages"][-1]["content"] == "Start with the worst one."
     assert json.loads(second["messages"][-1]["content"])["data"] == "The text of note 1."
+
+
+def test_the_log_line_names_the_prompt_and_never_what_was_typed(library: Gateway, upstream: FakeUpstream) -> None:
+    upstream.script(Turn(content="Hi"))
+    with capture_logs() as logs:
+        chat(library, "/greet name=Secret-Name-7", stream=False)
+        upstream.script()
+        chat(library, "/greet", stream=True)
+
+        def lines() -> list[dict[str, Any]]:
+            return [e for e in logs if e["event"] == "request" and e["path"] == "/v1/chat/completions"]
+
+        deadline = time.monotonic() + 10  # the line is written once the last byte is sent, as the client reads it
+        while len(lines()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    logged = [(line.get("prompt"), line.get("answered_by_gateway")) for line in lines()]
+    assert logged == [("greet", None), (None, True)]
+    assert "Secret-Name-7" not in repr(logs)

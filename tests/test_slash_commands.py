@@ -81,8 +81,8 @@ async def run(text: str, source: Source | None = None) -> Answer | Expansion | N
 @pytest.mark.anyio
 async def test_a_prompt_is_expanded_with_its_arguments() -> None:
     source = Source(book())
-    assert await run("/greet name=Ada", source) == Expansion(({"role": "user", "content": "name=Ada"},))
-    assert await run("/code.review x", source) == Expansion(({"role": "user", "content": "code=x"},))
+    assert await run("/greet name=Ada", source) == Expansion(({"role": "user", "content": "name=Ada"},), "greet")
+    assert await run("/code.review x", source) == Expansion(({"role": "user", "content": "code=x"},), "code.review")
     assert source.asked == [("greet", {"name": "Ada"}), ("code.review", {"code": "x"})]
 
 

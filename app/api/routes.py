@@ -56,6 +56,8 @@ async def chat_completions(raw: Request) -> Response:
     outcome = await run_command(command, pool, options.sees_images) if command is not None else None
     if isinstance(outcome, Expansion):
         options = replace(options, prompt_messages=outcome.messages)
+        stats.prompt = outcome.command
+    stats.answered_by_gateway = isinstance(outcome, Answer)
     events = answered(outcome.text) if isinstance(outcome, Answer) else run_tool_loop(
         body, upstream, pool, options, stats=stats, memory=conversation_memory(settings, state.memory, raw.headers))
     # Wait until the upstream accepted the request, so its failures still get a real HTTP status.
