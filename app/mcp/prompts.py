@@ -22,8 +22,9 @@ from mcp.types import (
     TextResourceContents,
 )
 
+from app.mcp.watching import list_pages
+
 LISTED_AT_MOST = 1000
-PAGES_AT_MOST = 20
 
 
 class PromptFailed(Exception):
@@ -31,15 +32,12 @@ class PromptFailed(Exception):
 
 
 async def list_all_prompts(client: Client, refresh: bool = False) -> tuple[Prompt, ...]:
-    prompts: list[Prompt] = []
-    cursor: str | None = None
-    for _ in range(PAGES_AT_MOST):
+    async def prompts(cursor: str | None) -> tuple[list[Prompt], str | None]:
         page = await client.list_prompts(cursor=cursor, cache_mode="refresh" if refresh else "use")
-        prompts.extend(page.prompts)
-        cursor = page.next_cursor
-        if not cursor or len(prompts) >= LISTED_AT_MOST:
-            break
-    return tuple(prompts[:LISTED_AT_MOST])
+        return page.prompts, page.next_cursor
+
+    listed, _ = await list_pages(prompts, LISTED_AT_MOST)
+    return tuple(listed)
 
 
 @dataclass(frozen=True)

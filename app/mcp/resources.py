@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp import Client
+from mcp.client.caching import CacheMode
 from mcp.types import ListResourcesResult, ReadResourceResult, Resource, ResourceTemplate, Tool, ToolAnnotations
+
+from app.mcp.watching import list_pages
 
 READ_RESOURCE = "read_resource"  # the tool's name before the usual prefix: `{server}__read_resource`
 LISTED_AT_MOST = 1000  # resources listed at connect; the description shows a few, `list` pages the rest
-PAGES_AT_MOST = 20
 DESCRIPTION_CHARS = 990  # within convert.MAX_DESCRIPTION_CHARS, which would cut it at a sentence
 _LINE_CHARS = 110
 _TEMPLATE_LINE_CHARS = 220  # a template's description says what to fill in
@@ -55,25 +57,19 @@ class ResourceListing:
 async def list_resources(client: Client, refresh: bool = False) -> ResourceListing:
     """The server's resources (up to LISTED_AT_MOST) and templates. A server that declares resources but
     lists no templates (many do not implement it) has none."""
-    cache_mode = "refresh" if refresh else "use"
-    resources: list[Resource] = []
-    cursor: str | None = None
-    for _ in range(PAGES_AT_MOST):
+    cache_mode: CacheMode = "refresh" if refresh else "use"
+
+    async def resources(cursor: str | None) -> tuple[list[Resource], str | None]:
         page = await client.list_resources(cursor=cursor, cache_mode=cache_mode)
-        resources.extend(page.resources)
-        cursor = page.next_cursor
-        if not cursor or len(resources) >= LISTED_AT_MOST:
-            break
-    templates: list[ResourceTemplate] = []
-    template_cursor: str | None = None
-    for _ in range(PAGES_AT_MOST):
-        listed = await client.list_resource_templates(cursor=template_cursor, cache_mode=cache_mode)
-        templates.extend(listed.resource_templates)
-        template_cursor = listed.next_cursor
-        if not template_cursor:
-            break
-    return ResourceListing(tuple(resources[:LISTED_AT_MOST]), tuple(templates), bool(cursor)
-                           or len(resources) > LISTED_AT_MOST)
+        return page.resources, page.next_cursor
+
+    async def templates(cursor: str | None) -> tuple[list[ResourceTemplate], str | None]:
+        page = await client.list_resource_templates(cursor=cursor, cache_mode=cache_mode)
+        return page.resource_templates, page.next_cursor
+
+    listed, more = await list_pages(resources, LISTED_AT_MOST)
+    listed_templates, _ = await list_pages(templates, LISTED_AT_MOST)
+    return ResourceListing(tuple(listed), tuple(listed_templates), more)
 
 
 def reader_tool(server: str, listing: ResourceListing) -> Tool:

@@ -4,8 +4,8 @@ is gone)."""
 
 import json
 import warnings
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, TypeVar
 
 import anyio
 import structlog
@@ -27,6 +27,7 @@ from mcp.types import (
 
 log = structlog.get_logger("toolbridge.mcp")
 
+T = TypeVar("T")
 ListKind = Literal["tools", "resources", "prompts"]
 _CHANGE_KINDS: dict[type, ListKind] = {ToolsListChanged: "tools", ResourcesListChanged: "resources",
                                        PromptsListChanged: "prompts"}
@@ -114,6 +115,21 @@ def connection_gone(error: MCPError) -> bool:
 
 def definition(tool: Tool) -> str:
     return json.dumps(tool.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=True)
+
+
+async def list_pages(
+    fetch: Callable[[str | None], Awaitable[tuple[Sequence[T], str | None]]], at_most: int, pages: int = 20
+) -> tuple[list[T], bool]:
+    """Every page of a list (resources, templates, prompts) up to `at_most` items or `pages` pages, and
+    whether there was more: a server may list far more than a description can use."""
+    items: list[T] = []
+    cursor: str | None = None
+    for _ in range(pages):
+        page, cursor = await fetch(cursor)
+        items.extend(page)
+        if not cursor or len(items) >= at_most:
+            break
+    return items[:at_most], bool(cursor) or len(items) > at_most
 
 
 async def list_all_tools(client: Client, refresh: bool = False) -> list[Tool]:
