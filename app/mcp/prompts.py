@@ -1,15 +1,18 @@
-"""MCP prompts: each server's list, the commands they are typed as, and their messages as OpenAI messages.
+"""MCP prompts: each server's list, the commands they are typed as, asking a server for one (or for an
+argument's completions, bounded, every failure told plainly), and their messages as OpenAI messages.
 
 A prompt is typed in chat as `/name arg=value` (slash_commands.py). Its command is its name, or
 `server.name` when two servers offer a prompt of that name; `server.name` always works.
 """
 
 import base64
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp import Client
+import anyio
+from mcp import Client, MCPError
 from mcp.types import (
     AudioContent,
     BlobResourceContents,
@@ -17,6 +20,7 @@ from mcp.types import (
     GetPromptResult,
     ImageContent,
     Prompt,
+    PromptReference,
     ResourceLink,
     TextContent,
     TextResourceContents,
@@ -38,6 +42,42 @@ async def list_all_prompts(client: Client, refresh: bool = False) -> tuple[Promp
 
     listed, _ = await list_pages(prompts, LISTED_AT_MOST)
     return tuple(listed)
+
+
+async def get_prompt(client: Client, server: str, name: str, arguments: dict[str, str], timeout: float
+                     ) -> GetPromptResult:
+    """The prompt's messages. Raises: PromptFailed."""
+    async with _asking(server, "prompt", timeout):
+        return await client.get_prompt(name, arguments)
+    raise AssertionError("unreachable: _asking raises every failure")
+
+
+async def completions(client: Client, server: str, prompt: str, typed: tuple[str, str], context: dict[str, str],
+                      timeout: float) -> list[str]:
+    """The server's candidates for an argument's value (`typed`: the argument and its start); none when it
+    offers no completions. Raises: PromptFailed."""
+    if client.server_capabilities.completions is None:
+        return []
+    argument, partial = typed
+    async with _asking(server, "completion", timeout):
+        result = await client.complete(PromptReference(type="ref/prompt", name=prompt),
+                                       {"name": argument, "value": partial}, context_arguments=context or None)
+        return list(result.completion.values)
+    raise AssertionError("unreachable: _asking raises every failure")
+
+
+@asynccontextmanager
+async def _asking(server: str, what: str, timeout: float) -> AsyncIterator[None]:
+    """One request of the user's to a server, bounded; every failure raised as PromptFailed, told plainly."""
+    try:
+        with anyio.fail_after(timeout):
+            yield
+    except TimeoutError as exc:
+        raise PromptFailed(f"MCP server '{server}' did not answer within {timeout:g} s.") from exc
+    except MCPError as exc:
+        raise PromptFailed(f"MCP server '{server}' refused the {what}: {exc.message}") from exc
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:  # its supervisor restarts it
+        raise PromptFailed(f"MCP server '{server}' closed the connection; it is being restarted.") from exc
 
 
 @dataclass(frozen=True)

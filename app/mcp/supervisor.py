@@ -10,22 +10,21 @@ in one task, and this layout gives that for free. What the whole pool shares (sh
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import structlog
 from mcp import Client, MCPError
-from mcp.types import GetPromptResult, Prompt, PromptReference, Tool
+from mcp.types import GetPromptResult, Prompt, Tool
 
 from app.mcp.calling import CALL_TIMEOUT_SLACK, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
 from app.mcp.config import ServerConfig, StdioServerConfig
 from app.mcp.connect import START_TURN_SECONDS, Connection, ConnectionOpener, describe_failure
 from app.mcp.convert import ConversionOptions
 from app.mcp.processes import StderrTail
-from app.mcp.prompts import PromptFailed, list_all_prompts
+from app.mcp.prompts import PromptFailed, completions, get_prompt, list_all_prompts
 from app.mcp.resources import READ_RESOURCE, ResourceListing, list_resources, reader_tool
 from app.mcp.results import FailureKind, RenderOptions
 from app.mcp.status import ServerState, ServerStatus, transport_name, unavailable
@@ -181,40 +180,16 @@ class ServerSupervisor:
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> GetPromptResult:
         """Raises: PromptFailed."""
-        async with self._asking("prompt") as client:
-            return await client.get_prompt(name, arguments)
-        raise AssertionError("unreachable")  # _asking raises on every failure
+        return await get_prompt(self._live(), self.name, name, arguments, self.call_timeout)
 
     async def complete(self, prompt: str, argument: str, partial: str, context: dict[str, str]) -> list[str]:
-        """The server's candidates for an argument's value; none when it offers no completions.
+        """Raises: PromptFailed."""
+        return await completions(self._live(), self.name, prompt, (argument, partial), context, self.call_timeout)
 
-        Raises: PromptFailed."""
-        client = self.client
-        if client is None or client.server_capabilities.completions is None:
-            return []
-        async with self._asking("completion") as client:
-            result = await client.complete(PromptReference(type="ref/prompt", name=prompt),
-                                           {"name": argument, "value": partial}, context_arguments=context or None)
-            return list(result.completion.values)
-        raise AssertionError("unreachable")
-
-    @asynccontextmanager
-    async def _asking(self, what: str) -> AsyncIterator[Client]:
-        """The live connection for one request of the user's, bounded by the call timeout; every failure
-        raised as PromptFailed."""
-        client = self.client
-        if client is None:
+    def _live(self) -> Client:
+        if self.client is None:
             raise PromptFailed(unavailable(self.name, self.status.state))
-        try:
-            with anyio.fail_after(self.call_timeout):
-                yield client
-        except TimeoutError as exc:
-            raise PromptFailed(f"MCP server '{self.name}' did not answer within {self.call_timeout:g} s.") from exc
-        except MCPError as exc:
-            raise PromptFailed(f"MCP server '{self.name}' refused the {what}: {exc.message}") from exc
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            self._lost.set()
-            raise PromptFailed(f"MCP server '{self.name}' closed the connection; it is being restarted.") from exc
+        return self.client
 
     async def _reconnected(self, old: Client) -> bool:
         """Waits, bounded, for the server's next connection after `old` was lost."""
