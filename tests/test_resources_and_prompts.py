@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from structlog.contextvars import merge_contextvars
 from structlog.testing import capture_logs
 
 from tests.conftest import Gateway, running_gateway, stdio_entry, wait_for_health
@@ -277,13 +278,17 @@ def test_expanded_prompts_keep_the_tool_loop(library: Gateway, upstream: FakeUps
 
 def test_the_log_line_names_the_prompt_and_never_what_was_typed(library: Gateway, upstream: FakeUpstream) -> None:
     upstream.script(Turn(content="Hi"))
-    with capture_logs() as logs:
-        chat(library, "/greet name=Secret-Name-7", stream=False)
-        upstream.script()
-        chat(library, "/greet", stream=True)
+    sent: list[str] = []  # this test's request ids: another test's streamed line may still be on its way
+    with capture_logs(processors=[merge_contextvars]) as logs:  # the request id is bound to the context
+        for text, stream in (("/greet name=Secret-Name-7", False), ("/greet", True)):
+            response = httpx.post(f"{library.url}/v1/chat/completions", timeout=30, json={
+                "model": MODEL, "stream": stream, "messages": [{"role": "user", "content": text}]})
+            assert response.status_code == 200
+            sent.append(response.headers["x-request-id"])
+            upstream.script()
 
         def lines() -> list[dict[str, Any]]:
-            return [e for e in logs if e["event"] == "request" and e["path"] == "/v1/chat/completions"]
+            return [e for e in logs if e["event"] == "request" and e.get("request_id") in sent]
 
         deadline = time.monotonic() + 10  # the line is written once the last byte is sent, as the client reads it
         while len(lines()) < 2 and time.monotonic() < deadline:
