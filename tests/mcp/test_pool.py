@@ -579,3 +579,14 @@ async def test_changed_resources_and_prompts_are_picked_up_on_both_protocol_eras
         prompt = await pool.get_prompt(farewell, {})
     assert readable(read.content) == "nine"
     assert prompt.messages[0].content.text == "Say goodbye nicely."  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("enabled", "reader"), [(None, True), (["find_note"], False),
+                                                 (["find_note", "read_resource"], True)])
+async def test_mcp_json_filters_the_reader_like_any_tool(enabled: list[str] | None, reader: bool) -> None:
+    pool = McpPool(config(library=stdio("library.py", enabledTools=enabled)), options())
+    async with pool:
+        with anyio.fail_after(SETTLE_TIMEOUT):
+            await pool.wait_settled()
+        assert pool.catalogue.owns("library__find_note")
+        assert pool.catalogue.owns("library__read_resource") is reader
