@@ -296,3 +296,17 @@ def test_the_log_line_names_the_prompt_and_never_what_was_typed(library: Gateway
     logged = [(line.get("prompt"), line.get("answered_by_gateway")) for line in lines()]
     assert logged == [("greet", None), (None, True)]
     assert "Secret-Name-7" not in repr(logs)
+
+
+def test_memory_gives_back_an_expanded_turns_tool_results(library: Gateway, upstream: FakeUpstream) -> None:
+    # The client keeps the slash line; memory keys on what the client keeps, so the next turn finds the
+    # results of the turn the prompt started.
+    upstream.script(Turn(calls=[Call(READER, {"uri": "note://1"})]), Turn(content="Note one says hello."))
+    first = chat(library, "/review code=y", stream=False)
+    upstream.script(Turn(content="Yes."))
+    history = [{"role": "user", "content": "/review code=y"}, {"role": "assistant", "content": first}]
+    chat(library, "is that all?", stream=False, history=history)
+    messages = upstream.chat_requests()[0]["messages"]
+    restored = [m for m in messages if m.get("role") == "tool"]
+    assert len(restored) == 1 and json.loads(restored[0]["content"])["data"] == "The text of note 1."
+    assert {"role": "user", "content": "/review code=y"} in messages  # an earlier command stays as typed
