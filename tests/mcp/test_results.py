@@ -11,12 +11,24 @@ from mcp.types import (
     CallToolResult,
     EmbeddedResource,
     ImageContent,
+    ListResourcesResult,
+    ReadResourceResult,
+    Resource,
     ResourceLink,
     TextContent,
     TextResourceContents,
 )
 
-from app.mcp.results import FailureKind, Image, RenderOptions, recorded_result, render_failure, render_result
+from app.mcp.results import (
+    FailureKind,
+    Image,
+    RenderOptions,
+    recorded_result,
+    render_failure,
+    render_listing,
+    render_resource,
+    render_result,
+)
 
 PNG = base64.b64encode(b"\x89PNG" + b"\x00" * 66).decode()
 CALL = RenderOptions()
@@ -198,3 +210,34 @@ def test_an_earlier_result_read_back_from_a_trace_is_shown_as_the_model_saw_it(
     assert recorded_result(value, failed, cut, options) == expected
     if result_format == "envelope" and not failed and not cut:  # the same bytes as the first time
         assert expected == render_result(CallToolResult(content=[], structured_content=value), options).content
+
+
+def test_a_resource_read_in_either_format() -> None:
+    read = ReadResourceResult(contents=[
+        TextResourceContents(uri="doc://a", mime_type="application/json", text='{"n": 1}'),
+        TextResourceContents(uri="doc://b", mime_type="text/markdown", text='{"kept": "as text"}'),
+        BlobResourceContents(uri="img://c", mime_type="image/png", blob=base64.b64encode(b"png!").decode()),
+    ])
+    envelope = render_resource(read, RenderOptions())
+    assert json.loads(envelope.content)["data"] == [
+        {"n": 1}, '{"kept": "as text"}',
+        {"type": "resource", "uri": "img://c", "mime_type": "image/png", "size_bytes": 4}]
+    assert [image.mime_type for image in envelope.images] == ["image/png"]
+    text = render_resource(read, RenderOptions(result_format="text")).content
+    assert text.splitlines()[:2] == ['{"n":1}', '{"kept": "as text"}']
+    long = ReadResourceResult(contents=[TextResourceContents(uri="doc://l", mime_type="text/plain", text="x" * 30_000)])
+    capped = json.loads(render_resource(long, RenderOptions()).content)
+    assert capped["meta"]["truncated"]["total_chars"] == 30_000
+
+
+def test_a_page_of_resources_says_how_to_get_the_next() -> None:
+    page = ListResourcesResult(resources=[Resource(uri="doc://a", name="a")], next_cursor="2")
+    assert json.loads(render_listing(page, RenderOptions()).content)["data"] == {
+        "resources": [{"uri": "doc://a", "name": "a"}], "next_cursor": "2"}
+
+
+def test_a_link_names_the_tool_that_reads_it() -> None:
+    result = CallToolResult(content=[ResourceLink(type="resource_link", uri="doc://a", name="a")])
+    assert json.loads(render_result(result, RenderOptions(), reader="lib__read_resource").content)["data"] == {
+        "type": "resource_link", "uri": "doc://a", "name": "a", "read_with": "lib__read_resource"}
+    assert "read_with" not in render_result(result, RenderOptions()).content
