@@ -7,6 +7,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from typing import Any, TypedDict
 
 from app import __version__
+from app.mcp.calling import CallRecord, ToolCallObserver
 from app.mcp.config import McpConfig, config_paths, load_mcp_configs
 from app.mcp.convert import ConversionOptions, resolve_profile
 from app.mcp.pool import McpPool
@@ -16,6 +17,7 @@ from app.mcp.supervisor import PoolOptions
 from app.memory import MemoryStores
 from app.metrics import Metrics
 from app.openai.accumulate import TurnAccumulator
+from app.recent_calls import RecentCalls
 from app.settings import Settings
 from app.state.open import open_state_store
 from app.state.store import Bounds, MemoryStore
@@ -31,6 +33,7 @@ class State(TypedDict):
     pool: McpPool
     memory: MemoryStores
     metrics: Metrics
+    recent_calls: RecentCalls
 
 
 def build_pool(
@@ -41,6 +44,7 @@ def build_pool(
     reload: bool = False,
     upstream: UpstreamClient | None = None,
     metrics: Metrics | None = None,
+    recent: RecentCalls | None = None,
 ) -> McpPool:
     """The MCP pool with the conversion and result settings; shared by the app and `toolbridge tools`."""
     paths = config_paths(settings.mcp_config)
@@ -63,8 +67,22 @@ def build_pool(
         load_config=(lambda: load_mcp_configs(paths)) if reload else None,
         watch=paths if reload and settings.watch_config else (),
         complete=_completer(upstream) if sampling and upstream is not None else None,
-        on_tool_call=metrics.observe_tool_call if metrics is not None else None,
+        on_tool_call=_observer(metrics, recent),
     )
+
+
+def _observer(metrics: Metrics | None, recent: RecentCalls | None) -> ToolCallObserver | None:
+    """Every call that reached a server, counted in the metrics and kept among the recent calls."""
+    if metrics is None and recent is None:
+        return None
+
+    def observe(call: CallRecord) -> None:
+        if metrics is not None:
+            metrics.observe_tool_call(call)
+        if recent is not None:
+            recent.add(call)
+
+    return observe
 
 
 def build_lifespan(
@@ -74,6 +92,7 @@ def build_lifespan(
     async def lifespan(_app: Any) -> AsyncIterator[State]:
         config = load_mcp_configs(config_paths(settings.mcp_config))
         metrics = Metrics()
+        recent = RecentCalls(show_values=settings.ui_show_values)
         async with AsyncExitStack() as stack:
             if settings.otel:  # registered first, so it flushes the spans of requests cut off at shutdown last
                 stack.callback(start_tracing(__version__))
@@ -87,12 +106,13 @@ def build_lifespan(
                 )
             )
             pool = await stack.enter_async_context(
-                build_pool(settings, config, reload=True, upstream=upstream, metrics=metrics)
+                build_pool(settings, config, reload=True, upstream=upstream, metrics=metrics, recent=recent)
             )
             metrics.watch_servers(pool.health)
             _reload_on_sighup(pool, stack)
             memory = await stack.enter_async_context(open_memory(settings))
-            yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": memory, "metrics": metrics}
+            yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": memory, "metrics": metrics,
+                   "recent_calls": recent}
 
     return lifespan
 

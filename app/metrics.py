@@ -12,6 +12,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from app.mcp.calling import CallRecord
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Request and upstream latencies: a local model takes from milliseconds (relay) to minutes (long answers).
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
@@ -48,9 +50,9 @@ class Metrics:
     def observe_upstream(self, kind: str, seconds: float) -> None:
         self._upstream.labels(kind).observe(seconds)
 
-    def observe_tool_call(self, server: str, tool: str, outcome: str, seconds: float) -> None:
-        self._tool_calls.labels(server, tool, outcome).inc()
-        self._tool_latency.labels(server, tool).observe(seconds)
+    def observe_tool_call(self, call: CallRecord) -> None:
+        self._tool_calls.labels(call.server, call.tool, call.outcome).inc()
+        self._tool_latency.labels(call.server, call.tool).observe(call.seconds)
 
     def observe_tokens(self, prompt: int, completion: int) -> None:
         if prompt:

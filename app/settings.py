@@ -135,6 +135,10 @@ class Settings(BaseSettings):
     prompt_commands: bool = Field(
         True, description="Run MCP prompts typed as a chat message: /name arg=value. /prompts lists them."
     )
+    ui_show_values: bool = Field(
+        False, description="Keep the arguments and results of the recent tool calls for /ui/calls (they may be "
+        "private; off keeps only the tool, the time, the outcome and the error)."
+    )
     vision: Literal["auto", "on", "off"] = Field(
         "auto", description="Send images from tool results to the model: auto asks LM Studio if it has vision."
     )

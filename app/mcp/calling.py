@@ -37,8 +37,23 @@ from app.ports import ProgressReport
 CALL_TIMEOUT_SLACK = 5.0
 # What a model is told to wait before retrying a call that timed out.
 RETRY_AFTER_SECONDS = 5
-# Learns of every call that reached a route: (server, tool, outcome, seconds); the metrics use it.
-ToolCallObserver = Callable[[str, str, str, float], None]
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One call that reached a route, as the metrics and the recent calls learn of it. `outcome` is ok,
+    error, or how it failed; `arguments` as the model sent them and `result` as the model read it."""
+
+    server: str
+    tool: str
+    outcome: str
+    seconds: float
+    error: str | None
+    arguments: str
+    result: str
+
+
+ToolCallObserver = Callable[[CallRecord], None]
 log = structlog.get_logger("toolbridge.mcp")
 
 
@@ -77,14 +92,16 @@ class McpCall:
     def duration_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
 
-    def record(self, ended: "CallEnded", observer: ToolCallObserver | None) -> None:
-        """The call's log line, and its outcome for the observer: ok, error, or how it failed."""
+    def record(self, ended: "CallEnded", observer: ToolCallObserver | None, arguments: str) -> None:
+        """The call's log line, and the call for the observer."""
         route = self.route
         log.info("tool_call", server=route.server, tool=route.tool, duration_ms=round(self.duration_ms, 1),
                  ok=not ended.outcome.is_error, **({"failure": ended.failure.value} if ended.failure else {}))
         if observer is not None:
-            outcome = ended.failure.value if ended.failure else "error" if ended.outcome.is_error else "ok"
-            observer(route.server, route.tool, outcome, self.duration_ms / 1000)
+            outcome = ended.outcome
+            kind = ended.failure.value if ended.failure else "error" if outcome.is_error else "ok"
+            observer(CallRecord(route.server, route.tool, kind, self.duration_ms / 1000, outcome.error_message,
+                                arguments, outcome.content))
 
     def fail(self, kind: FailureKind, message: str, **details: Any) -> CallEnded:
         return CallEnded(render_failure(kind, message, self._rendering, **details), kind)

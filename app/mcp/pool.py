@@ -50,8 +50,7 @@ class McpPool:
         on_tool_call: ToolCallObserver | None = None,
     ) -> None:
         """`load_config` re-reads the config on `request_reload` (and, with `watch`, when those files change);
-        `complete` answers MCP sampling requests; `on_tool_call(server, tool, outcome, seconds)` learns of
-        every call that reached a route."""
+        `complete` answers MCP sampling requests; `on_tool_call` learns of every call that reached a route."""
         self.config, self._options = config, options
         self._load_config, self._on_tool_call = load_config, on_tool_call
         self._watch = [path.resolve() for path in watch]
@@ -216,7 +215,7 @@ class McpPool:
             ended = call.fail(FailureKind.SERVER_UNAVAILABLE, removed)
         else:
             ended = await supervisor.call(call, arguments)
-        call.record(ended, self._on_tool_call)
+        call.record(ended, self._on_tool_call, arguments)
         return ended.outcome
 
     @property
@@ -228,6 +227,14 @@ class McpPool:
         """What each server with resources offers, and the tool that reads them (None: not offered)."""
         return {name: {"read_with": self._catalogue.reader_of(name), **s.resources.describe()}
                 for name, s in self._supervisors.items() if s.resources}
+
+    def restart(self, name: str) -> bool:
+        """Restarts one server now (the status page's button); False if there is no such server running."""
+        supervisor = self._supervisors.get(name)
+        if supervisor is None:
+            return False
+        supervisor.restart()
+        return True
 
     async def get_prompt(self, entry: PromptEntry, arguments: dict[str, str]) -> GetPromptResult:
         """The prompt's messages from its server.

@@ -1,0 +1,50 @@
+"""The last tool calls, for people to look at (`GET /ui/calls`, `GET /ui/events`): a bounded ring.
+
+Each entry says when, for which request, which tool, how long, and how it ended (with the error's message).
+What the model sent and read is kept only with TOOLBRIDGE_UI_SHOW_VALUES: it may be private, and the page
+may be shown on a screen others see.
+"""
+
+import time
+from collections import deque
+from typing import Any
+
+import anyio
+import structlog
+
+from app.mcp.calling import CallRecord
+
+RECENT_CALLS = 200
+
+
+class RecentCalls:
+    def __init__(self, size: int = RECENT_CALLS, show_values: bool = False) -> None:
+        self._calls: deque[dict[str, Any]] = deque(maxlen=size)
+        self._show_values = show_values
+        self._added = anyio.Event()
+        self.count = 0  # calls ever added: a reader that saw `count` knows which ones are new
+
+    def add(self, call: CallRecord) -> None:
+        entry: dict[str, Any] = {
+            "at": time.time(),
+            "request_id": structlog.contextvars.get_contextvars().get("request_id"),
+            "server": call.server,
+            "tool": call.tool,
+            "duration_ms": round(call.seconds * 1000, 1),
+            "outcome": call.outcome,
+            "error": call.error,
+        }
+        if self._show_values:
+            entry |= {"arguments": call.arguments, "result": call.result}
+        self.count += 1
+        self._calls.append({"number": self.count, **entry})
+        self._added.set()
+        self._added = anyio.Event()
+
+    def entries(self, after: int = 0) -> list[dict[str, Any]]:
+        """The calls kept, oldest first; with `after`, only those numbered past it."""
+        return [call for call in self._calls if call["number"] > after]
+
+    async def next_call(self) -> None:
+        """Returns when the next call is added."""
+        await self._added.wait()
