@@ -12,6 +12,7 @@ from fastapi import Depends, Request
 from app.mcp.pool import McpPool
 from app.memory import MemoryStores
 from app.metrics import Metrics
+from app.recent_calls import RecentCalls
 from app.settings import Settings
 from app.upstream.client import UpstreamClient
 
@@ -36,6 +37,10 @@ async def get_metrics(request: Request) -> Metrics:
     return request.state.metrics
 
 
+async def get_recent_calls(request: Request) -> RecentCalls:
+    return request.state.recent_calls
+
+
 async def get_authorised(request: Request) -> bool:
     """Whether the caller showed a valid key, or none is needed (set by `guard.AdmissionGuard`)."""
     return bool(getattr(request.state, "authorised", False))
@@ -47,3 +52,4 @@ PoolDep = Annotated[McpPool, Depends(get_pool)]
 MemoryDep = Annotated[MemoryStores, Depends(get_memory)]
 AuthorisedDep = Annotated[bool, Depends(get_authorised)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+RecentCallsDep = Annotated[RecentCalls, Depends(get_recent_calls)]

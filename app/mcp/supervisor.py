@@ -108,6 +108,7 @@ class ServerSupervisor:
         self._changes: dict[ListKind, anyio.Event] = {}  # set when the server says a list changed
         self._needed: anyio.Event | None = None  # set by a call that found the server down, during backoff
         self._in_flight = CallsInFlight()
+        self._restart_asked = False
 
     @property
     def call_timeout(self) -> float:
@@ -144,6 +145,15 @@ class ServerSupervisor:
         calls in flight still reach it."""
         self.stop.set()
         self.tools, self.resources, self.prompts = None, None, ()
+
+    def restart(self) -> None:
+        """Ends the live connection and starts the server again at once (calls in flight end as on any loss
+        of the connection); a server waiting out its backoff after failures tries again now."""
+        if self.client is not None:
+            self._restart_asked = True
+            self._lost.set()
+        elif self._needed is not None:  # down: cut the backoff short (a server still starting is left to it)
+            self._needed.set()
 
     def cancel_start(self) -> None:
         """Shutdown: a server still starting would otherwise hold it up to its connect timeout."""
@@ -291,7 +301,11 @@ class ServerSupervisor:
                         if self._stopping.is_set() or self.stop.is_set():
                             self._unpublish()
                             return "stopped"
-                        self._lose("the server's connection was lost" + await self._stderr_hint())
+                        if self._restart_asked:
+                            self._restart_asked = False
+                            self._lose("restarted on request", asked=True)
+                        else:
+                            self._lose("the server's connection was lost" + await self._stderr_hint())
                         return "lost"
             if scope.cancelled_caught and self._stopping.is_set():
                 self._fail("stopped while starting")
@@ -427,13 +441,19 @@ class ServerSupervisor:
         self.tools, self.resources, self.prompts = None, None, ()
         self._offer_changed()
 
-    def _lose(self, reason: str) -> None:
-        """A served connection died: calls answer `server_unavailable` until the restart lists tools again."""
+    def _lose(self, reason: str, asked: bool = False) -> None:
+        """A served connection died (or a restart was asked for): calls answer `server_unavailable` until the
+        restart lists tools again."""
         self.client = None
         status = self.status
-        status.state, status.error, status.last_error = ServerState.RESTARTING, reason, reason
+        status.state, status.error = ServerState.RESTARTING, reason
+        if not asked:
+            status.last_error = reason
         self._state_changed()
-        log.warning("mcp_server_lost", server=self.name, error=reason, restarts=status.restarts + 1)
+        if asked:
+            log.info("mcp_server_restarting", server=self.name, reason=reason)
+        else:
+            log.warning("mcp_server_lost", server=self.name, error=reason, restarts=status.restarts + 1)
 
     def _fail(self, reason: str) -> None:
         status = self.status
