@@ -115,6 +115,8 @@ class Catalogue:
             entry = {"server": route.server, "tool": route.tool, **tool}
             if route.description and not tool["function"].get("description", "").startswith(route.description):
                 entry["original_description"] = route.description  # shortened for the model
+            if route.validator is not None:  # the server's schema, before the profile's rewrite
+                entry["original_parameters"] = route.validator.schema
             described.append(entry)
         return described
 

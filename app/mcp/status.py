@@ -1,6 +1,7 @@
 """A server's state and who learns what of it: /health and the operator see its error (which carries its
 stderr); a model, and so whoever shares the gateway, sees only the state."""
 
+import time
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -26,6 +27,7 @@ class ServerStatus:
     protocol_version: str | None = None
     restarts: int = 0
     last_error: str | None = None
+    ready_since: float | None = None  # time.monotonic() when this connection became ready
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state.value, "transport": self.transport, "tools": self.tools}
@@ -37,6 +39,8 @@ class ServerStatus:
             out["last_error"] = self.last_error
         if self.protocol_version:
             out["protocol_version"] = self.protocol_version
+        if self.state is ServerState.READY and self.ready_since is not None:
+            out["up_seconds"] = round(time.monotonic() - self.ready_since, 1)
         return out
 
 

@@ -431,7 +431,7 @@ class ServerSupervisor:
         self._next_publication().set()
         self.tools, self.resources, self.prompts = tools, resources, prompts
         status = self.status
-        status.state, status.error = ServerState.READY, None
+        status.state, status.error, status.ready_since = ServerState.READY, None, time.monotonic()
         status.protocol_version = connection.client.protocol_version
         self._offer_changed()
         self._state_changed()
