@@ -7,10 +7,12 @@ the gateway), and an http(s) Origin other than loopback or a listed one. Desktop
 Starlette's CORSMiddleware, which sits between the two guards.
 
 `AdmissionGuard` checks, cheapest first and before a byte of the body is read: the API key, the declared
-body size, the number of requests in flight. While the body arrives it bounds its size and the time
-between its parts.
+body size, the number of requests in flight. The status page (`/`, `/ui/...`) also takes the key as the
+password of HTTP Basic credentials, and its refusal asks the browser for them. While the body arrives
+it bounds its size and the time between its parts.
 """
 
+import base64
 import hmac
 import ipaddress
 from urllib.parse import urlsplit
@@ -86,7 +88,8 @@ class AdmissionGuard:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        authorised = self._authorised(headers.get("authorization", ""))
+        page = _for_the_page(scope["path"])
+        authorised = self._authorised(headers.get("authorization", ""), basic=page)
         scope.setdefault("state", {})["authorised"] = authorised is None
         counted = scope["path"] not in PUBLIC_PATHS and scope["path"] != "/metrics"
         refusal = None if scope["path"] in self._public else authorised
@@ -99,6 +102,8 @@ class AdmissionGuard:
                 headers={"Retry-After": OVERLOADED_RETRY_AFTER},
             )
         if refusal is not None:
+            if page and isinstance(refusal, AuthenticationFailed):  # the browser asks for the key, once
+                refusal.headers["WWW-Authenticate"] = 'Basic realm="toolbridge", charset="UTF-8"'
             await reply(refusal, scope, receive, send)
             return
         self.in_flight += counted
@@ -107,13 +112,18 @@ class AdmissionGuard:
         finally:
             self.in_flight -= counted
 
-    def _authorised(self, authorization: str) -> GatewayError | None:
-        """None when the caller may use the API; else why not."""
+    def _authorised(self, authorization: str, basic: bool = False) -> GatewayError | None:
+        """None when the caller may use the API; else why not. With `basic` (the status page), HTTP Basic
+        credentials with the key as password count too: a browser can send nothing else by itself."""
         if not self._keys:
             return None
         scheme, _, presented = authorization.partition(" ")
         presented = presented.strip()
-        if scheme.lower() != "bearer" or not presented:
+        if basic and scheme.lower() == "basic":
+            presented = _basic_password(presented)
+        elif scheme.lower() != "bearer":
+            presented = ""
+        if not presented:
             return AuthenticationFailed("Missing API key: send 'Authorization: Bearer <key>'.")
         if not any(hmac.compare_digest(presented.encode(), key) for key in self._keys):
             return AuthenticationFailed("Incorrect API key.")
@@ -163,6 +173,20 @@ class _BoundedBody:
 async def reply(error: GatewayError, scope: Scope, receive: Receive, send: Send) -> None:
     """Answers with the error's envelope, without reading the body."""
     await JSONResponse(error.envelope(), error.status_code, headers=error.headers)(scope, receive, send)
+
+
+def _for_the_page(path: str) -> bool:
+    return path == "/" or path.startswith("/ui/")
+
+
+def _basic_password(credentials: str) -> str:
+    """The password of HTTP Basic credentials (user:password, base64), or "" when they are malformed."""
+    try:
+        decoded = base64.b64decode(credentials, validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    _user, colon, password = decoded.partition(":")
+    return password if colon else ""
 
 
 def is_loopback(name: str) -> bool:
