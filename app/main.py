@@ -13,6 +13,7 @@ from app import __version__
 from app.api.chat_body import with_chat_body_schema
 from app.api.guard import BODY_FAILURE, AdmissionGuard, BrowserGuard
 from app.api.routes import router
+from app.api.ui import page_router
 from app.api.ui import router as ui_router
 from app.errors import GatewayError, InvalidRequest, RouteNotFound, error_envelope
 from app.lifespan import build_lifespan
@@ -34,6 +35,7 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
     )
     app.include_router(router)
     app.include_router(ui_router)
+    app.include_router(page_router)
     _describe_chat_body(app)
     # Outermost last: the log line sees every answer, refusals included; the browser checks come before CORS
     # headers are granted; the key is checked before a byte of the body is read.

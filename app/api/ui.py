@@ -1,26 +1,72 @@
-"""What the status page reads and does, as JSON and SSE under /ui: the recent tool calls, live changes,
-a restart of one server, and a playground that runs a tool the way a model's call runs.
+"""The status page at `/` (app/ui/: one HTML file, its script and its style, shipped in the package, no
+CDN), and what it reads and does under /ui: the recent tool calls, live changes (SSE), a restart of one
+server, and a playground that runs a tool the way a model's call runs.
 
 Behind the same key, Host and Origin checks as the API (app/api/guard.py): a web page elsewhere can
-neither read these nor post to them.
+neither read these nor post to them. A browser sends the key as HTTP Basic credentials (any user name,
+the key as password), which it asks for once and then sends with every request of the page.
 """
 
 import json
 from collections.abc import AsyncIterator
+from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 import anyio
 import orjson
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from sse_starlette import EventSourceResponse
 
-from app.api.deps import PoolDep, RecentCallsDep
+from app.api.deps import AuthorisedDep, MemoryDep, PoolDep, RecentCallsDep, SettingsDep, UpstreamDep
 from app.errors import InvalidRequest, RouteNotFound
+from app.health import health_report
 from app.mcp.pool import McpPool
 from app.recent_calls import RecentCalls
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+page_router = APIRouter(include_in_schema=False)
 EVENTS_PING_SECONDS = 15
+# Nothing but the gateway itself: no CDN, no inline script, no frame around it.
+_PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-cache",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+@lru_cache
+def _asset(name: str) -> bytes:
+    return resources.files("app.ui").joinpath(name).read_bytes()
+
+
+@page_router.get("/")
+async def page() -> Response:
+    return Response(_asset("index.html"), media_type="text/html; charset=utf-8", headers=_PAGE_HEADERS)
+
+
+@router.get("/page.js")
+async def script() -> Response:
+    return Response(_asset("page.js"), media_type="text/javascript", headers=_PAGE_HEADERS)
+
+
+@router.get("/page.css")
+async def style() -> Response:
+    return Response(_asset("page.css"), media_type="text/css", headers=_PAGE_HEADERS)
+
+
+@router.get("/health")
+async def health(pool: PoolDep, upstream: UpstreamDep, authorised: AuthorisedDep, settings: SettingsDep,
+                 memory: MemoryDep) -> dict[str, Any]:
+    """What /health says to a caller with the key (the page cannot send a bearer key by itself)."""
+    return await health_report(pool, upstream, settings, authorised, memory)
+
+
+@router.get("/tools")
+async def tools(pool: PoolDep) -> dict[str, Any]:
+    """Every MCP tool as the model sees it, with the server's own description and schema (as /tools)."""
+    return {"object": "list", "data": pool.catalogue.describe()}
 
 
 @router.get("/calls")

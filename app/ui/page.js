@@ -1,0 +1,261 @@
+// The status page: servers, recent calls (live, over /ui/events), the playground and the tools.
+// Every value from a server or a model is set as text, never as HTML.
+"use strict";
+
+const state = { tools: [], calls: [], servers: {} };
+const SPARK_POINTS = 20;
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) node.append(child instanceof Node ? child : String(child ?? ""));
+  return node;
+}
+
+async function json(path, options = {}) {
+  const response = await fetch(path, { credentials: "same-origin", ...options });
+  const body = await response.json();
+  if (!response.ok) throw new Error(body?.error?.message || response.statusText);
+  return body;
+}
+
+function duration(seconds) {
+  if (seconds == null) return "";
+  if (seconds < 90) return `${Math.round(seconds)} s`;
+  if (seconds < 5400) return `${Math.round(seconds / 60)} min`;
+  return `${(seconds / 3600).toFixed(1)} h`;
+}
+
+function renderServers(servers) {
+  state.servers = servers;
+  const rows = Object.entries(servers).map(([name, s]) => el("tr", { "data-server": name },
+    el("td", {}, name),
+    el("td", { class: s.state }, s.state),
+    el("td", {}, s.transport),
+    el("td", {}, s.protocol_version || ""),
+    el("td", {}, s.tools),
+    el("td", {}, s.restarts || 0),
+    el("td", {}, duration(s.up_seconds)),
+    el("td", { class: "error" }, s.error || s.last_error || ""),
+    el("td", {}, s.state === "disabled" ? "" : el("button", { onclick: () => restart(name) }, "restart")),
+  ));
+  document.querySelector("#servers tbody").replaceChildren(...rows);
+}
+
+async function restart(name) {
+  try {
+    await json(`/ui/servers/${encodeURIComponent(name)}/restart`, { method: "POST" });
+  } catch (error) {
+    alert(`Restart failed: ${error.message}`);
+  }
+}
+
+function renderCalls() {
+  const rows = state.calls.slice().reverse().map((c) => el("tr", { "data-tool": c.tool },
+    el("td", {}, new Date(c.at * 1000).toLocaleTimeString()),
+    el("td", {}, c.request_id || ""),
+    el("td", {}, `${c.server} / ${c.tool}`),
+    el("td", {}, c.duration_ms),
+    el("td", { class: c.outcome === "ok" ? "ok" : "error" }, c.outcome),
+    el("td", {}, c.error || ""),
+  ));
+  document.querySelector("#calls tbody").replaceChildren(...rows);
+  renderSparklines();
+}
+
+function renderSparklines() {
+  const byTool = new Map();
+  for (const call of state.calls) {
+    const key = `${call.server} / ${call.tool}`;
+    byTool.set(key, [...(byTool.get(key) || []), call.duration_ms].slice(-SPARK_POINTS));
+  }
+  const lines = [...byTool].map(([tool, values]) => {
+    const top = Math.max(...values, 1);
+    const points = values.map((v, i) => `${(i / Math.max(values.length - 1, 1)) * 100},${20 - (v / top) * 18}`);
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("width", "100"); svg.setAttribute("height", "22"); svg.setAttribute("viewBox", "0 0 100 22");
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    line.setAttribute("points", points.join(" ")); line.setAttribute("fill", "none");
+    line.setAttribute("stroke", "#2563eb"); line.setAttribute("stroke-width", "1.5");
+    svg.append(line);
+    return el("div", { class: "spark", title: `last ${values.length} calls, at most ${top} ms` },
+      svg, `${tool}: ${values[values.length - 1]} ms`);
+  });
+  document.getElementById("sparklines").replaceChildren(...lines);
+}
+
+// Why the grammar-safe profile (app/mcp/schema.py) changes a keyword: LM Studio and llama.cpp turn the
+// schema into a grammar, and reject or blow up on these.
+const WHY = {
+  $schema: "an annotation grammars reject", $id: "an annotation grammars reject", $comment: "an annotation",
+  $ref: "references inlined: grammars cannot follow them", $defs: "inlined where referenced",
+  definitions: "inlined where referenced", not: "grammars cannot express it",
+  default: "written into the description", examples: "an annotation grammars reject",
+  enum: "also written into the description", description: "defaults and choices written into words",
+  pattern: "anchored (^...$), or dropped where it uses features grammars lack",
+  additionalProperties: "false is dropped: grammars reject it", anyOf: "null alternatives made the plain type",
+  oneOf: "null alternatives made the plain type", type: "a list of types with null made the plain type",
+  minLength: "huge bounds expand into huge grammars", maxLength: "huge bounds expand into huge grammars",
+  minItems: "huge bounds expand into huge grammars", maxItems: "huge bounds expand into huge grammars",
+  minimum: "sentinel bounds (2^53 and the like) dropped", maximum: "sentinel bounds (2^53 and the like) dropped",
+};
+
+function why(path) {
+  const key = path.split(": ")[0].split(".").reverse().find((part) => part in WHY);
+  return key ? `${path} (${WHY[key]})` : path;
+}
+
+// What the profile changed: every path where the schema the model sees differs from the server's.
+function changes(original, converted, path = "") {
+  if (JSON.stringify(original) === JSON.stringify(converted)) return [];
+  const objects = original && converted && typeof original === "object" && typeof converted === "object";
+  if (!objects || Array.isArray(original) !== Array.isArray(converted)) {
+    return [`${path || "(schema)"}: ${converted === undefined ? "removed" : "rewritten"}`];
+  }
+  const keys = new Set([...Object.keys(original), ...Object.keys(converted)]);
+  return [...keys].flatMap((key) => {
+    const at = path ? `${path}.${key}` : key;
+    if (!(key in converted)) return [`${at}: removed`];
+    if (!(key in original)) return [`${at}: added`];
+    return changes(original[key], converted[key], at);
+  });
+}
+
+function renderTools() {
+  const filter = document.getElementById("tool-filter").value.toLowerCase();
+  const shown = state.tools.filter((t) => !filter || JSON.stringify([t.function.name, t.server, t.function.description])
+    .toLowerCase().includes(filter));
+  document.getElementById("tools").replaceChildren(...shown.map((t) => {
+    const notes = t.original_parameters ? changes(t.original_parameters, t.function.parameters) : [];
+    return el("details", { "data-tool": t.function.name },
+      el("summary", {}, t.function.name, el("span", { class: "server" }, `${t.server} / ${t.tool}`)),
+      el("p", {}, t.function.description || ""),
+      t.original_description ? el("p", { class: "hint" }, `The server's description: ${t.original_description}`) : "",
+      notes.length ? el("p", { class: "changes" }, `Changed for the model: ${notes.map(why).join("; ")}`) : "",
+      el("div", { class: "columns" },
+        el("div", {}, el("strong", {}, "As the model sees it"),
+          el("pre", {}, JSON.stringify(t.function.parameters, null, 2))),
+        el("div", {}, el("strong", {}, "As the server sent it"),
+          el("pre", {}, JSON.stringify(t.original_parameters ?? "(not a valid schema)", null, 2)))));
+  }));
+}
+
+function renderPlayground() {
+  const select = document.getElementById("play-tool");
+  const chosen = select.value;
+  select.replaceChildren(...state.tools.map((t) => el("option", { value: t.function.name }, t.function.name)));
+  if (chosen) select.value = chosen;
+  renderFields();
+}
+
+function renderFields() {
+  const tool = state.tools.find((t) => t.function.name === document.getElementById("play-tool").value);
+  const properties = tool?.function.parameters?.properties || {};
+  const required = new Set(tool?.function.parameters?.required || []);
+  const fields = Object.entries(properties).map(([name, schema]) => {
+    const label = `${name}${required.has(name) ? " *" : ""}`;
+    let input;
+    if (Array.isArray(schema.enum)) {
+      input = el("select", { name }, el("option", { value: "" }, ""),
+        ...schema.enum.map((v) => el("option", { value: JSON.stringify(v) }, String(v))));
+      input.dataset.kind = "enum";
+    } else if (schema.type === "boolean") {
+      input = el("input", { name, type: "checkbox" });
+      input.dataset.kind = "boolean";
+    } else if (schema.type === "integer" || schema.type === "number") {
+      input = el("input", { name, type: "number", step: schema.type === "integer" ? "1" : "any" });
+      input.dataset.kind = "number";
+    } else if (schema.type === "object" || schema.type === "array") {
+      input = el("textarea", { name, rows: "3", placeholder: "JSON" });
+      input.dataset.kind = "json";
+    } else {
+      input = el("input", { name, type: "text" });
+      input.dataset.kind = "text";
+    }
+    return el("label", {}, `${label} `, input, el("span", { class: "hint" }, ` ${schema.description || ""}`));
+  });
+  document.getElementById("play-fields").replaceChildren(...fields);
+}
+
+function argumentsFromForm() {
+  const args = {};
+  for (const input of document.querySelectorAll("#play-fields [name]")) {
+    const kind = input.dataset.kind;
+    if (kind === "boolean") { if (input.checked) args[input.name] = true; continue; }
+    if (input.value === "") continue;
+    if (kind === "number") args[input.name] = Number(input.value);
+    else if (kind === "enum" || kind === "json") args[input.name] = JSON.parse(input.value);
+    else args[input.name] = input.value;
+  }
+  return args;
+}
+
+async function runPlayground(event) {
+  event.preventDefault();
+  const out = document.getElementById("play-result");
+  try {
+    const ran = await json("/ui/playground", {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ tool: document.getElementById("play-tool").value, arguments: argumentsFromForm() }),
+    });
+    let content = ran.content;
+    try { content = JSON.stringify(JSON.parse(content), null, 2); } catch { /* text results stay as they are */ }
+    out.textContent = content;
+    out.className = ran.is_error ? "error" : "ok";
+  } catch (error) {
+    out.textContent = error.message;
+    out.className = "error";
+  }
+}
+
+async function refreshTools() {
+  try {
+    state.tools = (await json("/ui/tools")).data;
+    renderTools();
+    renderPlayground();
+  } catch { /* the next change tries again */ }
+}
+
+function listen() {
+  const live = document.getElementById("live");
+  const source = new EventSource("/ui/events");
+  source.addEventListener("open", () => { live.textContent = "live"; live.className = "badge ok"; });
+  source.addEventListener("error", () => { live.textContent = "reconnecting"; live.className = "badge off"; });
+  source.addEventListener("servers", (e) => {
+    const servers = JSON.parse(e.data);
+    const count = (all) => Object.values(all).map((s) => `${s.state}:${s.tools}`).join();
+    if (count(servers) !== count(state.servers)) refreshTools();  // a server came, went or changed its tools
+    renderServers(servers);
+  });
+  source.addEventListener("call", (e) => {
+    state.calls = [...state.calls, JSON.parse(e.data)].slice(-200);
+    renderCalls();
+  });
+}
+
+async function start() {
+  document.getElementById("tool-filter").addEventListener("input", renderTools);
+  document.getElementById("play-tool").addEventListener("change", renderFields);
+  document.getElementById("playground").addEventListener("submit", runPlayground);
+  const [health, tools, calls] = await Promise.all([json("/ui/health"), json("/ui/tools"), json("/ui/calls")]);
+  const status = document.getElementById("status");
+  status.textContent = health.status;
+  status.className = `badge ${health.status}`;
+  renderServers(health.servers || {});
+  state.tools = tools.data;
+  state.calls = calls.data;
+  renderTools();
+  renderPlayground();
+  renderCalls();
+  listen();
+}
+
+start().catch((error) => {
+  const status = document.getElementById("status");
+  status.textContent = `error: ${error.message}`;
+  status.className = "badge degraded";
+});

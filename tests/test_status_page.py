@@ -1,0 +1,132 @@
+"""The status page in a real browser: Debian's Chromium, driven by Playwright (no browser download).
+
+Outside CI the tests are skipped when Chromium is not installed (`apt-get install chromium`); in CI its
+absence is a failure. Screenshots go to test-artifacts/.
+"""
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
+
+from tests.conftest import Gateway, running_gateway, stdio_entry
+from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
+
+CHROMIUM = shutil.which("chromium")
+KEY = "sk-page-key"
+ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
+
+if CHROMIUM is None and not os.environ.get("CI"):
+    pytest.skip("Chromium not installed: apt-get install chromium", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    assert CHROMIUM is not None, "CI must install Chromium: apt-get install chromium"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def keyed(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    with running_gateway(tmp_path_factory.mktemp("page"), {"basic": stdio_entry("basic.py")}, ready=("basic",),
+                         key=KEY, upstream_url=f"{upstream.url}/v1", api_keys=KEY) as gateway:
+        yield gateway
+
+
+@pytest.fixture
+def page(
+    browser: Browser, keyed: Gateway, request: pytest.FixtureRequest
+) -> Iterator[tuple[Page, list[str], list[str]]]:
+    """The page, logged in with the key; the console errors and every URL it asked for."""
+    context = browser.new_context(http_credentials={"username": "me", "password": KEY})
+    page = context.new_page()
+    errors: list[str] = []
+    requested: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto(f"{keyed.url}/")
+    page.wait_for_selector("#servers tr[data-server=basic] td.ready")
+    yield page, errors, requested
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
+    context.close()
+
+
+def test_the_page_shows_the_servers_and_tools_and_asks_nothing_of_the_internet(
+    page: tuple[Page, list[str], list[str]], keyed: Gateway
+) -> None:
+    tab, errors, requested = page
+    row = tab.locator("#servers tr[data-server=basic]")
+    assert row.locator("td").nth(1).inner_text() == "ready"
+    assert row.locator("td").nth(4).inner_text() == "12"  # the basic server's tools
+    tool = tab.locator("#tools details[data-tool=basic__echo]")
+    tool.locator("summary").click()
+    assert "As the server sent it" in tool.inner_text()
+    changed = tab.locator("#tools details[data-tool=basic__sleep] .changes").text_content() or ""
+    assert "properties.marker.default: removed (written into the description)" in changed
+    tab.fill("#tool-filter", "weather")
+    assert tab.locator("#tools details").count() == 1
+    assert errors == []
+    assert {urlsplit(url).hostname for url in requested} == {"127.0.0.1"}
+
+
+def test_a_call_through_the_chat_api_appears_within_a_second(
+    page: tuple[Page, list[str], list[str]], keyed: Gateway, upstream: FakeUpstream
+) -> None:
+    tab, errors, _ = page
+    tab.wait_for_selector("#live.ok")
+    upstream.script(Turn(calls=[Call("basic__add", {"a": 20, "b": 22})]), Turn(content="42"))
+    keyed.client(api_key=KEY).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "add"}])
+    tab.wait_for_selector("#calls tr[data-tool=add]", timeout=1000)
+    assert "ok" in tab.locator("#calls tr[data-tool=add]").first.inner_text()
+    assert tab.locator(".spark").count() >= 1
+    assert errors == []
+
+
+def test_the_playground_runs_a_tool_and_shows_what_the_model_reads(page: tuple[Page, list[str], list[str]]) -> None:
+    tab, errors, _ = page
+    tab.select_option("#play-tool", "basic__add")
+    tab.fill("#play-fields input[name=a]", "2")
+    tab.fill("#play-fields input[name=b]", "3")
+    tab.click("#playground button[type=submit]")
+    expect(tab.locator("#play-result")).to_contain_text("success")  # the page's CSP forbids an eval to wait
+    result: Any = tab.locator("#play-result").inner_text()
+    assert '"status": "success"' in result and '"result": "5"' in result
+    assert errors == []
+
+
+@pytest.mark.parametrize("password", [None, "wrong"], ids=["no-key", "wrong-key"])
+def test_without_the_key_the_page_is_refused(browser: Browser, keyed: Gateway, password: str | None) -> None:
+    credentials = {"username": "me", "password": password} if password else None
+    context = browser.new_context(http_credentials=credentials)  # type: ignore[arg-type]
+    tab = context.new_page()
+    try:  # without credentials Chromium gives up on the page; with wrong ones it shows the 401
+        response = tab.goto(f"{keyed.url}/")
+        assert response is not None and response.status == 401
+    except PlaywrightError as error:
+        assert "ERR_INVALID_AUTH_CREDENTIALS" in str(error)
+    assert tab.locator("#servers").count() == 0
+    for path in ("/", "/ui/page.js", "/ui/health", "/ui/calls"):
+        response = context.request.get(f"{keyed.url}{path}")
+        assert response.status == 401 and response.headers["www-authenticate"].startswith("Basic"), path
+    context.close()
+
+
+def test_the_restart_button_restarts_the_server(page: tuple[Page, list[str], list[str]]) -> None:
+    tab, errors, _ = page
+    row = tab.locator("#servers tr[data-server=basic]")
+    before = int(row.locator("td").nth(5).inner_text())
+    row.locator("button").click()
+    expect(row.locator("td").nth(5)).to_have_text(str(before + 1), timeout=30_000)
+    expect(row.locator("td").nth(1)).to_have_text("ready", timeout=30_000)
+    assert errors == []
