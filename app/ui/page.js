@@ -75,7 +75,8 @@ function renderSparklines() {
   }
   const lines = [...byTool].map(([tool, values]) => {
     const top = Math.max(...values, 1);
-    const points = values.map((v, i) => `${(i / Math.max(values.length - 1, 1)) * 100},${20 - (v / top) * 18}`);
+    const drawn = values.length === 1 ? [values[0], values[0]] : values;  // one call: a level line
+    const points = drawn.map((v, i) => `${(i / (drawn.length - 1)) * 100},${20 - (v / top) * 18}`);
     const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
     svg.setAttribute("width", "100"); svg.setAttribute("height", "22"); svg.setAttribute("viewBox", "0 0 100 22");
     const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
