@@ -13,7 +13,6 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import anyio
 import orjson
 from fastapi import APIRouter, Request, Response
 from sse_starlette import EventSourceResponse
@@ -22,6 +21,7 @@ from app.api.deps import AuthorisedDep, MemoryDep, PoolDep, RecentCallsDep, Sett
 from app.errors import InvalidRequest, RouteNotFound
 from app.health import health_report
 from app.mcp.pool import McpPool
+from app.mcp.supervisor import first_of
 from app.recent_calls import RecentCalls
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -85,13 +85,7 @@ async def _events(pool: McpPool, recent: RecentCalls) -> AsyncIterator[dict[str,
     seen = recent.count
     yield {"event": "servers", "data": orjson.dumps(pool.health()).decode()}
     while True:
-        async with anyio.create_task_group() as group:  # whichever comes first: a status change or a call
-            async def first(wait: Any) -> None:
-                await wait()
-                group.cancel_scope.cancel()
-
-            group.start_soon(first, pool.next_change)
-            group.start_soon(first, recent.next_call)
+        await first_of(pool.next_change, recent.next_call)
         for call in recent.entries(seen):
             yield {"event": "call", "data": orjson.dumps(call).decode()}
         seen = recent.count
