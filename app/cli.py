@@ -63,9 +63,17 @@ def main(argv: list[str] | None = None) -> int:
 def describe_setting_error(error: Any) -> str:
     """One line: the setting as both spellings, the value given (hidden for keys), and what was expected."""
     field = str(error["loc"][0]) if error.get("loc") else "?"
-    given = "(hidden)" if field in SECRET_SETTINGS else repr(error.get("input"))
+    given = "(hidden)" if field in SECRET_SETTINGS else repr(_without_credentials(error.get("input")))
     expected = str(error.get("msg", "invalid")).removeprefix("Value error, ")
     return f"TOOLBRIDGE_{field.upper()} (--{field.replace('_', '-')}) = {given}: {expected}"
+
+
+def _without_credentials(value: Any) -> Any:
+    """A URL's user and password left out (a state URL may carry Redis's), anything else as it is."""
+    if isinstance(value, str) and "://" in value and "@" in value:
+        scheme, _, rest = value.partition("://")
+        return f"{scheme}://{rest.rsplit('@', 1)[-1]}"
+    return value
 
 
 def serve(settings: Settings) -> None:

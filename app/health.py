@@ -16,7 +16,8 @@ async def health_report(
     pool: McpPool, upstream: UpstreamClient, settings: Settings, authorised: bool, memory: MemoryStores
 ) -> dict[str, Any]:
     config = pool.config
-    status = "degraded" if pool.degraded or not config.found else "ok"
+    memory_problem = await memory.turns.problem() if memory.turns is not None else None
+    status = "degraded" if pool.degraded or not config.found or memory_problem else "ok"
     if not authorised:
         return {"status": status}
     body: dict[str, Any] = {
@@ -26,7 +27,8 @@ async def health_report(
         "servers": pool.health(),
         "tools": len(pool.catalogue.openai_tools),
         # "none" also when a configured file could not be opened (state_store_unavailable in the log).
-        "memory": {"store": memory.turns.kind if memory.turns is not None else "none"},
+        "memory": {"store": memory.turns.kind if memory.turns is not None else "none",
+                   **({"error": memory_problem} if memory_problem else {})},
         "mcp_config": {
             "path": str(config.path),
             "found": config.found,

@@ -3,6 +3,7 @@
 import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from platformdirs import user_data_dir
 from pydantic import (
@@ -172,7 +173,8 @@ class Settings(BaseSettings):
     state_url: str = Field(
         default_factory=default_state_url,
         description="Where conversation memory is kept (earlier turns' MCP calls and results, restored for the model): "
-        "sqlite:///relative.db or sqlite:////absolute.db, memory:// (this process only), or none. Default: "
+        "sqlite:///relative.db or sqlite:////absolute.db, redis://[:password@]host:port/db (shared by replicas), "
+        "memory:// (this process only), or none. Default: "
         "state.db in the user data directory (~/.local/share/toolbridge on Linux).",
     )
     state_max_mb: PositiveFloat = Field(
@@ -235,7 +237,8 @@ class Settings(BaseSettings):
     def secrets(self) -> list[str]:
         """Every secret value the settings hold, for the log to redact."""
         upstream = self.upstream_api_key.get_secret_value() if self.upstream_api_key else ""
-        return [upstream, *self.client_keys]
+        state_password = urlsplit(self.state_url).password or ""  # redis://:PASSWORD@host
+        return [upstream, state_password, *self.client_keys]
 
     @property
     def client_keys(self) -> frozenset[str]:

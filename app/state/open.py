@@ -19,8 +19,9 @@ async def open_state_store(url: str, bounds: Bounds) -> AsyncIterator[StateStore
     if kind == "none":
         yield None
         return
-    if kind == "memory":
-        store = MemoryStore(bounds)
+    if kind in ("memory", "redis"):
+        # Redis is not asked at start: one that is down now serves later, and /health says so meanwhile.
+        store = MemoryStore(bounds) if kind == "memory" else _redis_store(url.strip(), bounds)
         try:
             yield store
         finally:
@@ -39,3 +40,10 @@ async def open_state_store(url: str, bounds: Bounds) -> AsyncIterator[StateStore
         yield sqlite
     finally:
         await sqlite.aclose()
+
+
+def _redis_store(url: str, bounds: Bounds) -> StateStore:
+    # Imported here, not at the top: redis-py costs 8 MB of memory that a gateway without Redis never uses.
+    from app.state.redis import RedisStore
+
+    return RedisStore(url, bounds)

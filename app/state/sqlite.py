@@ -47,6 +47,9 @@ class SqliteStore:
     async def put_many(self, items: Mapping[str, bytes]) -> None:
         await self._run(lambda: self._put_many(items))
 
+    async def problem(self) -> str | None:
+        return None  # a failing file is found at opening, and each failed read or write is logged
+
     async def aclose(self) -> None:
         await anyio.to_thread.run_sync(self._close)
 

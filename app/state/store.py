@@ -1,5 +1,5 @@
 """Where the gateway keeps what it remembers between requests: one small key-value interface, and the
-stores behind it (a SQLite file, this process's memory), chosen by TOOLBRIDGE_STATE_URL.
+stores behind it (a SQLite file, Redis for replicas, this process's memory), chosen by TOOLBRIDGE_STATE_URL.
 
 Values are opaque bytes to a store. Every store forgets on its own: entries older than the age bound are
 never returned, and past the size bound the oldest go first. A store's failure is a `StateStoreError`;
@@ -25,7 +25,7 @@ class Bounds:
 
 
 class StateStore(Protocol):
-    """What conversation memory needs of a store; a Redis store will implement the same three calls."""
+    """What conversation memory needs of a store (sqlite.py, redis.py, MemoryStore)."""
 
     kind: str
 
@@ -34,6 +34,10 @@ class StateStore(Protocol):
         ...
 
     async def put_many(self, items: Mapping[str, bytes]) -> None: ...
+
+    async def problem(self) -> str | None:
+        """None when the store works; else why not, for /health."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -60,6 +64,9 @@ class MemoryStore:
         while self._bytes > self._bounds.max_bytes and self._entries:
             self._bytes -= len(self._entries.popitem(last=False)[1][0])
 
+    async def problem(self) -> str | None:
+        return None
+
     async def aclose(self) -> None:
         self._entries.clear()
         self._bytes = 0
@@ -71,8 +78,9 @@ class MemoryStore:
 
 
 def parse_state_url(url: str) -> tuple[str, Path | None]:
-    """("sqlite", its path) | ("memory", None) | ("none", None). SQLite URLs follow SQLAlchemy's spelling:
-    three slashes and a relative path, or four slashes for an absolute one.
+    """("sqlite", its path) | ("redis", None) | ("memory", None) | ("none", None). SQLite URLs follow
+    SQLAlchemy's spelling: three slashes and a relative path, or four slashes for an absolute one; Redis
+    URLs are redis-py's (redis://[:password@]host:port/db, rediss:// for TLS).
 
     Raises:
         ValueError: a URL of another kind, or a SQLite URL without a path.
@@ -82,9 +90,11 @@ def parse_state_url(url: str) -> tuple[str, Path | None]:
         return "none", None
     if text.lower() in ("memory://", "memory"):
         return "memory", None
+    if text.lower().startswith(("redis://", "rediss://")):
+        return "redis", None
     if text.lower().startswith("sqlite:///"):
         path = text[len("sqlite:///"):]
         if not path:
             raise ValueError("a sqlite:/// URL needs a file path, e.g. sqlite:////var/lib/toolbridge/state.db")
         return "sqlite", Path(path).expanduser()
-    raise ValueError(f"must be sqlite:///PATH, memory:// or none; got '{url}'")
+    raise ValueError(f"must be sqlite:///PATH, redis://HOST:PORT/DB, memory:// or none; got '{url.split('@')[-1]}'")

@@ -91,13 +91,16 @@ async def test_a_file_that_cannot_be_opened_turns_memory_off_without_stopping_th
     ("sqlite:///state.db", ("sqlite", Path("state.db"))),
     ("sqlite:////var/lib/toolbridge/state.db", ("sqlite", Path("/var/lib/toolbridge/state.db"))),
     ("memory://", ("memory", None)),
+    ("redis://localhost:6379/0", ("redis", None)),
+    ("rediss://:pw@redis.example:6380/1", ("redis", None)),
     ("none", ("none", None)),
 ])
 def test_state_urls(url: str, expected: tuple[str, Any]) -> None:
     assert parse_state_url(url) == expected
 
 
-@pytest.mark.parametrize("url", ["redis://localhost", "sqlite:///", "postgres://x/y", "state.db"])
+@pytest.mark.parametrize("url", ["sqlite:///", "postgres://user:hunter2@x/y", "state.db"])
 def test_state_urls_that_are_refused(url: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as refused:
         parse_state_url(url)
+    assert "hunter2" not in str(refused.value)  # a URL's password is never repeated back

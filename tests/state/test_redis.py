@@ -1,0 +1,75 @@
+"""The Redis store against a real redis-server: values, the age bound as TTLs, the size bound, an outage."""
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from app.settings import Settings
+from app.state.redis import PREFIX, SOCKET_TIMEOUT, RedisStore
+from app.state.store import Bounds, StateStoreError
+from tests.support.replica_services import RedisServer
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+async def test_values_come_back_and_missing_keys_are_left_out(server: RedisServer) -> None:
+    store = RedisStore(server.url, Bounds(max_bytes=10_000, max_age_seconds=3600))
+    await store.put_many({"turn:a": b"one", "turn:b": b"two"})
+    assert await store.get_many(["turn:a", "turn:b", "turn:c"]) == {"turn:a": b"one", "turn:b": b"two"}
+    assert await store.problem() is None
+    await store.aclose()
+
+
+async def test_every_entry_expires_at_the_age_bound(server: RedisServer) -> None:
+    store = RedisStore(server.url, Bounds(max_bytes=10_000, max_age_seconds=90))
+    await store.put_many({"turn:a": b"x"})
+    ttl = server.client().pttl(PREFIX + "turn:a")
+    assert 85_000 < ttl <= 90_000
+    await store.aclose()
+
+
+async def test_past_the_size_bound_the_oldest_go_first(server: RedisServer) -> None:
+    store = RedisStore(server.url, Bounds(max_bytes=1_000, max_age_seconds=3600))
+    for number in range(30):  # 30 entries of 100 bytes: room for 10
+        await store.put_many({f"turn:{number}": bytes(100)})
+    kept = await store.get_many([f"turn:{number}" for number in range(30)])
+    assert sorted(kept, key=lambda key: int(key.split(":")[1])) == [f"turn:{n}" for n in range(20, 30)]
+    assert int(server.client().get(PREFIX + "bytes")) == 1_000
+    await store.put_many({"turn:29": bytes(50)})  # a rewrite counts its new size only
+    assert int(server.client().get(PREFIX + "bytes")) == 950
+    await store.aclose()
+
+
+async def test_an_outage_is_an_error_the_caller_survives_and_it_recovers(server: RedisServer) -> None:
+    store = RedisStore(server.url, Bounds(max_bytes=10_000, max_age_seconds=3600))
+    await store.put_many({"turn:a": b"before"})
+    server.stop()
+    started = time.monotonic()
+    with pytest.raises(StateStoreError, match=r"127\.0\.0\.1"):
+        await store.get_many(["turn:a"])
+    assert time.monotonic() - started < SOCKET_TIMEOUT + 1
+    assert "127.0.0.1" in (await store.problem() or "")
+    server.start()  # a fresh, empty Redis on the same port
+    await store.put_many({"turn:b": b"after"})
+    assert await store.get_many(["turn:a", "turn:b"]) == {"turn:b": b"after"}
+    assert await store.problem() is None
+    await store.aclose()
+
+
+def test_a_redis_url_keeps_its_password_out_of_what_is_shown() -> None:
+    store = RedisStore("redis://:s3cret-pw@127.0.0.1:1/0", Bounds(max_bytes=1, max_age_seconds=1))
+    assert "s3cret" not in store._where and store._where == "redis://127.0.0.1:1/0"
+
+
+def test_a_redis_password_is_one_of_the_secrets_the_log_redacts() -> None:
+    settings = Settings(_env_file=None, state_url="redis://:s3cret-pw@redis:6379/0")  # type: ignore[call-arg]
+    assert "s3cret-pw" in settings.secrets()
