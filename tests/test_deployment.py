@@ -63,3 +63,32 @@ def test_example_configs_load() -> None:
     for path in (ROOT / "mcp.json", ROOT / "config" / "mcp.example.json"):
         config = load_mcp_config(path, {"HOME": "/home/me", "GITHUB_TOKEN": "t"})
         assert config.found and not config.problems, path
+
+
+def test_the_scale_profile_puts_replicas_on_redis_behind_nginx() -> None:
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    gateway = services["toolbridge"]
+    assert "profiles" not in gateway and gateway["ports"] == ["127.0.0.1:8000-8009:8000"]  # scalable
+    assert "sqlite:////" in gateway["environment"]["TOOLBRIDGE_STATE_URL"]  # one replica keeps its file
+    assert services["redis"]["profiles"] == services["nginx"]["profiles"] == ["scale"]
+    assert services["nginx"]["ports"] == ["127.0.0.1:8080:80"]
+    nginx = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert "server toolbridge:8000;" in nginx and "proxy_buffering off;" in nginx
+    assert f"proxy_set_header Host {gateway['environment']['TOOLBRIDGE_ALLOWED_HOSTS']};" in nginx
+
+
+def test_the_kubernetes_manifests_name_real_settings_and_share_redis(tmp_path: Path) -> None:
+    documents = [doc for path in sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml"))
+                 for doc in yaml.safe_load_all(path.read_text())]
+    by_kind = {(doc["kind"], doc["metadata"]["name"]): doc for doc in documents}
+    [container] = by_kind[("Deployment", "toolbridge")]["spec"]["template"]["spec"]["containers"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert set(env) <= SETTING_NAMES
+    redis_service = by_kind[("Service", "toolbridge-redis")]["spec"]["ports"][0]["port"]
+    assert env["TOOLBRIDGE_STATE_URL"] == f"redis://toolbridge-redis:{redis_service}/0"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    grace = by_kind[("Deployment", "toolbridge")]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace > float(env["TOOLBRIDGE_SHUTDOWN_GRACE"])
+    config = tmp_path / "mcp.json"
+    config.write_text(by_kind[("ConfigMap", "toolbridge-mcp")]["data"]["mcp.json"])
+    assert set(load_mcp_config(config).servers) == {"time"}
