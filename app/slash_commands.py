@@ -7,7 +7,7 @@ unknown prompt with the closest names, a prompt its server failed to give, and `
 lists the server's completions for that argument.
 
 Values with spaces are quoted (`/summarize topic="solar power"`); a prompt with one argument also takes
-its value bare (`/args-prompt Paris`). A line that merely starts with a slash (`/usr/bin/env is what?`)
+its value bare (`/review print(1/0)`). A line that merely starts with a slash (`/usr/bin/env is what?`)
 is not a command: the name allows no slash, and every other word must be `arg=value`.
 """
 

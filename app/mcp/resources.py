@@ -84,25 +84,36 @@ def _description(server: str, listing: ResourceListing) -> str:
     head = (f"Read a resource of MCP server '{server}' (a document, file or record) by its uri, or list them "
             "with list: true. Links to resources in other tools' results are read here too.")
     lines = [head]
+    budget = DESCRIPTION_CHARS - len(head) - 1
     if listing.templates:
-        lines.append("URI templates (fill in the {variables}):")
-        lines += [_line(t.uri_template, t.name, t.description, _TEMPLATE_LINE_CHARS) for t in listing.templates]
+        templates = [_line(t.uri_template, t.name, t.description, _TEMPLATE_LINE_CHARS) for t in listing.templates]
+        shown = _within(["URI templates (fill in the {variables}):", *templates], budget // 2)
+        lines += shown
+        budget -= sum(len(line) + 1 for line in shown)
+        hidden_templates = len(templates) - max(len(shown) - 1, 0)  # less the heading
+        if hidden_templates:
+            lines.append(f"...and {hidden_templates} more templates.")
+            budget -= len(lines[-1]) + 1
     if listing.resources:
-        lines.append("Resources:")
-    size = sum(len(line) + 1 for line in lines)
-    shown = 0
-    for resource in listing.resources:
-        line = _line(resource.uri, resource.name, resource.description)
-        if size + len(line) + 1 > DESCRIPTION_CHARS - 60:  # room for the "and N more" line
+        resources = [_line(r.uri, r.name, r.description) for r in listing.resources]
+        shown = _within(["Resources:", *resources], budget)
+        lines += shown
+        hidden = len(resources) - max(len(shown) - 1, 0)
+        if hidden or listing.more:
+            lines.append(f"...and {hidden}{'+' if listing.more else ''} more: call with list: true to see them.")
+    return "\n".join(lines)
+
+
+def _within(lines: list[str], budget: int) -> list[str]:
+    """The first lines that fit in `budget` characters with room for an "...and N more" line after them."""
+    kept: list[str] = []
+    size = 0
+    for line in lines:
+        if size + len(line) + 1 > budget - 70:
             break
-        lines.append(line)
+        kept.append(line)
         size += len(line) + 1
-        shown += 1
-    hidden = len(listing.resources) - shown
-    if hidden or listing.more:
-        count = f"{hidden}{'+' if listing.more else ''}"
-        lines.append(f"...and {count} more: call with list: true to see them.")
-    return "\n".join(lines)[:DESCRIPTION_CHARS]
+    return kept
 
 
 def _line(uri: str, name: str, description: str | None, limit: int = _LINE_CHARS) -> str:

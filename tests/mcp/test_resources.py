@@ -41,3 +41,14 @@ def test_the_reader_is_routed_as_a_reader_and_named_like_a_tool() -> None:
     # A server's own tool of that name is its own: not routed as the gateway's reader.
     own = build_catalogue({"lib": [reader]})
     assert own.reader_of("lib") is None
+
+
+def test_many_templates_leave_room_for_resources() -> None:
+    templates = tuple(ResourceTemplate(uri_template=f"t{i}://{{id}}", name=f"t{i}", description="x" * 150)
+                      for i in range(100))
+    description = reader_tool("lib", ResourceListing(notes(50), templates)).description or ""
+    assert len(description) <= MAX_DESCRIPTION_CHARS
+    shown_templates = description.count("\n- t")
+    assert 0 < shown_templates < 100 and f"...and {100 - shown_templates} more templates." in description
+    shown_notes = description.count("\n- note://")
+    assert shown_notes > 0 and f"...and {50 - shown_notes} more: call with list: true" in description
