@@ -225,8 +225,8 @@ class McpPool:
 
     def resources(self) -> dict[str, dict[str, Any]]:
         """What each server with resources offers, and the tool that reads them (None: not offered)."""
-        return {name: {"read_with": self._catalogue.reader_of(name), **s.resources.describe()}
-                for name, s in self._supervisors.items() if s.resources}
+        return {name: {"read_with": self._catalogue.reader_of(name), **s.offer.resources.describe()}
+                for name, s in self._supervisors.items() if s.offer.resources}
 
     def restart(self, name: str) -> bool:
         """Restarts one server now (the status page's button); False if there is no such server running."""
@@ -255,10 +255,10 @@ class McpPool:
         return await supervisor.complete(entry.prompt.name, argument, partial, context)
 
     def _rebuild_catalogue(self) -> None:
-        ordered = {name: s.offered() for name, s in self._supervisors.items() if s.tools is not None}
-        readers = {name for name, s in self._supervisors.items() if s.reads_resources}
+        ordered = {name: s.offer.offered() for name, s in self._supervisors.items() if s.offer.tools is not None}
+        readers = {name for name, s in self._supervisors.items() if s.offer.reads_resources}
         self._catalogue = build_catalogue(ordered, self._options.conversion, readers)
-        self._prompt_book = build_prompt_book({name: s.prompts for name, s in self._supervisors.items()})
+        self._prompt_book = build_prompt_book({name: s.offer.prompts for name, s in self._supervisors.items()})
         # What is offered, after every filter (mcp.json, blocked, tools that only run as MCP tasks).
         offered = Counter(route.server for route in self._catalogue.routes.values())
         for name in ordered:

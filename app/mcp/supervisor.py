@@ -1,5 +1,5 @@
-"""One MCP server of mcp.json, supervised: its connection's life, restarts with capped backoff, its tools,
-its status, and the calls routed to it.
+"""One MCP server of mcp.json, supervised: its connection's life, restarts with capped backoff, its status,
+and the calls routed to it. What the connection offers (tools, resources, prompts) is its `offer`.
 
 The pool runs one supervisor per server, each in its own task of the pool's task group: it connects,
 lists the tools, publishes them, and waits for shutdown. anyio requires a client to be opened and closed
@@ -16,27 +16,19 @@ from typing import Any
 
 import anyio
 import structlog
-from mcp import Client, MCPError
-from mcp.types import GetPromptResult, Prompt, Tool
+from mcp import Client
+from mcp.types import GetPromptResult
 
 from app.mcp.calling import CALL_TIMEOUT_SLACK, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
 from app.mcp.config import ServerConfig, StdioServerConfig
 from app.mcp.connect import START_TURN_SECONDS, Connection, ConnectionOpener, describe_failure
 from app.mcp.convert import ConversionOptions
+from app.mcp.offer import Listing, ServerOffer
 from app.mcp.processes import StderrTail
-from app.mcp.prompts import PromptFailed, completions, get_prompt, list_all_prompts
-from app.mcp.resources import READ_RESOURCE, ResourceListing, list_resources, reader_tool
+from app.mcp.prompts import PromptFailed, completions, get_prompt
 from app.mcp.results import FailureKind, RenderOptions
 from app.mcp.status import ServerState, ServerStatus, transport_name, unavailable
-from app.mcp.watching import (
-    ListKind,
-    definition,
-    keep_alive,
-    list_all_tools,
-    listen_for_changes,
-    notified_change,
-    pings,
-)
+from app.mcp.watching import keep_alive, pings
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -93,19 +85,16 @@ class ServerSupervisor:
         """`stopping` is the whole pool's shutdown; `offer_changed` and `state_changed` tell the pool to
         rebuild its catalogue and prompts, and that the status changed."""
         self.name, self.config, self._options, self._opener = name, config, options, opener
-        self._stopping, self._offer_changed, self._state_changed = stopping, offer_changed, state_changed
+        self._stopping, self._state_changed = stopping, state_changed
         self.status = ServerStatus(ServerState.STARTING, transport_name(config))
         self.client: Client | None = None
-        self.tools: list[Tool] | None = None  # None: nothing to offer (not listed yet, or withdrawn)
-        self.resources: ResourceListing | None = None  # None: the server offers no resources
-        self.prompts: tuple[Prompt, ...] = ()
+        self.offer = ServerOffer(name, config, block_changed_tools=options.block_changed_tools,
+                                 resource_tools=options.resource_tools, changed=offer_changed)
         self.stop, self.done = anyio.Event(), anyio.Event()
-        self._blocked: set[str] = set()  # tools whose definition changed, under TOOLBRIDGE_BLOCK_CHANGED_TOOLS
         self._stderr: StderrTail | None = None
         self._start_scope: anyio.CancelScope | None = None
         self._lost = anyio.Event()
         self._published = anyio.Event()
-        self._changes: dict[ListKind, anyio.Event] = {}  # set when the server says a list changed
         self._needed: anyio.Event | None = None  # set by a call that found the server down, during backoff
         self._in_flight = CallsInFlight()
         self._restart_asked = False
@@ -124,27 +113,11 @@ class ServerSupervisor:
         configured = self.config.connect_timeout
         return configured if configured is not None else self._options.connect_timeout
 
-    def offered(self) -> list[Tool]:
-        """The listed tools that mcp.json lets through and that have not been blocked, and the resource
-        reader when the server has resources and no tool of that name itself."""
-        tools = [t for t in self.tools or [] if t.name not in self._blocked and self.config.offers(t.name)]
-        if self.reads_resources:
-            assert self.resources is not None
-            tools.append(reader_tool(self.name, self.resources))
-        return tools
-
-    @property
-    def reads_resources(self) -> bool:
-        """Whether the gateway offers its `read_resource` tool for this server."""
-        # Servers built on the SDKs declare resources whether they have any or not: a listing of none gets no tool.
-        return (self._options.resource_tools and bool(self.resources) and self.tools is not None
-                and self.config.offers(READ_RESOURCE) and all(t.name != READ_RESOURCE for t in self.tools))
-
     def retire(self) -> None:
         """Stops the server (a reload removed or changed it); new requests stop seeing its tools at once,
         calls in flight still reach it."""
         self.stop.set()
-        self.tools, self.resources, self.prompts = None, None, ()
+        self.offer.withdraw(announce=False)
 
     def restart(self) -> None:
         """Ends the live connection and starts the server again at once (calls in flight end as on any loss
@@ -279,18 +252,17 @@ class ServerSupervisor:
                     ) as connection:
                         client = connection.client
                         status.transport = connection.transport
-                        tools = await list_all_tools(client)
-                        resources, prompts = await self._list_offer(client)
+                        listing = await self.offer.list_everything(client)
                         ready()  # the next server may start: this one's CPU-bound start is over
                         scope.deadline = math.inf
                         self._start_scope = None
-                        self._publish(connection, tools, resources, prompts)
+                        self._publish(connection, listing)
                         served = True
-                        log.info("mcp_server_ready", server=self.name, tools=len(tools),
+                        log.info("mcp_server_ready", server=self.name, tools=len(listing.tools),
                                  protocol=client.protocol_version, seconds=round(time.perf_counter() - started, 2),
                                  restarts=status.restarts)
                         async with anyio.create_task_group() as watchers:
-                            watchers.start_soon(self._follow_changes, client)
+                            watchers.start_soon(self.offer.follow, client, self._lost.set)
                             if pings(client, status.transport):
                                 watchers.start_soon(keep_alive, self.name, client, lost.set,
                                                     self._options.keepalive_interval)
@@ -331,85 +303,11 @@ class ServerSupervisor:
         with anyio.move_on_after(self.longest_call + CALL_TIMEOUT_SLACK):
             await first_of(self._in_flight.drained, self._stopping.wait, lost.wait)
 
-    async def _list_offer(self, client: Client) -> tuple[ResourceListing | None, tuple[Prompt, ...]]:
-        """The resources and prompts the server declares. What it fails to list is not offered; its tools
-        still serve."""
-        capabilities = client.server_capabilities
-        resources: ResourceListing | None = None
-        prompts: tuple[Prompt, ...] = ()
-        if capabilities.resources is not None:
-            try:
-                resources = await list_resources(client)
-            except MCPError as exc:
-                log.warning("mcp_resources_list_failed", server=self.name, error=exc.message)
-        if capabilities.prompts is not None:
-            try:
-                prompts = await list_all_prompts(client)
-            except MCPError as exc:
-                log.warning("mcp_prompts_list_failed", server=self.name, error=exc.message)
-        return resources, prompts
-
-    def _change(self, kind: ListKind) -> anyio.Event:
-        """The event a change of this list sets; replaced after each relisting."""
-        if kind not in self._changes:
-            self._changes[kind] = anyio.Event()
-        return self._changes[kind]
-
     async def _on_message(self, message: Any) -> None:
-        kind = notified_change(message)  # 2025-era connections push notifications
-        if kind is not None:
-            self._change(kind).set()
-        elif isinstance(message, Exception):
+        if self.offer.notified(message):  # 2025-era connections push notifications
+            return
+        if isinstance(message, Exception):
             log.warning("mcp_transport_error", server=self.name, error=str(message))
-
-    async def _follow_changes(self, client: Client) -> None:
-        """Re-lists tools, resources and prompts whenever the server says they changed, on either era."""
-        capabilities = client.server_capabilities
-        kinds: set[ListKind] = {"tools"}
-        if capabilities.resources is not None:
-            kinds.add("resources")
-        if capabilities.prompts is not None:
-            kinds.add("prompts")
-        async with anyio.create_task_group() as group:
-            group.start_soon(listen_for_changes, self.name, client, lambda kind: self._change(kind).set(),
-                             self._lost.set, frozenset(kinds))
-            for kind in kinds:
-                group.start_soon(self._relist_on_change, client, kind)
-
-    async def _relist_on_change(self, client: Client, kind: ListKind) -> None:
-        while True:
-            await self._change(kind).wait()
-            self._changes[kind] = anyio.Event()
-            try:
-                if kind == "tools":
-                    self._republish(await list_all_tools(client, refresh=True))
-                    continue
-                if kind == "resources":
-                    self.resources = await list_resources(client, refresh=True)
-                else:
-                    self.prompts = await list_all_prompts(client, refresh=True)
-            except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-                log.warning("mcp_list_refresh_failed", server=self.name, list=kind, error=str(exc))
-                continue
-            log.info("mcp_list_changed", server=self.name, list=kind)
-            self._offer_changed()
-
-    def _republish(self, tools: list[Tool]) -> None:
-        """Swaps in a changed tool list; a changed definition of a known tool is flagged (rug pull)."""
-        before = {tool.name: definition(tool) for tool in self.tools or []}
-        after = {tool.name: definition(tool) for tool in tools}
-        added, removed = sorted(after.keys() - before.keys()), sorted(before.keys() - after.keys())
-        changed = sorted(n for n in after.keys() & before.keys() if after[n] != before[n])
-        block = self._options.block_changed_tools
-        if changed:
-            log.warning("mcp_tool_definition_changed", server=self.name, tools=changed,
-                        blocked=block, note="a server changed a tool it had offered before")
-            if block:
-                self._blocked.update(changed)
-        if added or removed or changed:
-            log.info("mcp_tools_changed", server=self.name, added=added, removed=removed, changed=changed)
-        self.tools = tools
-        self._offer_changed()
 
     async def _process_exited(self) -> None:
         if self._stderr is None:
@@ -425,21 +323,18 @@ class ServerSupervisor:
             await tail.closed.wait()
         return f"; stderr: {' | '.join(tail.lines)}" if tail.lines else ""
 
-    def _publish(self, connection: Connection, tools: list[Tool], resources: ResourceListing | None,
-                 prompts: tuple[Prompt, ...]) -> None:
+    def _publish(self, connection: Connection, listing: Listing) -> None:
         self.client = connection.client
         self._next_publication().set()
-        self.tools, self.resources, self.prompts = tools, resources, prompts
         status = self.status
         status.state, status.error, status.ready_since = ServerState.READY, None, time.monotonic()
         status.protocol_version = connection.client.protocol_version
-        self._offer_changed()
+        self.offer.publish(listing)
         self._state_changed()
 
     def _unpublish(self) -> None:
         self.client = None
-        self.tools, self.resources, self.prompts = None, None, ()
-        self._offer_changed()
+        self.offer.withdraw()
 
     def _lose(self, reason: str, asked: bool = False) -> None:
         """A served connection died (or a restart was asked for): calls answer `server_unavailable` until the

@@ -153,7 +153,7 @@ async def test_a_started_server_publishes_its_tools_and_is_ready() -> None:
     opener, pool = FakeOpener(), Pool()
     server = supervisor(opener, pool)
     async with serving(server, pool):
-        assert [t.name for t in server.offered()] == ["echo"] and pool.tool_changes == 1
+        assert [t.name for t in server.offer.offered()] == ["echo"] and pool.tool_changes == 1
         ended = await server.call(call(server), '{"text": "hi"}')
         assert (ended.outcome.content, ended.failure) == ("echo: {'text': 'hi'}", None)
     assert server.status.state is ServerState.STOPPED and server.done.is_set()
@@ -204,7 +204,7 @@ async def test_retiring_a_server_withdraws_its_tools_at_once_and_stops_it() -> N
     server = supervisor(opener, pool)
     async with serving(server, pool):
         server.retire()
-        assert server.offered() == []
+        assert server.offer.offered() == []
         with anyio.fail_after(LIMIT):
             await server.done.wait()
     assert server.status.state is ServerState.STOPPED and server.client is None
@@ -240,5 +240,5 @@ async def test_every_tool_change_a_2026_server_announces_is_listed_again() -> No
             client.tools = [*client.tools, Tool(name=name, input_schema={"type": "object"})]
             client.announcements[round_number].set()
             with anyio.fail_after(LIMIT):
-                while [t.name for t in server.offered()][-1] != name:
+                while [t.name for t in server.offer.offered()][-1] != name:
                     await pool.listed.wait()
