@@ -72,12 +72,12 @@ def build_pool(
 
 
 def _observer(metrics: Metrics | None, recent: RecentCalls | None) -> ToolCallObserver | None:
-    """Every call that reached a server, counted in the metrics and kept among the recent calls."""
+    """Every call: among the recent calls, and, when it named a real tool, in the metrics."""
     if metrics is None and recent is None:
         return None
 
     def observe(call: CallRecord) -> None:
-        if metrics is not None:
+        if metrics is not None and call.server is not None:  # a model's made-up names would be endless labels
             metrics.observe_tool_call(call)
         if recent is not None:
             recent.add(call)

@@ -1,6 +1,8 @@
 """The last tool calls, for people to look at (`GET /ui/calls`, `GET /ui/events`): a bounded ring.
 
 Each entry says when, for which request, which tool, how long, and how it ended (with the error's message).
+A call to a name no tool has is there too (`server` null, outcome `unknown_tool`): it is what "my model
+does not call the tool" often turns out to be.
 What the model sent and read is kept only with TOOLBRIDGE_UI_SHOW_VALUES: it may be private, and the page
 may be shown on a screen others see.
 """

@@ -107,3 +107,14 @@ def test_a_web_page_elsewhere_cannot_run_a_tool(status: Gateway) -> None:
                           json={"tool": "basic__echo", "arguments": {"text": "x"}})
     assert response.status_code == 403 and response.json()["error"]["code"] == "origin_not_allowed"
     assert calls(status, seen) == []
+
+
+def test_a_call_to_a_tool_that_does_not_exist_is_shown_but_not_counted(status: Gateway, upstream: FakeUpstream) -> None:
+    seen = max([c["number"] for c in calls(status)], default=0)
+    upstream.script(Turn(calls=[Call("basic__made_up", {"x": 1})]), Turn(content="sorry"))
+    httpx.post(f"{status.url}/v1/chat/completions", timeout=30,
+               json={"model": MODEL, "messages": [{"role": "user", "content": "use a tool"}]})
+    [call] = calls(status, seen)
+    assert (call["server"], call["tool"], call["outcome"]) == (None, "basic__made_up", "unknown_tool")
+    assert "There is no tool named 'basic__made_up'" in call["error"]
+    assert "made_up" not in httpx.get(f"{status.url}/metrics", timeout=30).text  # no label per made-up name

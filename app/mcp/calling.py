@@ -41,10 +41,11 @@ RETRY_AFTER_SECONDS = 5
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One call that reached a route, as the metrics and the recent calls learn of it. `outcome` is ok,
-    error, or how it failed; `arguments` as the model sent them and `result` as the model read it."""
+    """One call, as the metrics and the recent calls learn of it. `server` is None for a name no tool has;
+    `outcome` is ok, error, or how it failed; `arguments` as the model sent them and `result` as the model
+    read it."""
 
-    server: str
+    server: str | None
     tool: str
     outcome: str
     seconds: float

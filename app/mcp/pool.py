@@ -17,7 +17,7 @@ import anyio
 import structlog
 from mcp.types import GetPromptResult
 
-from app.mcp.calling import McpCall, ProgressReport, ToolCallObserver
+from app.mcp.calling import CallRecord, McpCall, ProgressReport, ToolCallObserver
 from app.mcp.config import McpConfig, McpConfigError, ServerConfig
 from app.mcp.connect import ConnectionOpener, StartGate
 from app.mcp.convert import Catalogue, build_catalogue
@@ -50,7 +50,8 @@ class McpPool:
         on_tool_call: ToolCallObserver | None = None,
     ) -> None:
         """`load_config` re-reads the config on `request_reload` (and, with `watch`, when those files change);
-        `complete` answers MCP sampling requests; `on_tool_call` learns of every call that reached a route."""
+        `complete` answers MCP sampling requests; `on_tool_call` learns of every call, one to a tool
+        that does not exist included (its server None)."""
         self.config, self._options = config, options
         self._load_config, self._on_tool_call = load_config, on_tool_call
         self._watch = [path.resolve() for path in watch]
@@ -204,10 +205,14 @@ class McpPool:
         if route is None:
             similar = catalogue.similar(name)
             hint = f" Did you mean: {', '.join(similar)}?" if similar else ""
-            return render_failure(
+            outcome = render_failure(
                 FailureKind.UNKNOWN_TOOL, f"There is no tool named '{name}'.{hint}",
                 self._options.rendering, similar_tools=similar,
             )
+            if self._on_tool_call is not None:  # no server: "my model calls a tool that is not there"
+                self._on_tool_call(CallRecord(None, name, FailureKind.UNKNOWN_TOOL.value, 0.0,
+                                              outcome.error_message, arguments, outcome.content))
+            return outcome
         call = McpCall(route, self._options.rendering, on_progress, reader=catalogue.reader_of(route.server))
         supervisor = self._supervisors.get(route.server)
         if supervisor is None:  # a request from before a reload that removed the server

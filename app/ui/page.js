@@ -58,7 +58,7 @@ function renderCalls() {
   const rows = state.calls.slice().reverse().map((c) => el("tr", { "data-tool": c.tool },
     el("td", {}, new Date(c.at * 1000).toLocaleTimeString()),
     el("td", {}, c.request_id || ""),
-    el("td", {}, `${c.server} / ${c.tool}`),
+    el("td", {}, c.server ? `${c.server} / ${c.tool}` : `${c.tool} (no such tool)`),
     el("td", {}, c.duration_ms),
     el("td", { class: c.outcome === "ok" ? "ok" : "error" }, c.outcome),
     el("td", {}, c.error || ""),
@@ -70,6 +70,7 @@ function renderCalls() {
 function renderSparklines() {
   const byTool = new Map();
   for (const call of state.calls) {
+    if (!call.server) continue;  // a made-up name took no time
     const key = `${call.server} / ${call.tool}`;
     byTool.set(key, [...(byTool.get(key) || []), call.duration_ms].slice(-SPARK_POINTS));
   }
