@@ -13,6 +13,7 @@ back; `/health` pings it and says `degraded` meanwhile.
 import time
 from collections.abc import Mapping, Sequence
 
+import anyio
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
@@ -20,6 +21,7 @@ from app.state.store import Bounds, StateStoreError
 
 PREFIX = "toolbridge:v1:"
 SOCKET_TIMEOUT = 2.0
+HEALTH_PING_TIMEOUT = 0.5
 _INDEX, _SIZES, _BYTES = PREFIX + "index", PREFIX + "sizes", PREFIX + "bytes"
 
 # KEYS: the index (key -> time written), the sizes (key -> bytes), the byte count.
@@ -83,9 +85,13 @@ class RedisStore:
             raise StateStoreError(f"{self._where}: {exc}") from exc
 
     async def problem(self) -> str | None:
-        """None when Redis answers; else why not, for /health."""
+        """None when Redis answers; else why not, for /health. Bounded well below an orchestrator's probe
+        timeout (Kubernetes: 1 s): a Redis that does not answer must not make every replica unready."""
         try:
-            await self._client.ping()
+            with anyio.fail_after(HEALTH_PING_TIMEOUT):
+                await self._client.ping()
+        except TimeoutError:
+            return f"{self._where}: no answer within {HEALTH_PING_TIMEOUT:g} s"
         except RedisError as exc:
             return f"{self._where}: {exc}"
         return None

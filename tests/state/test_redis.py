@@ -1,12 +1,13 @@
 """The Redis store against a real redis-server: values, the age bound as TTLs, the size bound, an outage."""
 
+import socket
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from app.settings import Settings
-from app.state.redis import PREFIX, SOCKET_TIMEOUT, RedisStore
+from app.state.redis import HEALTH_PING_TIMEOUT, PREFIX, SOCKET_TIMEOUT, RedisStore
 from app.state.store import Bounds, StateStoreError
 from tests.support.replica_services import RedisServer
 
@@ -73,3 +74,16 @@ def test_a_redis_url_keeps_its_password_out_of_what_is_shown() -> None:
 def test_a_redis_password_is_one_of_the_secrets_the_log_redacts() -> None:
     settings = Settings(_env_file=None, state_url="redis://:s3cret-pw@redis:6379/0")  # type: ignore[call-arg]
     assert "s3cret-pw" in settings.secrets()
+
+
+async def test_health_hears_of_a_redis_that_never_answers_within_its_bound() -> None:
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog) and never says a word
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        store = RedisStore(f"redis://127.0.0.1:{silent.getsockname()[1]}/0",
+                           Bounds(max_bytes=10, max_age_seconds=10))
+        started = time.monotonic()
+        problem = await store.problem()
+        assert time.monotonic() - started < HEALTH_PING_TIMEOUT + 0.5
+        assert problem is not None and "no answer within 0.5 s" in problem
+        await store.aclose()
