@@ -75,7 +75,8 @@ def describe_offer(catalogue: "Describable", query: str | None, budget: Budget) 
     described = catalogue.describe()
     if query is None:
         return {"object": "list", "data": described}
-    tools = [{key: value for key, value in entry.items() if key not in ("server", "tool")} for entry in described]
+    # Ranked and sized as the model gets them: what /tools adds (server, originals) is not sent.
+    tools = [{"type": entry["type"], "function": entry["function"]} for entry in described]
     choice = choose_within(tools, [], [{"role": "user", "content": query}], budget, always_rank=True)
     assert choice is not None
     for entry in described:
