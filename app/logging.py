@@ -123,6 +123,7 @@ class RequestLogMiddleware:
         stats = RequestStats()
         state = scope.setdefault("state", {})
         state["request_stats"] = stats
+        state["request_id"] = request_id  # for the answer to a crash, sent from outside this middleware
         metrics: Metrics | None = state.get("metrics")
         if metrics is not None:
             metrics.in_flight.inc()

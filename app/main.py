@@ -3,16 +3,18 @@
 from typing import Any
 
 import structlog
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
 from app import __version__
 from app.api.chat_body import with_chat_body_schema
+from app.api.chat_lane import CHAT_PATH, ChatLane
 from app.api.guard import BODY_FAILURE, AdmissionGuard, BrowserGuard
-from app.api.routes import router
+from app.api.routes import chat_completions, router
 from app.api.ui import page_router
 from app.api.ui import router as ui_router
 from app.errors import GatewayError, InvalidRequest, RouteNotFound, error_envelope
@@ -38,7 +40,9 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
     app.include_router(page_router)
     _describe_chat_body(app)
     # Outermost last: the log line sees every answer, refusals included; the browser checks come before CORS
-    # headers are granted; the key is checked before a byte of the body is read.
+    # headers are granted; the key is checked before a byte of the body is read; chats then take their lane.
+    app.add_middleware(ChatLane, route=_chat_route(router), endpoint=chat_completions, handled=_MAPPED,
+                       on_error=_mapped_error)
     app.add_middleware(AdmissionGuard, settings=settings)
     if settings.browser_origins:
         app.add_middleware(
@@ -47,11 +51,15 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
         )
     app.add_middleware(BrowserGuard, settings=settings)
     app.add_middleware(RequestLogMiddleware)
-    app.add_exception_handler(GatewayError, _gateway_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
+    for kind, handler in _HANDLERS:
+        app.add_exception_handler(kind, handler)
     app.add_exception_handler(Exception, _unexpected_error)
     return app
+
+
+def _chat_route(routes: APIRouter) -> APIRoute:
+    return next(route for route in routes.routes
+                if isinstance(route, APIRoute) and route.path == CHAT_PATH and "POST" in route.methods)
 
 
 def _describe_chat_body(app: FastAPI) -> None:
@@ -91,9 +99,25 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(body_failure := request.scope.get(BODY_FAILURE), GatewayError):
         # A body that broke off or grew too large while a route streamed it on: the client's doing, not ours.
         return await _gateway_error(request, body_failure)
-    # boundary: the client gets the envelope, never a traceback; the log gets the traceback.
-    log.error("unhandled_error", exc_info=exc)
-    return JSONResponse(error_envelope("Internal gateway error; see the gateway log.", "server_error"), 500)
+    # boundary: the client gets the envelope, never a traceback; the log gets the traceback. Starlette answers
+    # a crash from outside the request log, so the request's id is carried here for the operator to find it.
+    request_id = request.scope.get("state", {}).get("request_id")
+    log.error("unhandled_error", request_id=request_id, exc_info=exc)
+    return JSONResponse(error_envelope("Internal gateway error; see the gateway log.", "server_error"), 500,
+                        headers={"x-request-id": request_id} if request_id else None)
+
+
+_HANDLERS = (
+    (GatewayError, _gateway_error),
+    (RequestValidationError, _validation_error),
+    (StarletteHTTPException, _http_error),
+)
+_MAPPED = tuple(kind for kind, _handler in _HANDLERS)
+
+
+async def _mapped_error(request: Request, exc: Exception) -> JSONResponse:
+    """What the exception middleware would answer for `exc` (one of _MAPPED): for the chat lane."""
+    return await next(handler for kind, handler in _HANDLERS if isinstance(exc, kind))(request, exc)
 
 
 def _describe_validation(request: Request, exc: RequestValidationError) -> InvalidRequest:

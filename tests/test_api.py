@@ -116,6 +116,22 @@ def test_unknown_route_is_a_404_envelope(gateway: Gateway) -> None:
     assert_envelope(httpx.delete(f"{gateway.url}/health"), 405, "invalid_request_error")
 
 
+def test_a_bug_in_the_chat_route_is_a_500_envelope_that_keeps_its_details_in_the_log(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.api import routes
+
+    def broken(*_args: object) -> None:
+        raise RuntimeError("internal detail sk-upstream")
+
+    monkeypatch.setattr(routes, "trace_mode", broken)
+    response = httpx.post(f"{gateway.url}/v1/chat/completions", json={"model": "m", "messages": ASK})
+    error = assert_envelope(response, 500, "server_error")
+    assert "internal detail" not in response.text
+    assert error["message"] == "Internal gateway error; see the gateway log."
+    assert response.headers["x-request-id"].startswith("req_")
+
+
 @pytest.fixture
 def lone_gateway(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Gateway]:
     """A gateway with no MCP config at all, pointed at the upstream URL the test parametrises."""
