@@ -53,7 +53,7 @@ class ConversationMemory:
         self._stores = stores
         self._rendering = rendering
         self._chat = chat_id or ""
-        self._chain = _digest("conversation")  # of the history as the client sent it, set by `restore`
+        self._chain = _ROOT  # of the history as the client sent it, set by `restore`
 
     async def restore(self, messages: list[dict[str, Any]]) -> RestoredHistory:
         """The history with every earlier turn's MCP calls and results in place, and traces removed."""
@@ -219,6 +219,9 @@ def _digest(*parts: str) -> str:
         hashed.update(len(data).to_bytes(8, "big"))  # lengths first: ("ab", "c") and ("a", "bc") differ
         hashed.update(data)
     return hashed.hexdigest()
+
+
+_ROOT = _digest("conversation")  # where every conversation's chain starts
 
 
 def _encode(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]]) -> bytes:

@@ -8,6 +8,7 @@ from app.openai.schemas import content_text
 
 # Open WebUI asks the same model for titles, tags and follow-ups with prompts that start like this.
 TASK_PROMPT_PREFIX = "### Task:"
+OPENWEBUI_PREFIX = b"x-openwebui-"  # its forwarded headers' names, as ASGI gives them (lower case)
 _OPENWEBUI_HEADERS = {
     "x-openwebui-user-name": "owui_user_name",
     "x-openwebui-user-id": "owui_user_id",

@@ -5,8 +5,8 @@ deltas, exactly one chunk with a finish_reason, a usage chunk when asked for, th
 after the 200 goes out as one `{"error": ...}` event, then [DONE].
 """
 
+import os
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
@@ -28,7 +28,7 @@ class _ChunkFactory:
     """The chunks of one streamed completion: one id, one creation time, one model name on each."""
 
     def __init__(self, model: str | None) -> None:
-        self.id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        self.id = f"chatcmpl-{os.urandom(12).hex()}"  # uuid4 took five times as long
         self.created = int(time.time())
         self.model = model or "unknown"
 

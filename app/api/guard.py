@@ -12,12 +12,13 @@ password of HTTP Basic credentials, and its refusal asks the browser for them. W
 it bounds its size and the time between its parts.
 """
 
+import asyncio
 import base64
 import hmac
 import ipaddress
+from typing import NoReturn
 from urllib.parse import urlsplit
 
-import anyio
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
@@ -152,9 +153,10 @@ class _BoundedBody:
     async def __call__(self) -> Message:
         if self._complete:
             return await self._receive()
-        with anyio.move_on_after(self._timeout) as waiting:
-            message = await self._receive()
-        if waiting.cancelled_caught:
+        try:
+            async with asyncio.timeout(self._timeout):  # half the cost of anyio's move_on_after
+                message = await self._receive()
+        except TimeoutError:
             self._fail(RequestTimeout(f"The request body did not arrive within {self._timeout:g} s."))
         if message["type"] != "http.request":
             self._complete = True
@@ -165,7 +167,7 @@ class _BoundedBody:
         self._complete = not message.get("more_body", False)
         return message
 
-    def _fail(self, error: GatewayError) -> None:
+    def _fail(self, error: GatewayError) -> NoReturn:
         self._scope[BODY_FAILURE] = error
         raise HTTPException(error.status_code, error.message)
 
