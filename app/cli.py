@@ -6,6 +6,7 @@ Every setting is a TOOLBRIDGE_* variable and a matching flag (`--upstream-url`, 
 import gc
 import importlib.util
 import json
+import os
 import sys
 from typing import Any, Literal
 
@@ -35,9 +36,20 @@ class CommandLine(Settings):
     )
 
 
+ONE_PROCESS = (
+    "--workers is not supported, toolbridge runs as one process: each worker would start its own copy of every "
+    "stdio MCP server, and a turn's pending client tool calls live in the process. One core serves about 2,500 chats "
+    "a second; for more, run replicas behind a proxy that share TOOLBRIDGE_STATE_URL (README: Replicas)."
+)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "TOOLBRIDGE_WORKERS" in os.environ or any(arg.partition("=")[0] == "--workers" for arg in argv):
+        print(f"toolbridge: {ONE_PROCESS}", file=sys.stderr)  # not argparse's bare "unrecognized arguments"
+        return 2
     try:
-        args = CliApp.run(CommandLine, cli_args=sys.argv[1:] if argv is None else argv)
+        args = CliApp.run(CommandLine, cli_args=argv)
     except ValidationError as exc:
         for error in exc.errors():
             print(f"toolbridge: {describe_setting_error(error)}", file=sys.stderr)

@@ -227,6 +227,18 @@ def test_a_bad_setting_is_one_line_and_exit_2(tmp_path: Path, env: dict, args: l
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(("env", "args"), [({}, ["--workers", "4"]), ({}, ["--workers=4"]),
+                                           ({"TOOLBRIDGE_WORKERS": "4"}, [])])
+def test_asking_for_workers_says_why_there_is_one_process_and_what_to_do(
+    tmp_path: Path, env: dict, args: list
+) -> None:
+    result = run_cli(*args, cwd=tmp_path, env=env)
+    assert result.returncode == 2
+    assert result.stderr.startswith("toolbridge: --workers is not supported, toolbridge runs as one process"), result.stderr
+    assert "replicas behind a proxy" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
 def test_an_mcp_json_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     config = tmp_path / "mcp.json"
     config.write_bytes(b'{"mcpServers": {"caf\xe9": {"command": "x"}}}')
