@@ -10,7 +10,8 @@ fresh random order each round, it measures:
 - time to the first content chunk of a 50-chunk stream, and whole 2,000- and 10,000-chunk streams;
 - one tool round (two upstream turns and one mcp-server-time call) beyond the same three parts done
   straight, in the same order;
-- throughput at c=16 and c=64 (wrk when installed, else an aiohttp load generator);
+- throughput at c=16 and c=64, the median of 3 interleaved runs (wrk when installed, else an aiohttp load
+  generator);
 - HTTP ready and tools ready after start with 1 and 10 stdio servers, and RSS at idle.
 
     .venv/bin/python -m bench.compare [--rounds 7] [--quick] [--json out.json]
@@ -51,6 +52,7 @@ from tests.support.servers import free_port
 ROOT = Path(__file__).parent.parent
 BIN = Path(sys.executable).parent
 START_TIMEOUT = 90.0
+THROUGHPUT_ROUNDS = 3
 QUIET_LOAD = 0.5  # a 1-minute load average above this on two cores moves the figures
 SETTLE_SECONDS = 120.0
 PLAIN = {"model": "bench", "messages": [{"role": "user", "content": "Say something."}]}
@@ -302,6 +304,20 @@ def throughput(arm: Arm, connections: int, seconds: float) -> float:
     return float(out.stdout.strip())
 
 
+def measure_throughput(arms: list[Arm], seconds: float, rounds: int = THROUGHPUT_ROUNDS) -> dict[str, float]:
+    """"NAME c=N" -> the median of `rounds` runs, every arm and concurrency once a round in a fresh random
+    order. One run each moved c=64 / c=16 by 0.15 from one run of the benchmark to the next."""
+    runs: dict[str, list[float]] = defaultdict(list)
+    cases = [(arm, connections) for arm in arms for connections in (16, 64)]
+    for arm, connections in cases:
+        throughput(arm, connections, 1.0)  # warm
+    for _ in range(rounds):
+        random.shuffle(cases)
+        for arm, connections in cases:
+            runs[f"{arm.name} c={connections}"].append(throughput(arm, connections, seconds))
+    return {name: statistics.median(values) for name, values in runs.items()}
+
+
 # ---- the run ------------------------------------------------------------------------------------------
 
 def percentile(values: list[float], q: float) -> float:
@@ -333,15 +349,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--requests", type=int, default=60, help="non-streamed requests per arm and round")
-    parser.add_argument("--seconds", type=float, default=5.0, help="length of each throughput run")
-    parser.add_argument("--quick", action="store_true", help="3 rounds, fewer requests, 2 s throughput runs")
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of each throughput run")
+    parser.add_argument("--quick", action="store_true", help="3 rounds, fewer requests, 1 s throughput runs")
     parser.add_argument("--mcp-bridge", type=Path, help="virtualenv with mcp-bridge 0.5.1 installed")
     parser.add_argument("--litellm", type=Path, help="virtualenv with litellm[proxy] installed")
     parser.add_argument("--skip", default="", help="comma-separated parts to leave out: throughput,startup")
     parser.add_argument("--json", type=Path, help="write the figures there too")
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.requests, args.seconds = 3, 25, 2.0
+        args.rounds, args.requests, args.seconds = 3, 25, 1.0
     skip = set(filter(None, args.skip.split(",")))
     settle_until = time.monotonic() + SETTLE_SECONDS
     while os.getloadavg()[0] > QUIET_LOAD and time.monotonic() < settle_until:  # what ran before us
@@ -381,13 +397,7 @@ def main() -> None:
                 mcp.close()
             figures["latency"] = samples
             if "throughput" not in skip:
-                figures["rps"] = {}
-                for connections in (16, 64):
-                    order = list(every)
-                    random.shuffle(order)
-                    for arm in order:
-                        throughput(arm, connections, 1.0)  # warm
-                        figures["rps"][f"{arm.name} c={connections}"] = throughput(arm, connections, args.seconds)
+                figures["rps"] = measure_throughput(every, args.seconds)
             figures["rss_after_mb"] = {a.name: rss_mb(a) for a in arms}
         if "startup" not in skip:
             figures["startup"] = {n: startup(work, upstream, n, 3 if not args.quick else 1) for n in (1, 10)}
