@@ -234,7 +234,7 @@ def test_asking_for_workers_says_why_there_is_one_process_and_what_to_do(
 ) -> None:
     result = run_cli(*args, cwd=tmp_path, env=env)
     assert result.returncode == 2
-    assert result.stderr.startswith("toolbridge: --workers is not supported, toolbridge runs as one process"), result.stderr
+    assert result.stderr.startswith("toolbridge: --workers is not supported, toolbridge runs as one"), result.stderr
     assert "replicas behind a proxy" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
