@@ -100,6 +100,10 @@ def serve(settings: Settings) -> None:
     )
     # Bound before the lifespan starts the MCP servers: a port in use fails at once, having started nothing.
     listening = config.bind_socket()
+    # uvicorn marks the socket inheritable for its own worker processes; here it would be inherited by every
+    # stdio MCP server instead (and by their helpers), which could then accept the gateway's connections with
+    # their keys, keep the port after the gateway dies, and keep accepting during the shutdown grace.
+    listening.set_inheritable(False)
     _tune_garbage_collection()
     uvicorn.Server(config).run(sockets=[listening])
 
