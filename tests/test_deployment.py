@@ -4,14 +4,12 @@ the compose file's timings and ports hold together, and deploy/nginx.conf itself
 
 import fnmatch
 import re
-import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
-import pytest
 import yaml
 
 from app.main import create_app
@@ -21,7 +19,7 @@ from app.mcp.processes import GROUP_KILL_TIMEOUT
 from app.settings import Settings
 from tests.conftest import make_settings, running_gateway
 from tests.support.fake_upstream import FakeUpstream, Turn
-from tests.support.replica_services import Nginx, StubDns
+from tests.support.replica_services import Nginx, StubDns, unanswered
 from tests.support.servers import ServerThread, free_port
 
 ROOT = Path(__file__).parent.parent
@@ -91,7 +89,7 @@ def test_the_scale_profile_puts_replicas_on_redis_behind_nginx() -> None:
     assert not any("toolbridge-state" in volume for volume in replica["volumes"])  # no file shared by replicas
     # nginx and Open WebUI reach every gateway by the one name.
     assert replica["networks"]["default"]["aliases"] == ["toolbridge"]
-    assert set(services["nginx"]["depends_on"]) >= set(GATEWAYS)
+    assert services["nginx"]["depends_on"]["toolbridge"]["condition"] == "service_healthy"
     assert services["nginx"]["ports"] == ["127.0.0.1:8080:80"]
     nginx = (ROOT / "deploy" / "nginx.conf").read_text()
     assert "set $toolbridge toolbridge:8000;" in nginx and "proxy_buffering off;" in nginx
@@ -213,31 +211,6 @@ def _gateway_at(address: str, port: int, tmp: Path, upstream_url: str) -> Iterat
         yield f"http://{address}:{port}"
 
 
-@contextmanager
-def _unanswering(address: str, port: int) -> Iterator[None]:
-    """The address of a container that is gone: connections are never answered (SYNs dropped, as a full
-    accept queue does), not refused, which is what held nginx for 38.6 s."""
-    listener = socket.socket()
-    listener.bind((address, port))
-    listener.listen(0)
-    filling = []
-    try:
-        for _ in range(3):
-            filling.append(client := socket.socket())
-            client.setblocking(False)
-            client.connect_ex((address, port))
-        probe = socket.socket()
-        probe.settimeout(0.5)
-        with pytest.raises(TimeoutError):
-            probe.connect((address, port))
-        probe.close()
-        yield
-    finally:
-        for client in filling:
-            client.close()
-        listener.close()
-
-
 def _chats(gateway_url: str) -> int:
     metrics = httpx.get(f"{gateway_url}/metrics", timeout=30).text
     return sum(int(float(line.rsplit(" ", 1)[1])) for line in metrics.splitlines()
@@ -276,7 +249,7 @@ def test_nginx_leaves_a_scaled_away_replica_after_a_short_connect_timeout_and_as
         # Scaled away: the container is gone, its address no longer answers; Docker's DNS still names it for
         # a moment (and nginx's cache longer): each request that tries it moves on after the connect timeout.
         going.close()
-        with _unanswering(REPLICA_ADDRESSES[1], port):
+        with unanswered(REPLICA_ADDRESSES[1], port):
             deadline = time.monotonic() + 60
             while timeouts_to_the_gone_replica() == 0:
                 assert time.monotonic() < deadline, "nginx never tried the replica that is gone"

@@ -1,5 +1,6 @@
 """What replicas run beside them in a test: a real redis-server on a free loopback port (Debian's
-`redis-server`), and nginx in front (Debian's `nginx-light`), started and stopped by the test.
+`redis-server`), and nginx in front (Debian's `nginx-light`), started and stopped by the test; a stand-in
+for Docker's DNS, and the address of a replica that is gone (it never answers).
 
 Outside CI a test that needs one is skipped when it is not installed; in CI its absence is a failure
 (`.ci/run` installs them).
@@ -12,7 +13,8 @@ import struct
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -154,3 +156,29 @@ class StubDns:
         self._closing.set()
         self._thread.join(timeout=10)
         self._socket.close()
+
+
+@contextmanager
+def unanswered(address: str, port: int) -> Iterator[None]:
+    """The address of a container that is gone: connections are never answered (SYNs dropped, as a full
+    accept queue does), not refused, which is what held nginx for 38.6 s."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the replica's connections may linger
+    listener.bind((address, port))
+    listener.listen(0)
+    filling = []
+    try:
+        for _ in range(3):
+            filling.append(client := socket.socket())
+            client.setblocking(False)
+            client.connect_ex((address, port))
+        probe = socket.socket()
+        probe.settimeout(0.5)
+        with pytest.raises(TimeoutError):  # this machine drops them indeed
+            probe.connect((address, port))
+        probe.close()
+        yield
+    finally:
+        for client in filling:
+            client.close()
+        listener.close()
