@@ -1,10 +1,11 @@
 """The last tool calls, for people to look at (`GET /ui/calls`, `GET /ui/events`): a bounded ring.
 
-Each entry says when, for which request, which tool, how long, and how it ended (with the error's message).
+Each entry says when, for which request, which tool, how long, and how it ended.
 A call to a name no tool has is there too (`server` null, outcome `unknown_tool`): it is what "my model
 does not call the tool" often turns out to be.
-What the model sent and read is kept only with TOOLBRIDGE_UI_SHOW_VALUES: it may be private, and the page
-may be shown on a screen others see.
+What the model sent and read, and the error's message, are kept only with TOOLBRIDGE_UI_SHOW_VALUES: they may
+be private (a tool's error often repeats its arguments), and the page may be shown on a screen others see.
+Without it `error` is only the error's class (tool_error, timeout, invalid_arguments...).
 """
 
 import time
@@ -34,10 +35,10 @@ class RecentCalls:
             "tool": call.tool,
             "duration_ms": round(call.seconds * 1000, 1),
             "outcome": call.outcome,
-            "error": call.error,
+            "error": _error_class(call.outcome),
         }
         if self._show_values:
-            entry |= {"arguments": call.arguments, "result": call.result}
+            entry |= {"arguments": call.arguments, "result": call.result, "error": call.error}
         self.count += 1
         self._calls.append({"number": self.count, **entry})
         self._added.set()
@@ -50,3 +51,11 @@ class RecentCalls:
     async def next_call(self) -> None:
         """Returns when the next call is added."""
         await self._added.wait()
+
+
+def _error_class(outcome: str) -> str | None:
+    """What kind of failure, in words the gateway chose: a tool's own failure is `error` among the outcomes
+    (the metrics' label) and `tool_error` in the envelope the model reads, whose name is kept here."""
+    if outcome == "ok":
+        return None
+    return "tool_error" if outcome == "error" else outcome

@@ -138,7 +138,8 @@ class Settings(BaseSettings):
     )
     ui_show_values: bool = Field(
         False, description="Keep the arguments and results of the recent tool calls for /ui/calls (they may be "
-        "private; off keeps only the tool, the time, the outcome and the error)."
+        "private, and a tool's error message often repeats them; off keeps the tool, the time, the outcome and the "
+        "error's class)."
     )
     vision: Literal["auto", "on", "off"] = Field(
         "auto", description="Send images from tool results to the model: auto asks LM Studio if it has vision."

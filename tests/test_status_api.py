@@ -36,7 +36,7 @@ def test_a_call_made_through_chat_is_in_the_recent_calls(status: Gateway, upstre
                           json={"model": MODEL, "messages": [{"role": "user", "content": "add"}]})
     made = sorted(calls(status, seen), key=lambda c: c["tool"])
     assert [(c["tool"], c["outcome"], c["error"]) for c in made] == [("add", "ok", None),
-                                                                  ("fail", "error", "Error executing tool fail: no")]
+                                                                  ("fail", "error", "tool_error")]
     assert {c["request_id"] for c in made} == {response.headers["x-request-id"]}
     assert all(c["server"] == "basic" and c["duration_ms"] >= 0 and "arguments" not in c for c in made)
 
@@ -48,6 +48,32 @@ def test_values_are_kept_only_when_asked(upstream: FakeUpstream, tmp_path: Path)
         [call] = calls(gateway)
     assert json.loads(call["arguments"]) == {"text": "private"}
     assert json.loads(call["result"])["data"] == {"result": "echo: private"}
+
+
+@pytest.mark.parametrize("show_values", [False, True])
+def test_a_tool_error_repeating_its_arguments_is_shown_only_with_the_values(
+    upstream: FakeUpstream, tmp_path: Path, show_values: bool
+) -> None:
+    secret = "ARGSECRET-4 card 4111-1111"
+    with (running_gateway(tmp_path, {"basic": stdio_entry("basic.py")}, ready=("basic",),
+                          upstream_url=f"{upstream.url}/v1", ui_show_values=show_values) as gateway,
+          httpx.stream("GET", f"{gateway.url}/ui/events", timeout=30) as stream):
+        lines = stream.iter_lines()
+        assert _next_event(lines)[0] == "servers"  # subscribed before the call is made
+        upstream.script(Turn(calls=[Call("basic__fail", {"message": secret})]), Turn(content="it failed"))
+        httpx.post(f"{gateway.url}/v1/chat/completions", timeout=30,
+                   json={"model": MODEL, "messages": [{"role": "user", "content": "fail"}]}).raise_for_status()
+        deadline = time.monotonic() + 10
+        while (event := _next_event(lines))[0] != "call":
+            assert time.monotonic() < deadline, "no call event"
+        listed = httpx.get(f"{gateway.url}/ui/calls", timeout=30)
+    [call] = listed.json()["data"]
+    assert event[1] == call and call["outcome"] == "error"
+    if show_values:
+        assert call["error"] == f"Error executing tool fail: {secret}"
+    else:
+        assert call["error"] == "tool_error"
+        assert "ARGSECRET" not in listed.text and "4111" not in json.dumps(event[1])
 
 
 def test_the_playground_returns_what_the_model_would_read(status: Gateway) -> None:
@@ -116,5 +142,5 @@ def test_a_call_to_a_tool_that_does_not_exist_is_shown_but_not_counted(status: G
                json={"model": MODEL, "messages": [{"role": "user", "content": "use a tool"}]})
     [call] = calls(status, seen)
     assert (call["server"], call["tool"], call["outcome"]) == (None, "basic__made_up", "unknown_tool")
-    assert "There is no tool named 'basic__made_up'" in call["error"]
+    assert call["error"] == "unknown_tool"  # the gateway's message repeats the model's words: values only
     assert "made_up" not in httpx.get(f"{status.url}/metrics", timeout=30).text  # no label per made-up name
