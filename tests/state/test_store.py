@@ -32,8 +32,8 @@ async def opened(kind: str, tmp_path: Path, bounds: Bounds = ROOMY) -> AsyncIter
 async def test_a_store_returns_what_it_holds_and_leaves_out_the_rest(kind: str, tmp_path: Path) -> None:
     async with opened(kind, tmp_path) as store:
         await store.put_many({"a": b"one", "b": b"two"})
-        await store.put_many({"a": b"uno"})  # a key written again holds its latest value
-        assert await store.get_many(["a", "b", "c"]) == {"a": b"uno", "b": b"two"}
+        await store.put_many({"a": b"uno"})  # a key written again keeps its first value: no one overwrites
+        assert await store.get_many(["a", "b", "c"]) == {"a": b"one", "b": b"two"}
         assert await store.get_many([]) == {}
 
 
