@@ -306,7 +306,7 @@ def _encode(before: list[dict[str, Any]], message: dict[str, Any], after: list[d
 def _within_entry_bound(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]],
                         shorten: Callable[[str, int], str]) -> bytes | None:
     """The encoded entry if it fits MAX_ENTRY_BYTES; else with every result shortened to an equal share of
-    the room (halved until it fits, down to SHORTEST_RESULT_CHARS); else None."""
+    the room (less until it fits, down to SHORTEST_RESULT_CHARS); else None."""
     entry = _encode(before, message, after)
     results = [part for part in (*before, *after)
                if part.get("role") == "tool" and isinstance(part.get("content"), str)]
@@ -321,7 +321,8 @@ def _within_entry_bound(before: list[dict[str, Any]], message: dict[str, Any], a
             return entry
         if limit <= SHORTEST_RESULT_CHARS:
             return None
-        limit = max(SHORTEST_RESULT_CHARS, limit // 2)
+        # Results are escaped again inside the entry, so they take more than their length: cut in proportion.
+        limit = max(SHORTEST_RESULT_CHARS, min(limit - 1, int(limit * 0.97 * MAX_ENTRY_BYTES / len(entry))))
 
 
 async def _decode_all(found: dict[str, bytes]) -> dict[str, dict[str, Any]]:
