@@ -105,8 +105,8 @@ class Breaker:
     """Closed, open after a timeout (every call refused at once), half-open when BREAKER_SECONDS are over:
     one probe at a time goes through; an answer closes it, another timeout opens it again."""
 
-    def __init__(self, seconds: float = BREAKER_SECONDS) -> None:
-        self.seconds = seconds
+    def __init__(self, seconds: float | None = None) -> None:
+        self.seconds = BREAKER_SECONDS if seconds is None else seconds
         self._opened_at: float | None = None
         self._probing = False
 
