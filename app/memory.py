@@ -185,11 +185,15 @@ class ConversationMemory:
 
     async def _bounded_entry(self, before: list[dict[str, Any]], message: dict[str, Any],
                              after: list[dict[str, Any]]) -> bytes | None:
-        """The entry, within MAX_ENTRY_BYTES (its results shortened if need be), encoded in a worker thread:
-        a turn's results may be megabytes. None when even shortened results do not fit (logged)."""
-        entry = await anyio.to_thread.run_sync(
-            _within_entry_bound, before, message, after,
-            lambda text, limit: shortened_result(text, limit, self._rendering.result_format))
+        """The entry, within MAX_ENTRY_BYTES (its results shortened if need be), encoded in a worker thread
+        when large: a turn's results may be megabytes. None when even shortened results do not fit (logged)."""
+        def shorten(text: str, limit: int) -> str:
+            return shortened_result(text, limit, self._rendering.result_format)
+
+        if _rough_chars([*before, message, *after]) <= DECODE_INLINE_BYTES:  # a thread hop costs more
+            entry = _within_entry_bound(before, message, after, shorten)
+        else:
+            entry = await anyio.to_thread.run_sync(_within_entry_bound, before, message, after, shorten)
         if entry is None:
             log.warning("turn_not_remembered", reason="its calls take more than an entry may hold even with "
                         "their results shortened", max_entry_bytes=MAX_ENTRY_BYTES)
@@ -323,6 +327,18 @@ def _within_entry_bound(before: list[dict[str, Any]], message: dict[str, Any], a
             return None
         # Results are escaped again inside the entry, so they take more than their length: cut in proportion.
         limit = max(SHORTEST_RESULT_CHARS, min(limit - 1, int(limit * 0.97 * MAX_ENTRY_BYTES / len(entry))))
+
+
+def _rough_chars(messages: list[dict[str, Any]]) -> int:
+    """About how many characters the messages' texts and call arguments take, without encoding them."""
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        total += len(content) if isinstance(content, str) else len(str(content or ""))
+        for call in message.get("tool_calls") or []:
+            arguments = call.get("function", {}).get("arguments") if isinstance(call, dict) else None
+            total += len(arguments) if isinstance(arguments, str) else len(str(arguments or ""))
+    return total
 
 
 async def _decode_all(found: dict[str, bytes]) -> dict[str, dict[str, Any]]:
