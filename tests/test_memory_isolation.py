@@ -111,19 +111,28 @@ def restored_tags(upstream: FakeUpstream, client: Any, history: list[dict]) -> l
     return [json.loads(m["content"])["data"]["result"].split(":")[0] for m in tools_seen(upstream)]
 
 
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
 def test_one_key_flooding_memory_forgets_its_own_oldest_turns_not_another_keys(
-    upstream: FakeUpstream, tmp_path: Path
+    store: str, upstream: FakeUpstream, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    overrides: dict[str, Any] = {}
+    if store == "redis":
+        redis_server: RedisServer = request.getfixturevalue("redis_server")
+        redis_server.client().flushall()
+        overrides["state_url"] = redis_server.url
     # 0.2 MB in all: a key may hold a quarter (about 52 KB); twelve 20 KB turns are more than the whole store.
     with running_gateway(tmp_path, SERVERS, ready=["bulky"], key=ALICE, api_keys=f"{ALICE},{BOB}",
-                         upstream_url=f"{upstream.url}/v1", tool_trace="off", state_max_mb=0.2) as gateway:
+                         upstream_url=f"{upstream.url}/v1", tool_trace="off", state_max_mb=0.2, **overrides) as gateway:
         victim = big_turn(gateway.client(BOB), upstream, "Fetch Bob's thing.", [2000], "bob")
         flood = [big_turn(gateway.client(ALICE), upstream, f"Fetch {n}.", [20_000], f"alice{n}") for n in range(12)]
         assert restored_tags(upstream, gateway.client(BOB), victim) == ["bob-0"]  # still there
         assert restored_tags(upstream, gateway.client(ALICE), flood[-1]) == ["alice11-0"]  # the flooder's newest
         assert restored_tags(upstream, gateway.client(ALICE), flood[0]) == []  # and its oldest went first
-        with sqlite3.connect(tmp_path / "state.db") as db:
-            held = db.execute("SELECT sum(length(value)) FROM entries").fetchone()[0]
+        if store == "sqlite":
+            with sqlite3.connect(tmp_path / "state.db") as db:
+                held = db.execute("SELECT sum(length(value)) FROM entries").fetchone()[0]
+        else:
+            held = int(redis_server.client().get("toolbridge:v1:bytes"))
         assert held <= 0.2 * 1024 * 1024
 
 
