@@ -156,7 +156,8 @@ def test_a_turn_past_the_entry_bound_is_kept_with_its_results_shortened(
 def test_a_restore_reads_only_the_newest_turns_the_context_can_hold(
     upstream: FakeUpstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(app.memory, "MAX_ENTRY_BYTES", 40_000)  # so three 30 KB turns pass what a restore reads
+    # So three 30 KB turns pass what a restore reads (not raising: main has no such bound and reads them all).
+    monkeypatch.setattr(app.memory, "MAX_ENTRY_BYTES", 40_000, raising=False)
     with running_gateway(tmp_path, SERVERS, ready=["bulky"], upstream_url=f"{upstream.url}/v1", tool_trace="off",
                          context_tokens=4000, max_result_chars=50_000) as gateway:
         client = gateway.client()
