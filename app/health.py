@@ -16,7 +16,7 @@ async def health_report(
     pool: McpPool, upstream: UpstreamClient, settings: Settings, authorised: bool, memory: MemoryStores
 ) -> dict[str, Any]:
     config = pool.config
-    memory_problem = await memory.turns.problem() if memory.turns is not None else None
+    memory_problem = await memory.problem()
     status = "degraded" if pool.degraded or not config.found or memory_problem else "ok"
     if not authorised:
         return {"status": status}

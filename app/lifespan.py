@@ -123,9 +123,11 @@ async def open_memory(settings: Settings) -> AsyncIterator[MemoryStores]:
     in this process's memory for an hour."""
     bounds = Bounds(max_bytes=int(settings.state_max_mb * 1024 * 1024),
                     max_age_seconds=settings.state_max_age_days * 86_400)
-    async with open_state_store(settings.state_url, bounds) as store:
+    failures: list[str] = []
+    async with open_state_store(settings.state_url, bounds, failures.append) as store:
         pending = MemoryStore(Bounds(max_bytes=bounds.max_bytes, max_age_seconds=PENDING_SECONDS))
-        yield MemoryStores(turns=store, pending=store if store is not None else pending)
+        yield MemoryStores(turns=store, pending=store if store is not None else pending,
+                           failure=failures[0] if failures else None)
 
 
 def _completer(upstream: UpstreamClient) -> Complete:

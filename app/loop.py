@@ -89,7 +89,8 @@ async def run_tool_loop(
     client_tool_names = _tool_names(body.get("tools") or [])
     mcp_tools = tools.tools_for_request(offered=options.offer_tools, client_tools=frozenset(client_tool_names),
                                         selection=options.tool_selection)
-    history = await memory.restore(body["messages"]) if memory is not None else _without_traces(body["messages"])
+    history = (await memory.restore(body["messages"], options.context_tokens) if memory is not None
+               else _without_traces(body["messages"]))
     stats.restored_turns = history.turns
     if options.prompt_messages:  # after the memory read the history as the client keeps it
         history = replace(history, messages=[*history.messages[:-1], *options.prompt_messages])

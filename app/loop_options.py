@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import structlog
 
 from app.mcp.results import RenderOptions, system_hint
-from app.memory import ConversationMemory, MemoryStores
+from app.memory import ConversationMemory, MemoryStores, memory_owner
 from app.open_webui import chat_id, is_background_task
 from app.ports import ALL_TOOLS, BudgetChoice, LoopOptions, ToolSelection
 from app.settings import Settings
@@ -70,6 +70,14 @@ async def tool_budget_for(settings: Settings, upstream: ModelFacts, model: str |
 def conversation_memory(
     settings: Settings, stores: MemoryStores | None, headers: Mapping[str, str]
 ) -> ConversationMemory:
-    """The request's memory, narrowed to Open WebUI's chat when it names one."""
+    """The request's memory: the API key's own (every caller's when no keys are set), narrowed to Open
+    WebUI's chat when it names one."""
     rendering = RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars)
-    return ConversationMemory(stores, rendering, chat_id=chat_id(headers))
+    owner = memory_owner(_api_key(headers) if settings.client_keys else None)
+    return ConversationMemory(stores, rendering, chat_id=chat_id(headers), owner=owner)
+
+
+def _api_key(headers: Mapping[str, str]) -> str:
+    """The bearer key the request came with: the guard (app/api/guard.py) let it in only if it is one of ours."""
+    scheme, _, presented = headers.get("authorization", "").partition(" ")
+    return presented.strip() if scheme.lower() == "bearer" else ""

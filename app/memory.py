@@ -7,33 +7,47 @@ the final text. Two sources, the store first:
 
 - **The store.** When a request ends after MCP rounds, they are stored under a key the next request can
   compute from its own history: a digest of the turn's visible text (traces removed, whitespace ignored)
-  with every user and assistant message before it, and Open WebUI's chat id when it sends one. A turn that
-  handed the client its own tool calls (a mixed turn) is keyed by those calls' ids instead, since the
-  client sends them back.
+  with every system, user and assistant message before it, scoped to the caller (a digest of the API key
+  the request came with, or "anonymous" without keys) and to Open WebUI's chat id when it sends one. A
+  turn that handed the client its own tool calls (a mixed turn) is keyed by those calls' ids instead,
+  since the client sends them back. Another key, or a different system message, never finds the entry;
+  a key once written keeps its entry (stores never overwrite).
 - **The trace.** A `details` trace in the history records each call with its result (`trace.read_back`).
+
+Bounds: an entry holds at most MAX_ENTRY_BYTES (past it the turn's results are shortened to fit, and a
+turn that still does not fit is not kept); a restore reads, newest turns first, only what the model's
+context could hold (at least one whole entry), and decodes it in a worker thread when it is large.
 
 Keys are digests; the store holds the calls and results, so it is private (README, Privacy). Nothing
 here logs what a message or a result says.
 """
 
+import functools
 import hashlib
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio.to_thread
 import structlog
 
-from app.context_budget import fit_restored
+from app.context_budget import CHARS_PER_TOKEN, fit_restored
 from app.mcp.results import RenderOptions, omitted_result, recorded_result, shortened_result
 from app.openai.schemas import content_text
 from app.ports import RestoredHistory
-from app.state.store import StateStore, StateStoreError
+from app.state.store import ANONYMOUS, StateStore, StateStoreError
 from app.trace import RecordedCall, read_back, strip_trace
 
 log = structlog.get_logger("toolbridge.memory")
 
 ENTRY_VERSION = 1
 _ANSWERED = b"1"
+MAX_ENTRY_BYTES = 1024 * 1024  # one turn's calls and results as stored; results are shortened to fit
+SHORTEST_RESULT_CHARS = 1000  # what a result shortened to fit an entry keeps at least
+DECODE_INLINE_BYTES = 64 * 1024  # found entries past this size are decoded in a worker thread, off the loop
+_OWNER_SALT = b"toolbridge conversation memory owner v1"
+_OWNER_ROUNDS = 20_000  # a stored owner digest does not give a weak key away cheaply; computed once a key
 
 
 @dataclass(frozen=True)
@@ -44,24 +58,46 @@ class MemoryStores:
 
     turns: StateStore | None
     pending: StateStore
+    failure: str | None = None  # why the configured store could not be opened (memory is off then)
+
+    async def problem(self) -> str | None:
+        """None when memory works; else why not, for /health."""
+        if self.failure is not None:
+            return self.failure
+        return await self.turns.problem() if self.turns is not None else None
+
+
+def memory_owner(api_key: str | None) -> str:
+    """Whose memory a request reads and writes: a salted, slow digest of the API key it authenticated with
+    (never the key), or ANONYMOUS when the gateway has no keys, where every caller shares one memory."""
+    return ANONYMOUS if api_key is None else _owner_digest(api_key)
+
+
+@functools.lru_cache(maxsize=256)  # only keys the guard accepted get here: as many as are configured
+def _owner_digest(api_key: str) -> str:
+    return hashlib.pbkdf2_hmac("sha256", api_key.encode(), _OWNER_SALT, _OWNER_ROUNDS).hex()
 
 
 class ConversationMemory:
     """Conversation memory for one request: `restore` its history, then `remember_*` what it did."""
 
-    def __init__(self, stores: MemoryStores | None, rendering: RenderOptions, chat_id: str | None = None) -> None:
+    def __init__(self, stores: MemoryStores | None, rendering: RenderOptions, chat_id: str | None = None,
+                 owner: str = ANONYMOUS) -> None:
         self._stores = stores
         self._rendering = rendering
-        self._chat = chat_id or ""
+        self._owner = owner
+        self._scope = _digest("owner", owner or "anonymous", "chat", chat_id or "")
         self._chain = _ROOT  # of the history as the client sent it, set by `restore`
 
-    async def restore(self, messages: list[dict[str, Any]]) -> RestoredHistory:
-        """The history with every earlier turn's MCP calls and results in place, and traces removed."""
+    async def restore(self, messages: list[dict[str, Any]],
+                      context_tokens: Callable[[], Awaitable[int]] | None = None) -> RestoredHistory:
+        """The history with every earlier turn's MCP calls and results in place, and traces removed. Stored
+        turns are read newest first while they could fit in `context_tokens` (at least one whole entry)."""
         lookups: dict[int, tuple[str, str | None]] = {}  # message index: its key, and its text's key
         chain = self._chain
         for index, message in enumerate(messages):
             role = message.get("role")
-            if role not in ("user", "assistant"):
+            if role not in _KEYED_ROLES:
                 continue
             text = _normal(content_text(message.get("content")), assistant=role == "assistant")
             if role == "assistant":
@@ -70,17 +106,21 @@ class ConversationMemory:
                                   else (self._turn_key(chain, text), self._answer_key(text)))
             chain = _digest(chain, role, text)
         self._chain = chain
-        found = await self._find(lookups)
+        room = MAX_ENTRY_BYTES
+        if context_tokens is not None and lookups and self._stores is not None:
+            room = max(room, await context_tokens() * CHARS_PER_TOKEN)
+        found = await self._find(lookups, room)
+        entries = await _decode_all({key: found[key] for key, _ in lookups.values() if found.get(key)})
 
         restored: list[dict[str, Any]] = []
         results: list[int] = []
-        turns = 0
+        turns = no_room = 0
         for index, message in enumerate(messages):
             if message.get("role") != "assistant":
                 restored.append(message)
                 continue
             key, answer_key = lookups[index]
-            entry = _decode(found.get(key))
+            entry = entries.get(key)
             if entry is not None:
                 turns += 1
                 for part in entry["before"]:
@@ -92,6 +132,8 @@ class ConversationMemory:
             from_trace = self._from_trace(message)
             if len(from_trace) > 1:
                 turns += 1
+            elif found.get(key) == b"":
+                no_room += 1
             elif key in found:
                 log.warning("turn_not_restored", reason="its stored entry could not be read")
             elif answer_key is not None and answer_key in found:
@@ -99,6 +141,9 @@ class ConversationMemory:
                             hint="a client that rewrites earlier messages (a date, RAG context) loses tool memory")
             for part in from_trace:
                 _append(restored, results, part)
+        if no_room:
+            log.info("turn_not_restored", reason="the model's context cannot hold it with the newer turns",
+                     turns=no_room, room_bytes=room)
         return RestoredHistory(restored, results, turns)
 
     def fit(self, history: RestoredHistory, allowance: int) -> list[dict[str, Any]]:
@@ -118,7 +163,9 @@ class ConversationMemory:
         if self._stores is None or self._stores.turns is None or not rounds:
             return
         text = _normal(shown, assistant=True)
-        entry = _encode(rounds, {"content": final_content}, [])
+        entry = await self._bounded_entry(rounds, {"content": final_content}, [])
+        if entry is None:
+            return
         await self._put(self._stores.turns, {self._turn_key(self._chain, text): entry,
                                              self._answer_key(text): _ANSWERED})
 
@@ -130,8 +177,27 @@ class ConversationMemory:
         assistant message gets all of them again, with our results after it."""
         if self._stores is None:
             return
-        entry = _encode(rounds, {"content": assistant["content"], "tool_calls": assistant["tool_calls"]}, results)
+        message = {"content": assistant["content"], "tool_calls": assistant["tool_calls"]}
+        entry = await self._bounded_entry(rounds, message, results)
+        if entry is None:
+            return
         await self._put(self._stores.pending, {self._mixed_key(self._chain, client_call_ids): entry})
+
+    async def _bounded_entry(self, before: list[dict[str, Any]], message: dict[str, Any],
+                             after: list[dict[str, Any]]) -> bytes | None:
+        """The entry, within MAX_ENTRY_BYTES (its results shortened if need be), encoded in a worker thread
+        when large: a turn's results may be megabytes. None when even shortened results do not fit (logged)."""
+        def shorten(text: str, limit: int) -> str:
+            return shortened_result(text, limit, self._rendering.result_format)
+
+        if _rough_chars([*before, message, *after]) <= DECODE_INLINE_BYTES:  # a thread hop costs more
+            entry = _within_entry_bound(before, message, after, shorten)
+        else:
+            entry = await anyio.to_thread.run_sync(_within_entry_bound, before, message, after, shorten)
+        if entry is None:
+            log.warning("turn_not_remembered", reason="its calls take more than an entry may hold even with "
+                        "their results shortened", max_entry_bytes=MAX_ENTRY_BYTES)
+        return entry
 
     def _from_trace(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         """An assistant message with no stored entry: the rounds its details trace recorded, then its text;
@@ -163,17 +229,23 @@ class ConversationMemory:
     def _recorded(self, call: RecordedCall) -> str:
         return recorded_result(call.result, call.failed, call.cut, self._rendering)
 
-    async def _find(self, lookups: dict[int, tuple[str, str | None]]) -> dict[str, bytes]:
+    async def _find(self, lookups: dict[int, tuple[str, str | None]], room: int) -> dict[str, bytes]:
+        """The stored values of the lookups, within `room` bytes in all: answers' marks (a byte each) first,
+        then turns, the newest first, since a context that cannot hold every turn keeps the latest."""
         if self._stores is None or not lookups:
             return {}
-        keys = [key for pair in lookups.values() for key in pair if key is not None]
+        pairs = list(lookups.values())
+        keys = [answer for _, answer in pairs if answer is not None] + [key for key, _ in reversed(pairs)]
         stores = [self._stores.pending]
         if self._stores.turns is not None and self._stores.turns is not self._stores.pending:
             stores.insert(0, self._stores.turns)
         found: dict[str, bytes] = {}
         for store in stores:
             try:
-                found |= await store.get_many(keys)
+                for key, value in (await store.get_many(keys, max(room, 0))).items():
+                    if value or key not in found:  # read elsewhere beats "no room" here
+                        found[key] = value
+                    room -= len(value)
             except StateStoreError as exc:
                 log.warning("memory_unavailable", store=store.kind, error=str(exc),
                             consequence="earlier turns' tool calls are not restored for this request")
@@ -181,19 +253,25 @@ class ConversationMemory:
 
     async def _put(self, store: StateStore, items: dict[str, bytes]) -> None:
         try:
-            await store.put_many(items)
+            await store.put_many(items, self._owner)
         except StateStoreError as exc:
             log.warning("memory_unavailable", store=store.kind, error=str(exc),
                         consequence="this turn's tool calls will not be restored later")
 
     def _turn_key(self, chain: str, text: str) -> str:
-        return "turn:" + _digest(self._chat, chain, text)
+        return "turn:" + _digest(self._scope, chain, text)
 
     def _answer_key(self, text: str) -> str:
-        return "answer:" + _digest(self._chat, text)
+        return "answer:" + _digest(self._scope, text)
 
     def _mixed_key(self, chain: str, call_ids: list[str]) -> str:
-        return "mixed:" + _digest(self._chat, chain, *sorted(call_ids))
+        return "mixed:" + _digest(self._scope, chain, *sorted(call_ids))
+
+
+# What a key digests of the history: every message the client sees and sends back but its own tools'
+# results (`tool`), which clients do not all send back alike. A system message is in: an entry stored
+# under one system prompt is not found under another, so no request can plant turns in other chats.
+_KEYED_ROLES = frozenset({"system", "developer", "user", "assistant"})
 
 
 def _append(messages: list[dict[str, Any]], results: list[int], message: dict[str, Any]) -> None:
@@ -227,6 +305,50 @@ _ROOT = _digest("conversation")  # where every conversation's chain starts
 def _encode(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]]) -> bytes:
     entry = {"v": ENTRY_VERSION, "before": before, "message": message, "after": after}
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _within_entry_bound(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]],
+                        shorten: Callable[[str, int], str]) -> bytes | None:
+    """The encoded entry if it fits MAX_ENTRY_BYTES; else with every result shortened to an equal share of
+    the room (less until it fits, down to SHORTEST_RESULT_CHARS); else None."""
+    entry = _encode(before, message, after)
+    results = [part for part in (*before, *after)
+               if part.get("role") == "tool" and isinstance(part.get("content"), str)]
+    if len(entry) <= MAX_ENTRY_BYTES or not results:
+        return entry if len(entry) <= MAX_ENTRY_BYTES else None
+    rest = len(entry) - sum(len(part["content"].encode()) for part in results)
+    limit = max(SHORTEST_RESULT_CHARS, (MAX_ENTRY_BYTES - rest) // len(results))
+    while True:
+        cut = {id(part): {**part, "content": shorten(part["content"], limit)} for part in results}
+        entry = _encode([cut.get(id(p), p) for p in before], message, [cut.get(id(p), p) for p in after])
+        if len(entry) <= MAX_ENTRY_BYTES:
+            return entry
+        if limit <= SHORTEST_RESULT_CHARS:
+            return None
+        # Results are escaped again inside the entry, so they take more than their length: cut in proportion.
+        limit = max(SHORTEST_RESULT_CHARS, min(limit - 1, int(limit * 0.97 * MAX_ENTRY_BYTES / len(entry))))
+
+
+def _rough_chars(messages: list[dict[str, Any]]) -> int:
+    """About how many characters the messages' texts and call arguments take, without encoding them."""
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        total += len(content) if isinstance(content, str) else len(str(content or ""))
+        for call in message.get("tool_calls") or []:
+            arguments = call.get("function", {}).get("arguments") if isinstance(call, dict) else None
+            total += len(arguments) if isinstance(arguments, str) else len(str(arguments or ""))
+    return total
+
+
+async def _decode_all(found: dict[str, bytes]) -> dict[str, dict[str, Any]]:
+    """The entries that decode; in a worker thread when they are large, so a restore never stalls the loop."""
+    def decode() -> dict[str, dict[str, Any]]:
+        return {key: entry for key, value in found.items() if (entry := _decode(value)) is not None}
+
+    if sum(len(value) for value in found.values()) <= DECODE_INLINE_BYTES:
+        return decode()
+    return await anyio.to_thread.run_sync(decode)
 
 
 def _decode(value: bytes | None) -> dict[str, Any] | None:

@@ -106,7 +106,8 @@ class TurnMemory(Protocol):
     """What the loop asks of conversation memory: give a history back its earlier turns' calls, fit them
     into the context, and remember what this request's rounds did."""
 
-    async def restore(self, messages: list[dict[str, Any]]) -> RestoredHistory: ...
+    async def restore(self, messages: list[dict[str, Any]],
+                      context_tokens: Callable[[], Awaitable[int]] | None = None) -> RestoredHistory: ...
 
     def fit(self, history: RestoredHistory, allowance: int) -> list[dict[str, Any]]: ...
 

@@ -1,6 +1,6 @@
 """The store TOOLBRIDGE_STATE_URL names, opened for the app's life and closed at its end."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import structlog
@@ -12,9 +12,11 @@ log = structlog.get_logger("toolbridge.state")
 
 
 @asynccontextmanager
-async def open_state_store(url: str, bounds: Bounds) -> AsyncIterator[StateStore | None]:
-    """The store, or None for `none`. A SQLite file that cannot be opened is logged and memory is off:
-    the gateway still serves."""
+async def open_state_store(
+    url: str, bounds: Bounds, failed: Callable[[str], None] = lambda _: None
+) -> AsyncIterator[StateStore | None]:
+    """The store, or None for `none`. A SQLite file that cannot be opened is logged, told to `failed` (for
+    /health: why, without the file's path) and memory is off: the gateway still serves."""
     kind, path = parse_state_url(url)
     if kind == "none":
         yield None
@@ -34,6 +36,9 @@ async def open_state_store(url: str, bounds: Bounds) -> AsyncIterator[StateStore
     except StateStoreError as exc:
         log.error("state_store_unavailable", store="sqlite", error=str(exc),
                   consequence="conversation memory is off until the gateway restarts")
+        cause = exc.__cause__
+        reason = (cause.strerror if isinstance(cause, OSError) and cause.strerror else str(cause or exc))
+        failed(f"the database could not be opened ({reason}): memory is off until the gateway restarts")
         yield None
         return
     try:

@@ -2,6 +2,10 @@
 
 The file and its WAL companions are readable by their owner only: they hold tool results. Calls run in a
 worker thread, one at a time, so a slow disk never stalls the event loop.
+
+A failure is hard to see from outside (requests are still answered, without memory), so `problem` says
+what went wrong for /health: the last failed write or read until one succeeds, and a database file that
+was deleted or replaced under the open connection (what is written then is lost at restart).
 """
 
 import os
@@ -14,9 +18,9 @@ from typing import Self, TypeVar
 
 import anyio.to_thread
 
-from app.state.store import Bounds, StateStoreError
+from app.state.store import ANONYMOUS, Bounds, StateStoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the owner and size of each entry; keys of 1 are never asked for again
 PRUNE_EVERY_SECONDS = 60.0
 EVICT_TO = 0.9  # past the size bound, forget down to this share of it, not one entry per write
 _MAX_KEYS_PER_QUERY = 500
@@ -33,6 +37,8 @@ class SqliteStore:
         self._connection: sqlite3.Connection | None = None
         self._bytes = 0
         self._pruned_at = 0.0
+        self._identity: tuple[int, int] | None = None  # the file's (device, inode) when it was opened
+        self._failed: dict[str, str] = {}  # "write" | "read": why the last one failed, until one succeeds
 
     async def __aenter__(self) -> Self:
         await self._run(self._open)
@@ -41,25 +47,42 @@ class SqliteStore:
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
 
-    async def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
-        return await self._run(lambda: self._get_many(keys))
+    async def get_many(self, keys: Sequence[str], max_bytes: int | None = None) -> dict[str, bytes]:
+        return await self._run(lambda: self._get_many(keys, max_bytes), "read")
 
-    async def put_many(self, items: Mapping[str, bytes]) -> None:
-        await self._run(lambda: self._put_many(items))
+    async def put_many(self, items: Mapping[str, bytes], owner: str = ANONYMOUS) -> None:
+        await self._run(lambda: self._put_many(items, owner), "write")
 
     async def problem(self) -> str | None:
-        return None  # a failing file is found at opening, and each failed read or write is logged
+        """Why memory does not work, in SQLite's words and without the file's path (/health shows it)."""
+        if self._identity is not None:
+            try:
+                now = os.stat(self.path)
+            except FileNotFoundError:
+                return "the database file was deleted: what is stored now is lost at restart"
+            except OSError as exc:
+                return f"the database file cannot be read: {exc.strerror or exc}"
+            if (now.st_dev, now.st_ino) != self._identity:
+                return "the database file was replaced: what is stored now is lost at restart"
+        for operation in ("write", "read"):
+            if operation in self._failed:
+                return f"the last {operation} failed: {self._failed[operation]}"
+        return None
 
     async def aclose(self) -> None:
         await anyio.to_thread.run_sync(self._close)
 
-    async def _run(self, work: Callable[[], T]) -> T:
+    async def _run(self, work: Callable[[], T], operation: str = "open") -> T:
         try:
-            return await anyio.to_thread.run_sync(self._locked, work)
+            result = await anyio.to_thread.run_sync(self._locked, work)
         except sqlite3.Error as exc:
+            self._failed[operation] = str(exc)
             raise StateStoreError(f"{self.path}: {exc}") from exc
         except OSError as exc:
+            self._failed[operation] = str(exc.strerror or exc)
             raise StateStoreError(f"{self.path}: {exc.strerror or exc}") from exc
+        self._failed.pop(operation, None)
+        return result
 
     def _locked(self, work: Callable[[], T]) -> T:
         with self._lock:
@@ -74,14 +97,20 @@ class SqliteStore:
         try:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")  # WAL keeps the file sound; a crash may lose the last turn
-            connection.execute("CREATE TABLE IF NOT EXISTS entries "
-                               "(key TEXT PRIMARY KEY, value BLOB NOT NULL, stored_at REAL NOT NULL)")
+            if connection.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+                # Keys are scoped to an owner since version 2: older entries could never be found again.
+                connection.execute("DROP TABLE IF EXISTS entries")
+            connection.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
+                               "stored_at REAL NOT NULL, owner TEXT NOT NULL, size INTEGER NOT NULL)")
             connection.execute("CREATE INDEX IF NOT EXISTS entries_by_age ON entries (stored_at)")
+            connection.execute("CREATE INDEX IF NOT EXISTS entries_by_owner ON entries (owner, stored_at, size)")
             connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            opened = os.stat(self.path)
         except BaseException:
             connection.close()
             raise
         self._connection = connection
+        self._identity = (opened.st_dev, opened.st_ino)
         self._prune()
 
     def _close(self) -> None:
@@ -95,10 +124,13 @@ class SqliteStore:
             raise sqlite3.ProgrammingError("the store is closed")
         return self._connection
 
-    def _get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
-        found: dict[str, bytes] = {}
-        cutoff = time.time() - self._bounds.max_age_seconds
+    def _get_many(self, keys: Sequence[str], max_bytes: int | None) -> dict[str, bytes]:
         unique = list(dict.fromkeys(keys))
+        found: dict[str, bytes] = {}
+        if max_bytes is not None:
+            unique, no_room = self._within(unique, max_bytes)
+            found.update(dict.fromkeys(no_room, b""))
+        cutoff = time.time() - self._bounds.max_age_seconds
         for start in range(0, len(unique), _MAX_KEYS_PER_QUERY):
             batch = unique[start:start + _MAX_KEYS_PER_QUERY]
             marks = ",".join("?" * len(batch))
@@ -108,21 +140,64 @@ class SqliteStore:
             found.update((key, bytes(value)) for key, value in rows)
         return found
 
-    def _put_many(self, items: Mapping[str, bytes]) -> None:
+    def _within(self, keys: list[str], max_bytes: int) -> tuple[list[str], list[str]]:
+        """The keys whose values, taken in this order, fit in `max_bytes`, and those there that do not: sizes
+        are read, not values."""
+        sizes: dict[str, int] = {}
+        for start in range(0, len(keys), _MAX_KEYS_PER_QUERY):
+            batch = keys[start:start + _MAX_KEYS_PER_QUERY]
+            marks = ",".join("?" * len(batch))
+            sizes.update(self._db().execute(f"SELECT key, size FROM entries WHERE key IN ({marks})", batch))
+        chosen, no_room = [], []
+        for key in keys:
+            size = sizes.get(key)
+            if size is None:
+                continue
+            if size <= max_bytes:
+                chosen.append(key)
+                max_bytes -= size
+            else:
+                no_room.append(key)
+        return chosen, no_room
+
+    def _put_many(self, items: Mapping[str, bytes], owner: str) -> None:
         db = self._db()
         now = time.time()
         db.execute("BEGIN IMMEDIATE")
         try:
             for key, value in items.items():
-                old = db.execute("SELECT length(value) FROM entries WHERE key = ?", (key,)).fetchone()
-                db.execute("INSERT OR REPLACE INTO entries (key, value, stored_at) VALUES (?, ?, ?)", (key, value, now))
-                self._bytes += len(value) - (old[0] if old else 0)
+                # Never over another request's entry: the first writer of a key keeps it.
+                added = db.execute("INSERT OR IGNORE INTO entries (key, value, stored_at, owner, size) "
+                                   "VALUES (?, ?, ?, ?, ?)", (key, value, now, owner, len(value))).rowcount
+                self._bytes += len(value) if added else 0
+            self._keep_share(owner)
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            # A failed statement may have ended the transaction already (a full disk does): ROLLBACK would
+            # then fail with "no transaction is active" and hide the real error, which is what is raised.
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
         if self._bytes > self._bounds.max_bytes or now - self._pruned_at > PRUNE_EVERY_SECONDS:
             self._prune()
+
+    def _keep_share(self, owner: str) -> None:
+        """An owner past its share forgets its own oldest entries, so one API key cannot evict the others'."""
+        share = self._bounds.owner_bytes(owner)
+        if share is None:
+            return
+        db = self._db()
+        held = db.execute("SELECT coalesce(sum(size), 0) FROM entries WHERE owner = ?", (owner,)).fetchone()[0]
+        if held <= share:
+            return
+        target = share * EVICT_TO
+        for key, size in db.execute("SELECT key, size FROM entries WHERE owner = ? ORDER BY stored_at",
+                                    (owner,)).fetchall():
+            db.execute("DELETE FROM entries WHERE key = ?", (key,))
+            held -= size
+            self._bytes -= size
+            if held <= target:
+                break
 
     def _prune(self) -> None:
         """Forgets what is too old, then the oldest until the size bound holds again."""
@@ -130,12 +205,12 @@ class SqliteStore:
         self._pruned_at = time.time()
         db.execute("DELETE FROM entries WHERE stored_at < ?", (self._pruned_at - self._bounds.max_age_seconds,))
         # Another process may share the file: the size is counted again rather than trusted.
-        self._bytes = db.execute("SELECT coalesce(sum(length(value)), 0) FROM entries").fetchone()[0]
+        self._bytes = db.execute("SELECT coalesce(sum(size), 0) FROM entries").fetchone()[0]
         if self._bytes <= self._bounds.max_bytes:
             return
         target = self._bounds.max_bytes * EVICT_TO
         while self._bytes > target:
-            oldest = db.execute("SELECT key, length(value) FROM entries ORDER BY stored_at LIMIT 200").fetchall()
+            oldest = db.execute("SELECT key, size FROM entries ORDER BY stored_at LIMIT 200").fetchall()
             if not oldest:
                 break
             for key, size in oldest:

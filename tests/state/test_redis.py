@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+import app.state.redis
 from app.settings import Settings
 from app.state.redis import HEALTH_PING_TIMEOUT, PREFIX, SOCKET_TIMEOUT, RedisStore
 from app.state.store import Bounds, StateStoreError
@@ -45,8 +46,9 @@ async def test_past_the_size_bound_the_oldest_go_first(server: RedisServer) -> N
     kept = await store.get_many([f"turn:{number}" for number in range(30)])
     assert sorted(kept, key=lambda key: int(key.split(":")[1])) == [f"turn:{n}" for n in range(20, 30)]
     assert int(server.client().get(PREFIX + "bytes")) == 1_000
-    await store.put_many({"turn:29": bytes(50)})  # a rewrite counts its new size only
-    assert int(server.client().get(PREFIX + "bytes")) == 950
+    await store.put_many({"turn:29": bytes(50)})  # a key written again keeps its first value and size
+    assert int(server.client().get(PREFIX + "bytes")) == 1_000
+    assert (await store.get_many(["turn:29"]))["turn:29"] == bytes(100)
     await store.aclose()
 
 
@@ -86,4 +88,47 @@ async def test_health_hears_of_a_redis_that_never_answers_within_its_bound() -> 
         problem = await store.problem()
         assert time.monotonic() - started < HEALTH_PING_TIMEOUT + 0.5
         assert problem is not None and "no answer within 0.5 s" in problem
+        await store.aclose()
+
+
+async def test_an_owner_past_its_share_forgets_its_own_oldest_not_anothers(server: RedisServer) -> None:
+    store = RedisStore(server.url, Bounds(max_bytes=4_000, max_age_seconds=3600))  # a share: 1,000 bytes
+    await store.put_many({"turn:victim": bytes(500)}, owner="b")
+    for number in range(20):
+        await store.put_many({f"turn:{number}": bytes(200)}, owner="a")
+    kept = await store.get_many(["turn:victim", *[f"turn:{n}" for n in range(20)]])
+    assert sorted(kept, key=lambda key: (key != "turn:victim", key)) == [
+        "turn:victim", "turn:15", "turn:16", "turn:17", "turn:18", "turn:19"]
+    assert int(server.client().hget(PREFIX + "owned", "a")) == 1_000
+    await store.aclose()
+
+
+async def test_a_bounded_read_takes_values_in_order_while_they_fit_and_marks_the_rest(server: RedisServer) -> None:
+    store = RedisStore(server.url, Bounds(max_bytes=10_000, max_age_seconds=3600))
+    await store.put_many({"new": bytes(600), "old": bytes(600), "small": b"1"})
+    assert await store.get_many(["new", "old", "small", "absent"], max_bytes=1000) == {
+        "new": bytes(600), "old": b"", "small": b"1"}
+    await store.aclose()
+
+
+async def test_after_a_timeout_calls_skip_redis_until_a_probe_gets_an_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(app.state.redis, "SOCKET_TIMEOUT", 0.3)
+    monkeypatch.setattr(app.state.redis, "BREAKER_SECONDS", 0.5)
+    with socket.socket() as silent:  # accepts connections and never answers: a stopped Redis
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        store = RedisStore(f"redis://127.0.0.1:{silent.getsockname()[1]}/0", Bounds(max_bytes=10, max_age_seconds=10))
+        with pytest.raises(StateStoreError, match=r"[Tt]imeout"):
+            await store.get_many(["turn:a"])
+        started = time.monotonic()
+        with pytest.raises(StateStoreError, match="skipped"):
+            await store.put_many({"turn:a": b"x"})
+        assert time.monotonic() - started < 0.2  # refused at once, not another timeout
+        store.breaker._opened_at = time.monotonic() - 1  # the pause is over: the next call is the probe
+        with pytest.raises(StateStoreError, match=r"[Tt]imeout"):
+            await store.get_many(["turn:a"])
+        with pytest.raises(StateStoreError, match="skipped"):  # the probe failed: open again
+            await store.get_many(["turn:a"])
         await store.aclose()

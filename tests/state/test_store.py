@@ -13,7 +13,7 @@ import pytest
 
 from app.state.open import open_state_store
 from app.state.sqlite import SqliteStore
-from app.state.store import Bounds, MemoryStore, StateStore, parse_state_url
+from app.state.store import Bounds, MemoryStore, StateStore, StateStoreError, parse_state_url
 
 pytestmark = pytest.mark.anyio
 ROOMY = Bounds(max_bytes=10**6, max_age_seconds=3600)
@@ -32,8 +32,8 @@ async def opened(kind: str, tmp_path: Path, bounds: Bounds = ROOMY) -> AsyncIter
 async def test_a_store_returns_what_it_holds_and_leaves_out_the_rest(kind: str, tmp_path: Path) -> None:
     async with opened(kind, tmp_path) as store:
         await store.put_many({"a": b"one", "b": b"two"})
-        await store.put_many({"a": b"uno"})  # a key written again holds its latest value
-        assert await store.get_many(["a", "b", "c"]) == {"a": b"uno", "b": b"two"}
+        await store.put_many({"a": b"uno"})  # a key written again keeps its first value: no one overwrites
+        assert await store.get_many(["a", "b", "c"]) == {"a": b"one", "b": b"two"}
         assert await store.get_many([]) == {}
 
 
@@ -57,6 +57,43 @@ async def test_entries_older_than_the_age_bound_are_not_returned(
         monkeypatch.setattr(time, "time", lambda: later)
         await store.put_many({"new": b"y"})
         assert await store.get_many(["old", "new"]) == {"new": b"y"}
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_an_owner_past_its_share_forgets_its_own_oldest_not_anothers(kind: str, tmp_path: Path) -> None:
+    async with opened(kind, tmp_path, Bounds(max_bytes=4000, max_age_seconds=3600)) as store:  # a share: 1000
+        await store.put_many({"victim": bytes(500)}, owner="b")
+        for number in range(20):
+            await store.put_many({f"flood{number}": bytes(200)}, owner="a")
+        kept = await store.get_many(["victim", *[f"flood{n}" for n in range(20)]])
+        flood = sorted(int(key[5:]) for key in kept if key.startswith("flood"))
+        assert "victim" in kept and 0 < len(flood) <= 5 and flood == list(range(20 - len(flood), 20))
+        for number in range(30):  # no keys (ANONYMOUS): one owner, bound only by the whole store
+            await store.put_many({f"open{number}": bytes(200)})
+        assert len(await store.get_many([f"open{n}" for n in range(30)])) > 5
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_bounded_read_takes_values_in_order_while_they_fit_and_marks_the_rest(
+    kind: str, tmp_path: Path
+) -> None:
+    async with opened(kind, tmp_path) as store:
+        await store.put_many({"new": bytes(600), "old": bytes(600), "small": b"1"})
+        assert await store.get_many(["new", "old", "small", "absent"], max_bytes=1000) == {
+            "new": bytes(600), "old": b"", "small": b"1"}
+
+
+async def test_a_full_sqlite_disk_is_reported_as_itself_and_clears_when_a_write_succeeds(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "state.db", ROOMY) as store:
+        assert await store.problem() is None
+        pages = store._db().execute("PRAGMA page_count").fetchone()[0]
+        store._db().execute(f"PRAGMA max_page_count={pages + 2}")  # what a full disk does, without root
+        with pytest.raises(StateStoreError, match="database or disk is full") as failed:
+            await store.put_many({"big": bytes(100_000)})
+        assert "cannot rollback" not in str(failed.value)
+        assert await store.problem() == "the last write failed: database or disk is full"
+        await store.put_many({"small": b"x"})
+        assert await store.problem() is None
 
 
 async def test_the_sqlite_file_survives_a_restart_and_is_the_owners_alone(tmp_path: Path) -> None:
