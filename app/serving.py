@@ -20,6 +20,7 @@ def bounded_protocol(head_timeout: float) -> type[HttpToolsProtocol]:
     class BoundedHttpToolsProtocol(HttpToolsProtocol):
         _head_timer: asyncio.TimerHandle | None = None
         _head_bytes = 0
+        _head_tail = b""  # the last bytes of the head so far, for an end split across segments
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -34,13 +35,24 @@ def bounded_protocol(head_timeout: float) -> type[HttpToolsProtocol]:
             if self.transport.is_closing():
                 return
             if self._head_timer is not None:  # count the head only: a body often comes in the same segment
-                end = data.find(b"\r\n\r\n")
-                self._head_bytes += len(data) if end < 0 else end
+                self._head_bytes += self._head_part(data)
                 if self._head_bytes > MAX_HEAD_BYTES:
                     self._refuse(431, "request_header_too_large",
                                  f"The request line and headers are larger than {MAX_HEAD_BYTES} bytes.")
                     return
             super().data_received(data)
+
+        def _head_part(self, data: bytes) -> int:
+            """How many bytes of `data` belong to the head. Its end (CRLF CRLF) may be split across segments
+            (`...\r\n\r`, then `\n` and the body): the last bytes of the previous segment are searched too."""
+            tail = self._head_tail
+            if tail and (joint := (tail + data[:3]).find(b"\r\n\r\n")) >= 0:
+                return joint + 4 - len(tail)
+            end = data.find(b"\r\n\r\n")
+            if end >= 0:
+                return end + 4
+            self._head_tail = (tail + data)[-3:] if len(data) < 3 else data[-3:]
+            return len(data)
 
         def on_headers_complete(self) -> None:
             self._head_arrived()
@@ -52,6 +64,7 @@ def bounded_protocol(head_timeout: float) -> type[HttpToolsProtocol]:
 
         def _await_head(self) -> None:
             self._head_bytes = 0
+            self._head_tail = b""
             self._head_timer = self.loop.call_later(head_timeout, self._head_too_slow)
 
         def _head_arrived(self) -> None:

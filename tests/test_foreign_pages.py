@@ -19,8 +19,8 @@ import pytest
 
 from tests.conftest import Gateway, running_gateway, stdio_entry, wait_for_health
 from tests.support.fake_upstream import FakeUpstream, Turn
-from tests.test_security import Recorder, envelope, raw
 from tests.support.servers import ServerThread
+from tests.test_security import Recorder, envelope, raw
 
 CHROMIUM = shutil.which("chromium")
 PLAYGROUND = json.dumps({"tool": "basic__echo", "arguments": {"text": "from a foreign page"}}).encode()
@@ -154,7 +154,7 @@ def test_a_page_on_another_port_cannot_run_tools_in_chromium(
     page_html = attacker_page(no_keys.url).encode()
 
     class Attacker(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
             self.send_header("Content-Length", str(len(page_html)))
