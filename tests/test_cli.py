@@ -269,7 +269,8 @@ def test_slow_or_huge_request_heads_are_refused(tmp_path: Path) -> None:
         assert answer(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").startswith(b"HTTP/1.1 200 ")
         # A large body sent in the same write as its head is body, not head.
         body = b"x" * 1_000_000
-        sent_at_once = b"POST /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+        sent_at_once = (b"POST /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: %d\r\n\r\n" % len(body) + body)
         assert answer(sent_at_once).startswith(b"HTTP/1.1 405 ")
 
 
