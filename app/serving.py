@@ -3,7 +3,8 @@
 uvicorn waits for a request head as long as a client likes to send it, and accepts a head of any size
 (measured: a 1 MB header served, a half-sent head held for minutes). Here a head must arrive within the
 client timeout and fit in MAX_HEAD_BYTES; otherwise the client gets a 408 or 431 envelope and the
-connection is closed. Bodies are bounded later, by `api/guard.py`.
+connection is closed. Bodies are bounded later, by `api/guard.py`. At shutdown, a request still answering
+is told at once (ON_SHUTDOWN), so that a stream can end properly before the grace runs out.
 """
 
 import asyncio
@@ -12,6 +13,9 @@ import json
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers; nginx's default allows 32 KiB
+# Scope key: a callable the app leaves for a request still answering, called when the server starts shutting
+# down (uvicorn tells the connection, not the app, until the grace is over and it cancels the request).
+ON_SHUTDOWN = "toolbridge.on_shutdown"
 
 
 def bounded_protocol(head_timeout: float) -> type[HttpToolsProtocol]:
@@ -57,6 +61,13 @@ def bounded_protocol(head_timeout: float) -> type[HttpToolsProtocol]:
         def on_headers_complete(self) -> None:
             self._head_arrived()
             super().on_headers_complete()
+
+        def shutdown(self) -> None:
+            if self.cycle is not None and not self.cycle.response_complete:
+                notify = self.scope.get(ON_SHUTDOWN)
+                if notify is not None:
+                    notify()
+            super().shutdown()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._head_arrived()

@@ -2,9 +2,11 @@
 
 Streamed, the client sees one id, a first delta `{"role": "assistant", "content": ""}`, content
 deltas, exactly one chunk with a finish_reason, a usage chunk when asked for, then [DONE]. An error
-after the 200 goes out as one `{"error": ...}` event, then [DONE].
+after the 200 goes out as one `{"error": ...}` event, then [DONE]; so does a stream still open when the
+gateway's shutdown grace runs out (ShutdownCutoff).
 """
 
+import asyncio
 import os
 import time
 from collections.abc import AsyncIterator
@@ -22,6 +24,10 @@ from app.trace import TraceMode, TraceText, render_finished, render_progress, re
 log = structlog.get_logger("toolbridge.stream")
 
 DONE = "[DONE]"  # the last `data:` of an OpenAI stream; every other payload is a JSON object
+SHUTTING_DOWN = "shutting_down"
+# How long before the end of the shutdown grace a stream is ended by the gateway, so that its last events are
+# written before the server cuts the connection (a third of the grace when that is shorter).
+CUTOFF_MARGIN = 0.5
 
 
 class _ChunkFactory:
@@ -84,6 +90,50 @@ async def stream_payloads(
         log.exception("stream_crashed")
         yield error_envelope("Internal gateway error; see the gateway log.", "server_error")
     yield DONE
+
+
+class ShutdownCutoff:
+    """Ends a stream still open when the shutdown grace (TOOLBRIDGE_SHUTDOWN_GRACE) runs out the way clients
+    understand: one `shutting_down` error event and [DONE], a little before the server would cut it off
+    mid-stream (no ending at all, and a traceback in the log). The server calls `begin` as it starts shutting
+    down; a stream waiting on a slow tool or upstream is then interrupted, which cancels that work."""
+
+    def __init__(self, grace: float) -> None:
+        self._delay = max(0.0, grace - min(CUTOFF_MARGIN, grace / 3))
+        self._task: asyncio.Task[Any] | None = None
+        self._waiting = False  # the stream's task waits for its next payload: an interruption lands there
+        self._cut = False
+
+    def begin(self) -> None:
+        asyncio.get_running_loop().call_later(self._delay, self._cut_off)
+
+    def _cut_off(self) -> None:
+        self._cut = True
+        if self._waiting and self._task is not None:
+            self._task.cancel()
+
+    async def payloads(self, payloads: AsyncIterator[dict[str, Any] | str]) -> AsyncIterator[dict[str, Any] | str]:
+        """`payloads` as they come, until the cut-off."""
+        task = self._task = asyncio.current_task()
+        assert task is not None
+        async with aclosing(payloads):
+            while not self._cut:
+                self._waiting = True
+                try:
+                    payload = await anext(payloads)
+                except StopAsyncIteration:
+                    return
+                except asyncio.CancelledError:
+                    if not self._cut or task.uncancel() > 0:  # not ours, or someone else's too
+                        raise
+                    break
+                finally:
+                    self._waiting = False
+                yield payload
+        log.warning("stream_cut_at_shutdown", after_seconds=round(self._delay, 2))
+        yield error_envelope("The gateway is shutting down; this answer was cut off. Send the request again.",
+                             "server_error", code=SHUTTING_DOWN)
+        yield DONE
 
 
 async def collect_completion(

@@ -23,9 +23,10 @@ from app.loop_options import conversation_memory, loop_options, tool_budget_for
 from app.mcp.pool import McpPool
 from app.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.ports import RequestStats
+from app.serving import ON_SHUTDOWN
 from app.settings import Settings
 from app.slash_commands import Answer, Expansion, answered, read_command, run_command
-from app.streaming import collect_completion, stream_payloads
+from app.streaming import ShutdownCutoff, collect_completion, stream_payloads
 from app.tool_budget import describe_offer
 from app.toolsets import HEADER as TOOLS_HEADER
 from app.toolsets import choose_tools, with_virtual_models
@@ -68,8 +69,10 @@ async def chat_completions(raw: Request) -> Response:
         raise
     if request.stream:
         payloads = stream_payloads(events, model=request.model, include_usage=request.include_usage, trace=trace)
+        cutoff = ShutdownCutoff(settings.shutdown_grace)
+        raw.scope[ON_SHUTDOWN] = cutoff.begin  # called by the server (app/serving.py) as it starts shutting down
         # sse-starlette would end every stream at the first signal; the grace lets answers in flight finish.
-        return EventSourceResponse(_server_sent(payloads), sep="\n", ping=SSE_PING_SECONDS,
+        return EventSourceResponse(_server_sent(cutoff.payloads(payloads)), sep="\n", ping=SSE_PING_SECONDS,
                                    shutdown_grace_period=settings.shutdown_grace)
     completion = await _unless_client_leaves(raw, collect_completion(events, model=request.model, trace=trace))
     if completion is None:
