@@ -97,6 +97,14 @@ def test_reading_stays_open_to_desktop_apps_and_sandboxed_frames(no_keys: Gatewa
         assert raw(no_keys, "GET", "/ui/calls", {"Origin": origin})[0] == 200
 
 
+def test_an_app_that_sends_null_can_be_listed(tmp_path: Path, upstream: FakeUpstream) -> None:
+    upstream.script(Turn(content="listed"))
+    with running_gateway(tmp_path, upstream_url=f"{upstream.url}/v1", cors_origins="null") as gateway:
+        status, _, answer = raw(gateway, "POST", "/v1/chat/completions",
+                                {"Origin": "null", "Content-Type": "application/json"}, CHAT)
+        assert status == 200, answer
+
+
 def test_desktop_apps_sdks_and_the_status_page_still_post(tmp_path: Path, upstream: FakeUpstream) -> None:
     upstream.script(Turn(content="a"), Turn(content="b"), Turn(content="c"))
     with running_gateway(tmp_path, {"basic": stdio_entry("basic.py")}, ready=("basic",),

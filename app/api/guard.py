@@ -85,7 +85,8 @@ class BrowserGuard:
                 "to let that web app use the gateway.",
                 code="origin_not_allowed",
             )
-        if origin is not None and method not in _READ_ONLY_METHODS and not _may_change_things(origin):
+        if (origin is not None and method not in _READ_ONLY_METHODS and not _may_change_things(origin)
+                and origin not in self._origins):  # a desktop app that sends `null` can be listed
             return Forbidden(
                 f"Requests from the origin '{origin[:100]}' (a sandboxed frame, a local file or an unknown app) may "
                 "not change anything here.",
