@@ -80,12 +80,13 @@ def test_a_simple_post_from_any_page_is_refused(
 
 
 @pytest.mark.parametrize(("path", "body"), ATTACKS, ids=[path for path, _ in ATTACKS])
-def test_an_opaque_origin_may_not_change_anything_even_declared_json(
+def test_an_unknown_or_opaque_origin_may_not_change_anything_even_declared_json(
     no_keys: Gateway, recorded: tuple[Recorder, str], path: str, body: bytes
 ) -> None:
-    """JSON makes a browser ask first, which no listed origin answers for `null`; refused anyway, in case a
-    browser or a proxy gets that wrong."""
-    for origin in ("null", "data:", "javascript:", "about:blank", "evil"):
+    """JSON makes a browser ask first, which no origin here passes; refused anyway, in case a browser or a
+    proxy gets that wrong. `null` on the API is what some desktop apps send (below); never on the page."""
+    origins = ["data:", "javascript:", "about:blank", "evil"] + (["null"] if path.startswith("/ui/") else [])
+    for origin in origins:
         status, _, answer = raw(no_keys, "POST", path, {"Origin": origin, "Content-Type": "application/json"}, body)
         assert status == 403, answer
         assert envelope(status, answer)["code"] == "origin_not_allowed"
@@ -97,12 +98,18 @@ def test_reading_stays_open_to_desktop_apps_and_sandboxed_frames(no_keys: Gatewa
         assert raw(no_keys, "GET", "/ui/calls", {"Origin": origin})[0] == 200
 
 
-def test_an_app_that_sends_null_can_be_listed(tmp_path: Path, upstream: FakeUpstream) -> None:
-    upstream.script(Turn(content="listed"))
-    with running_gateway(tmp_path, upstream_url=f"{upstream.url}/v1", cors_origins="null") as gateway:
+def test_a_desktop_app_that_sends_null_keeps_chatting(tmp_path: Path, upstream: FakeUpstream) -> None:
+    """An Electron app without web security sends `Origin: null` with JSON and no preflight: served, as a
+    browser page cannot send this without a preflight no origin here passes."""
+    upstream.script(Turn(content="served"))
+    with running_gateway(tmp_path, upstream_url=f"{upstream.url}/v1") as gateway:
         status, _, answer = raw(gateway, "POST", "/v1/chat/completions",
                                 {"Origin": "null", "Content-Type": "application/json"}, CHAT)
         assert status == 200, answer
+        status, headers, _ = raw(gateway, "OPTIONS", "/v1/chat/completions", {
+            "Origin": "null", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type"})
+        assert "access-control-allow-origin" not in headers  # a sandboxed frame's preflight is not answered
 
 
 def test_desktop_apps_sdks_and_the_status_page_still_post(tmp_path: Path, upstream: FakeUpstream) -> None:

@@ -3,10 +3,10 @@
 `BrowserGuard` (outermost) refuses what only a hostile web page sends: a Host header that is not this
 gateway's (DNS rebinding: a page on evil.example whose name now points at 127.0.0.1 is same-origin with
 the gateway), an http(s) Origin other than loopback or a listed one, and, on a request that changes
-something (any method but GET, HEAD, OPTIONS), the opaque origin `null` of sandboxed frames and local files
-or a scheme no desktop app uses. Desktop apps (`app://`, `file://`, `tauri://`...) and non-browser clients
-(no Origin) pass. Listed origins then get CORS headers from Starlette's CORSMiddleware, which sits between
-the two guards.
+something (any method but GET, HEAD, OPTIONS), a scheme no desktop app uses, or on the status page the
+opaque origin `null` of sandboxed frames and local files. Desktop apps (`app://`, `file://`, `tauri://`,
+`null`...) and non-browser clients (no Origin) pass. Listed origins then get CORS headers from Starlette's
+CORSMiddleware, which sits between the two guards.
 
 `AdmissionGuard` checks, cheapest first and before a byte of the body is read: the API key, that a POST
 is declared JSON, the declared body size, the number of requests in flight. The status page (`/`, `/ui/...`)
@@ -48,7 +48,7 @@ BODY_FAILURE = "toolbridge.body_failure"  # scope key: why the body could not be
 OVERLOADED_RETRY_AFTER = "1"
 STATUS_STREAMS = frozenset({"/ui/events"})  # open as long as a status page is: bounded apart from requests
 MAX_STATUS_STREAMS = 16
-# Methods a browser sends from any page without a preflight change nothing on a well-behaved server; these do.
+# Methods that change nothing here; a request with any other may change something.
 _READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # Origins desktop apps and browser extensions send (Electron: file:// or a custom app://; Tauri: tauri://).
 # A web page never has one of these; it has an http(s) origin or the opaque `null`.
@@ -66,13 +66,16 @@ class BrowserGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = Headers(scope=scope)
-            refusal = self._refusal(headers.get("host"), headers.get("origin"), scope["method"])
+            change = scope["method"] not in _READ_ONLY_METHODS
+            page_change = change and _for_the_page(scope["path"])
+            refusal = self._refusal(headers.get("host"), headers.get("origin"), page_change, change)
             if refusal is not None:
                 await reply(refusal, scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    def _refusal(self, host: str | None, origin: str | None, method: str) -> GatewayError | None:
+    def _refusal(self, host: str | None, origin: str | None, page_change: bool, change: bool) -> GatewayError | None:
+        """Why not, or None. `change`: the request may change something; `page_change`: on the status page."""
         if host is not None and not self._host_allowed(_host_name(host)):
             return Forbidden(
                 f"Host '{host}' is not served here. Add it to TOOLBRIDGE_ALLOWED_HOSTS if you reach the gateway "
@@ -85,8 +88,7 @@ class BrowserGuard:
                 "to let that web app use the gateway.",
                 code="origin_not_allowed",
             )
-        if (origin is not None and method not in _READ_ONLY_METHODS and not _may_change_things(origin)
-                and origin not in self._origins):  # a desktop app that sends `null` can be listed
+        if origin is not None and change and not _may_change_things(origin, page_change):
             return Forbidden(
                 f"Requests from the origin '{origin[:100]}' (a sandboxed frame, a local file or an unknown app) may "
                 "not change anything here.",
@@ -226,9 +228,13 @@ async def reply(error: GatewayError, scope: Scope, receive: Receive, send: Send)
     await JSONResponse(error.envelope(), error.status_code, headers=error.headers)(scope, receive, send)
 
 
-def _may_change_things(origin: str) -> bool:
-    """Whether a browser origin other than http(s) may send a request that changes something: a desktop
-    app's may; the opaque `null` (sandboxed frames, local files, data: URLs) and unknown schemes may not."""
+def _may_change_things(origin: str, on_the_page: bool) -> bool:
+    """Whether a request from `origin` may change something. http(s) origins were checked already; desktop
+    apps' schemes may; unknown schemes may not. The opaque `null` (sandboxed frames, local files) may not on
+    the status page, which no app uses; on the API it is what some desktop apps send, and a page's request
+    must be JSON there, which a browser sends from `null` only when a CORS preflight allowed it."""
+    if origin.strip() == "null":
+        return not on_the_page
     scheme, colon, _ = origin.strip().partition(":")
     return bool(colon) and scheme.lower() in DESKTOP_SCHEMES | {"http", "https"}
 
@@ -236,7 +242,7 @@ def _may_change_things(origin: str) -> bool:
 def _content_type_refusal(content_type: str | None, authorization: str) -> GatewayError | None:
     """None for a POST declared JSON, or sent with a bearer key (a browser page can send neither to another
     origin without a preflight; SDKs upload files as multipart with their key); else why not."""
-    if content_type is not None and is_json(content_type):
+    if content_type is not None and _is_json(content_type):
         return None
     if authorization[:7].lower() == "bearer ":
         return None
@@ -247,7 +253,7 @@ def _content_type_refusal(content_type: str | None, authorization: str) -> Gatew
     )
 
 
-def is_json(content_type: str) -> bool:
+def _is_json(content_type: str) -> bool:
     """application/json or application/*+json, with any parameters."""
     media_type = content_type.partition(";")[0].strip().lower()
     return media_type == "application/json" or (media_type.startswith("application/") and media_type.endswith("+json"))
