@@ -9,7 +9,7 @@ gateway's shutdown grace runs out (ShutdownCutoff).
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -93,22 +93,33 @@ async def stream_payloads(
 
 
 class ShutdownCutoff:
-    """Ends a stream still open when the shutdown grace (TOOLBRIDGE_SHUTDOWN_GRACE) runs out the way clients
-    understand: one `shutting_down` error event and [DONE], a little before the server would cut it off
-    mid-stream (no ending at all, and a traceback in the log). The server calls `begin` as it starts shutting
-    down; a stream waiting on a slow tool or upstream is then interrupted, which cancels that work."""
+    """Ends an answer still running when the shutdown grace (TOOLBRIDGE_SHUTDOWN_GRACE) runs out the way
+    clients understand, a little before the server would cut it off (a stream with no ending at all, a 500,
+    and a traceback in the log): a stream with one `shutting_down` error event and [DONE] (`payloads`); a
+    whole answer by `on_cut` cancelling its work, for the route to answer a 503. The server calls `begin` as
+    it starts shutting down; the tool or upstream the answer waits on is then interrupted."""
 
-    def __init__(self, grace: float) -> None:
+    def __init__(self, grace: float, on_cut: Callable[[], object] | None = None) -> None:
         self._delay = max(0.0, grace - min(CUTOFF_MARGIN, grace / 3))
+        self._on_cut = on_cut
         self._task: asyncio.Task[Any] | None = None
         self._waiting = False  # the stream's task waits for its next payload: an interruption lands there
-        self._cut = False
+        self._timer: asyncio.TimerHandle | None = None
+        self.cut = False
 
     def begin(self) -> None:
-        asyncio.get_running_loop().call_later(self._delay, self._cut_off)
+        self._timer = asyncio.get_running_loop().call_later(self._delay, self._cut_off)
+
+    def end(self) -> None:
+        """The answer is over: nothing to cut any more."""
+        if self._timer is not None:
+            self._timer.cancel()
 
     def _cut_off(self) -> None:
-        self._cut = True
+        self.cut = True
+        log.warning("answer_cut_at_shutdown", after_seconds=round(self._delay, 2))
+        if self._on_cut is not None:
+            self._on_cut()
         if self._waiting and self._task is not None:
             self._task.cancel()
 
@@ -116,21 +127,23 @@ class ShutdownCutoff:
         """`payloads` as they come, until the cut-off."""
         task = self._task = asyncio.current_task()
         assert task is not None
-        async with aclosing(payloads):
-            while not self._cut:
-                self._waiting = True
-                try:
-                    payload = await anext(payloads)
-                except StopAsyncIteration:
-                    return
-                except asyncio.CancelledError:
-                    if not self._cut or task.uncancel() > 0:  # not ours, or someone else's too
-                        raise
-                    break
-                finally:
-                    self._waiting = False
-                yield payload
-        log.warning("stream_cut_at_shutdown", after_seconds=round(self._delay, 2))
+        try:
+            async with aclosing(payloads):
+                while not self.cut:
+                    self._waiting = True
+                    try:
+                        payload = await anext(payloads)
+                    except StopAsyncIteration:
+                        return
+                    except asyncio.CancelledError:
+                        if not self.cut or task.uncancel() > 0:  # not ours, or someone else's too
+                            raise
+                        break
+                    finally:
+                        self._waiting = False
+                    yield payload
+        finally:
+            self.end()
         yield error_envelope("The gateway is shutting down; this answer was cut off. Send the request again.",
                              "server_error", code=SHUTTING_DOWN)
         yield DONE

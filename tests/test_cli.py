@@ -441,7 +441,7 @@ def test_streams_in_flight_get_the_grace_period_at_shutdown(
             assert chunks[-1]["error"]["code"] == "shutting_down"
             assert all(c["choices"][0]["finish_reason"] is None for c in chunks if c.get("choices"))
             log = (tmp_path / "gateway.log").read_text()
-            assert log.count("stream_cut_at_shutdown") == 1
+            assert log.count("answer_cut_at_shutdown") == 1
             assert "Traceback" not in log and "Exception in ASGI application" not in log
         _, alive = psutil.wait_procs(children, timeout=5)
         assert alive == []
