@@ -65,8 +65,12 @@ def null_origin_posts(upstream: str) -> None:
         headers = {"Origin": "null", "Content-Type": "text/plain;charset=UTF-8"}
         for path in ("/ui/playground", "/ui/servers/x/restart", "/v1/chat/completions", "/v1/models/unload"):
             body = b'{"tool": "x", "arguments": {}}' if path == "/ui/playground" else b'{"model": "m"}'
-            status = httpx.post(url + path, content=body, headers=headers).status_code
-            report(f"N5  null-origin text/plain POST {path}: {status} (403: refused before any route)")
+            answer = httpx.post(url + path, content=body, headers=headers)
+            try:
+                code = answer.json()["error"]["code"]
+            except (ValueError, KeyError, TypeError):  # an answer from the route or the upstream
+                code = "(reached the route)"
+            report(f"N5  null-origin text/plain POST {path}: {answer.status_code} {code}")
 
 
 def chat_beside_status_pages(upstream: str, fake: FakeUpstream) -> None:
