@@ -3,7 +3,8 @@
 uvicorn waits for a request head as long as a client likes to send it, and accepts a head of any size
 (measured: a 1 MB header served, a half-sent head held for minutes). Here a head must arrive within the
 client timeout and fit in MAX_HEAD_BYTES; otherwise the client gets a 408 or 431 envelope and the
-connection is closed. Bodies are bounded later, by `api/guard.py`.
+connection is closed. Bodies are bounded later, by `api/guard.py`. At shutdown, a request still answering
+is told at once (ON_SHUTDOWN), so that a stream can end properly before the grace runs out.
 """
 
 import asyncio
@@ -12,6 +13,9 @@ import json
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers; nginx's default allows 32 KiB
+# Scope key: a callable the app leaves for a request still answering, called when the server starts shutting
+# down (uvicorn tells the connection, not the app, until the grace is over and it cancels the request).
+ON_SHUTDOWN = "toolbridge.on_shutdown"
 
 
 def bounded_protocol(head_timeout: float) -> type[HttpToolsProtocol]:
@@ -20,6 +24,7 @@ def bounded_protocol(head_timeout: float) -> type[HttpToolsProtocol]:
     class BoundedHttpToolsProtocol(HttpToolsProtocol):
         _head_timer: asyncio.TimerHandle | None = None
         _head_bytes = 0
+        _head_tail = b""  # the last bytes of the head so far, for an end split across segments
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -34,17 +39,35 @@ def bounded_protocol(head_timeout: float) -> type[HttpToolsProtocol]:
             if self.transport.is_closing():
                 return
             if self._head_timer is not None:  # count the head only: a body often comes in the same segment
-                end = data.find(b"\r\n\r\n")
-                self._head_bytes += len(data) if end < 0 else end
+                self._head_bytes += self._head_part(data)
                 if self._head_bytes > MAX_HEAD_BYTES:
                     self._refuse(431, "request_header_too_large",
                                  f"The request line and headers are larger than {MAX_HEAD_BYTES} bytes.")
                     return
             super().data_received(data)
 
+        def _head_part(self, data: bytes) -> int:
+            """How many bytes of `data` belong to the head. Its end (CRLF CRLF) may be split across segments
+            (`...\r\n\r`, then `\n` and the body): the last bytes of the previous segment are searched too."""
+            tail = self._head_tail
+            if tail and (joint := (tail + data[:3]).find(b"\r\n\r\n")) >= 0:
+                return joint + 4 - len(tail)
+            end = data.find(b"\r\n\r\n")
+            if end >= 0:
+                return end + 4
+            self._head_tail = (tail + data)[-3:] if len(data) < 3 else data[-3:]
+            return len(data)
+
         def on_headers_complete(self) -> None:
             self._head_arrived()
             super().on_headers_complete()
+
+        def shutdown(self) -> None:
+            if self.cycle is not None and not self.cycle.response_complete:
+                notify = self.scope.get(ON_SHUTDOWN)
+                if notify is not None:
+                    notify()
+            super().shutdown()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._head_arrived()
@@ -52,6 +75,7 @@ def bounded_protocol(head_timeout: float) -> type[HttpToolsProtocol]:
 
         def _await_head(self) -> None:
             self._head_bytes = 0
+            self._head_tail = b""
             self._head_timer = self.loop.call_later(head_timeout, self._head_too_slow)
 
         def _head_arrived(self) -> None:

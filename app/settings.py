@@ -80,7 +80,7 @@ class Settings(BaseSettings):
         50 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 beyond); chats carry images."
     )
     client_timeout: PositiveFloat = Field(
-        30.0, description="Seconds a client may take to send its request body, and between its parts."
+        30.0, description="Seconds a client may take to send its request head, and its whole body."
     )
     max_concurrent_requests: PositiveInt = Field(
         256, description="Requests handled at once; more are answered 503 with Retry-After."

@@ -2,12 +2,14 @@
 
 Streamed, the client sees one id, a first delta `{"role": "assistant", "content": ""}`, content
 deltas, exactly one chunk with a finish_reason, a usage chunk when asked for, then [DONE]. An error
-after the 200 goes out as one `{"error": ...}` event, then [DONE].
+after the 200 goes out as one `{"error": ...}` event, then [DONE]; so does a stream still open when the
+gateway's shutdown grace runs out (ShutdownCutoff).
 """
 
+import asyncio
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -22,6 +24,10 @@ from app.trace import TraceMode, TraceText, render_finished, render_progress, re
 log = structlog.get_logger("toolbridge.stream")
 
 DONE = "[DONE]"  # the last `data:` of an OpenAI stream; every other payload is a JSON object
+SHUTTING_DOWN = "shutting_down"
+# How long before the end of the shutdown grace a stream is ended by the gateway, so that its last events are
+# written before the server cuts the connection (a third of the grace when that is shorter).
+CUTOFF_MARGIN = 0.5
 
 
 class _ChunkFactory:
@@ -84,6 +90,63 @@ async def stream_payloads(
         log.exception("stream_crashed")
         yield error_envelope("Internal gateway error; see the gateway log.", "server_error")
     yield DONE
+
+
+class ShutdownCutoff:
+    """Ends an answer still running when the shutdown grace (TOOLBRIDGE_SHUTDOWN_GRACE) runs out the way
+    clients understand, a little before the server would cut it off (a stream with no ending at all, a 500,
+    and a traceback in the log): a stream with one `shutting_down` error event and [DONE] (`payloads`); a
+    whole answer by `on_cut` cancelling its work, for the route to answer a 503. The server calls `begin` as
+    it starts shutting down; the tool or upstream the answer waits on is then interrupted."""
+
+    def __init__(self, grace: float, on_cut: Callable[[], object] | None = None) -> None:
+        self._delay = max(0.0, grace - min(CUTOFF_MARGIN, grace / 3))
+        self._on_cut = on_cut
+        self._task: asyncio.Task[Any] | None = None
+        self._waiting = False  # the stream's task waits for its next payload: an interruption lands there
+        self._timer: asyncio.TimerHandle | None = None
+        self.cut = False
+
+    def begin(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(self._delay, self._cut_off)
+
+    def end(self) -> None:
+        """The answer is over: nothing to cut any more."""
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _cut_off(self) -> None:
+        self.cut = True
+        log.warning("answer_cut_at_shutdown", after_seconds=round(self._delay, 2))
+        if self._on_cut is not None:
+            self._on_cut()
+        if self._waiting and self._task is not None:
+            self._task.cancel()
+
+    async def payloads(self, payloads: AsyncIterator[dict[str, Any] | str]) -> AsyncIterator[dict[str, Any] | str]:
+        """`payloads` as they come, until the cut-off."""
+        task = self._task = asyncio.current_task()
+        assert task is not None
+        try:
+            async with aclosing(payloads):
+                while not self.cut:
+                    self._waiting = True
+                    try:
+                        payload = await anext(payloads)
+                    except StopAsyncIteration:
+                        return
+                    except asyncio.CancelledError:
+                        if not self.cut or task.uncancel() > 0:  # not ours, or someone else's too
+                            raise
+                        break
+                    finally:
+                        self._waiting = False
+                    yield payload
+        finally:
+            self.end()
+        yield error_envelope("The gateway is shutting down; this answer was cut off. Send the request again.",
+                             "server_error", code=SHUTTING_DOWN)
+        yield DONE
 
 
 async def collect_completion(

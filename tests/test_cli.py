@@ -269,7 +269,8 @@ def test_slow_or_huge_request_heads_are_refused(tmp_path: Path) -> None:
         assert answer(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").startswith(b"HTTP/1.1 200 ")
         # A large body sent in the same write as its head is body, not head.
         body = b"x" * 1_000_000
-        sent_at_once = b"POST /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+        sent_at_once = (b"POST /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: %d\r\n\r\n" % len(body) + body)
         assert answer(sent_at_once).startswith(b"HTTP/1.1 405 ")
 
 
@@ -431,12 +432,17 @@ def test_streams_in_flight_get_the_grace_period_at_shutdown(
         assert gateway.wait(timeout=EXIT_TIMEOUT) in (0, -signal.SIGTERM)
         events = [line.removeprefix("data: ") for line in seen if line.startswith("data: ")]
         chunks = [json.loads(event) for event in events if event != "[DONE]"]
-        content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+        content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
         if finishes:
             assert (content, events[-1]) == ("slept well", "[DONE]")
-        else:  # cut off, the client sees no ending at all: never a made-up finish or [DONE]
-            assert content == "" and "[DONE]" not in events
-            assert all(c["choices"][0]["finish_reason"] is None for c in chunks if c["choices"])
+        else:  # cut off at the end of the grace: an error event and [DONE], never a made-up finish
+            assert content == ""
+            assert events[-1] == "[DONE]"
+            assert chunks[-1]["error"]["code"] == "shutting_down"
+            assert all(c["choices"][0]["finish_reason"] is None for c in chunks if c.get("choices"))
+            log = (tmp_path / "gateway.log").read_text()
+            assert log.count("answer_cut_at_shutdown") == 1
+            assert "Traceback" not in log and "Exception in ASGI application" not in log
         _, alive = psutil.wait_procs(children, timeout=5)
         assert alive == []
 

@@ -116,14 +116,16 @@ def _next_event(lines: Iterator[str]) -> tuple[str, Any]:
 
 def test_a_server_is_restarted_on_request(status: Gateway) -> None:
     before = httpx.get(f"{status.url}/health", timeout=30).json()["servers"]["basic"].get("restarts", 0)
-    response = httpx.post(f"{status.url}/ui/servers/basic/restart", timeout=30)
+    response = httpx.post(f"{status.url}/ui/servers/basic/restart", timeout=30, json=None,
+                          headers={"Content-Type": "application/json"})  # as the page sends it (test_foreign_pages)
     assert response.status_code == 202
     body = wait_for_health(status.url, lambda b: servers_ready("basic")(b) and
                            b["servers"]["basic"].get("restarts") == before + 1)
     assert body["servers"]["basic"].get("last_error") is None  # a restart asked for is no error
     ran = play(status, {"tool": "basic__add", "arguments": {"a": 1, "b": 1}}).json()
     assert json.loads(ran["content"])["data"] == {"result": "2"}
-    missing = httpx.post(f"{status.url}/ui/servers/nope/restart", timeout=30)
+    missing = httpx.post(f"{status.url}/ui/servers/nope/restart", timeout=30,
+                         headers={"Content-Type": "application/json"})
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "server_not_found"
 
 

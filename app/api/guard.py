@@ -2,14 +2,21 @@
 
 `BrowserGuard` (outermost) refuses what only a hostile web page sends: a Host header that is not this
 gateway's (DNS rebinding: a page on evil.example whose name now points at 127.0.0.1 is same-origin with
-the gateway), and an http(s) Origin other than loopback or a listed one. Desktop apps (`null`, `app://`,
-`file://`) and non-browser clients (no Origin) pass. Listed origins then get CORS headers from
-Starlette's CORSMiddleware, which sits between the two guards.
+the gateway), an http(s) Origin other than loopback or a listed one, and, on a request that changes
+something (any method but GET, HEAD, OPTIONS), a scheme no desktop app uses, or on the status page the
+opaque origin `null` of sandboxed frames and local files. Desktop apps (`app://`, `file://`, `tauri://`,
+`null`...) and non-browser clients (no Origin) pass. Listed origins then get CORS headers from Starlette's
+CORSMiddleware, which sits between the two guards.
 
-`AdmissionGuard` checks, cheapest first and before a byte of the body is read: the API key, the declared
-body size, the number of requests in flight. The status page (`/`, `/ui/...`) also takes the key as the
-password of HTTP Basic credentials, and its refusal asks the browser for them. While the body arrives
-it bounds its size and the time between its parts.
+`AdmissionGuard` checks, cheapest first and before a byte of the body is read: the API key, that a POST
+is declared JSON, the declared body size, the number of requests in flight. The status page (`/`, `/ui/...`)
+also takes the key as the password of HTTP Basic credentials, and its refusal asks the browser for them.
+While the body arrives it bounds its size and the time it may take in all.
+
+A POST must say `Content-Type: application/json` (or carry a bearer key): that is what a browser cannot send
+to another origin without asking it first (a CORS preflight, which only listed origins pass), whereas a
+`text/plain` form or a `no-cors` fetch from any page is sent without asking. The status streams
+(`/ui/events`) live as long as the page is open: they have their own small bound, not the requests' slots.
 """
 
 import asyncio
@@ -24,13 +31,29 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import AuthenticationFailed, BodyTooLarge, Forbidden, GatewayError, Overloaded, RequestTimeout
+from app.errors import (
+    AuthenticationFailed,
+    BodyTooLarge,
+    Forbidden,
+    GatewayError,
+    InvalidRequest,
+    Overloaded,
+    RequestTimeout,
+)
 from app.settings import Settings
 
 # Served without a key: the health check of Docker and load balancers (it shows only the status then).
 PUBLIC_PATHS = frozenset({"/health"})
 BODY_FAILURE = "toolbridge.body_failure"  # scope key: why the body could not be read, for the error handler
 OVERLOADED_RETRY_AFTER = "1"
+STATUS_STREAMS = frozenset({"/ui/events"})  # open as long as a status page is: bounded apart from requests
+MAX_STATUS_STREAMS = 16
+# Methods that change nothing here; a request with any other may change something.
+_READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Origins desktop apps and browser extensions send (Electron: file:// or a custom app://; Tauri: tauri://).
+# A web page never has one of these; it has an http(s) origin or the opaque `null`.
+DESKTOP_SCHEMES = frozenset({"app", "file", "tauri", "vscode-webview", "chrome-extension", "moz-extension",
+                             "safari-web-extension", "capacitor"})
 _ANY_ADDRESS = frozenset({"", "0.0.0.0", "::", "[::]"})
 
 
@@ -43,13 +66,16 @@ class BrowserGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = Headers(scope=scope)
-            refusal = self._refusal(headers.get("host"), headers.get("origin"))
+            change = scope["method"] not in _READ_ONLY_METHODS
+            page_change = change and _for_the_page(scope["path"])
+            refusal = self._refusal(headers.get("host"), headers.get("origin"), page_change, change)
             if refusal is not None:
                 await reply(refusal, scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    def _refusal(self, host: str | None, origin: str | None) -> GatewayError | None:
+    def _refusal(self, host: str | None, origin: str | None, page_change: bool, change: bool) -> GatewayError | None:
+        """Why not, or None. `change`: the request may change something; `page_change`: on the status page."""
         if host is not None and not self._host_allowed(_host_name(host)):
             return Forbidden(
                 f"Host '{host}' is not served here. Add it to TOOLBRIDGE_ALLOWED_HOSTS if you reach the gateway "
@@ -62,6 +88,12 @@ class BrowserGuard:
                 "to let that web app use the gateway.",
                 code="origin_not_allowed",
             )
+        if origin is not None and change and not _may_change_things(origin, page_change):
+            return Forbidden(
+                f"Requests from the origin '{origin[:100]}' (a sandboxed frame, a local file or an unknown app) may "
+                "not change anything here.",
+                code="origin_not_allowed",
+            )
         return None
 
     def _host_allowed(self, name: str) -> bool:
@@ -69,7 +101,7 @@ class BrowserGuard:
 
     def _origin_allowed(self, origin: str) -> bool:
         parts = urlsplit(origin.strip())
-        if parts.scheme not in ("http", "https"):  # null, app://, file://: desktop apps, not web pages
+        if parts.scheme not in ("http", "https"):  # app://, file://: desktop apps; null: may only read (see above)
             return True
         return "*" in self._origins or origin.rstrip("/") in self._origins or is_loopback(parts.hostname or "")
 
@@ -83,6 +115,7 @@ class AdmissionGuard:
         self._body_timeout = settings.client_timeout
         self._max_in_flight = settings.max_concurrent_requests
         self.in_flight = 0
+        self.status_streams = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -92,26 +125,42 @@ class AdmissionGuard:
         page = _for_the_page(scope["path"])
         authorised = self._authorised(headers.get("authorization", ""), basic=page)
         scope.setdefault("state", {})["authorised"] = authorised is None
-        counted = scope["path"] not in PUBLIC_PATHS and scope["path"] != "/metrics"
-        refusal = None if scope["path"] in self._public else authorised
+        path = scope["path"]
+        stream = path in STATUS_STREAMS
+        counted = not stream and path not in PUBLIC_PATHS and path != "/metrics"
+        refusal = None if path in self._public else authorised
+        if refusal is None and scope["method"] == "POST":
+            refusal = _content_type_refusal(headers.get("content-type"), headers.get("authorization", ""))
         if refusal is None:
             refusal = self._size_refusal(headers.get("content-length"))
-        if refusal is None and counted and self.in_flight >= self._max_in_flight:
-            refusal = Overloaded(
-                f"The gateway is handling {self.in_flight} requests, its limit (TOOLBRIDGE_MAX_CONCURRENT_REQUESTS); "
-                "try again shortly.",
-                headers={"Retry-After": OVERLOADED_RETRY_AFTER},
-            )
+        if refusal is None:
+            refusal = self._capacity_refusal(counted, stream)
         if refusal is not None:
             if page and isinstance(refusal, AuthenticationFailed):  # the browser asks for the key, once
                 refusal.headers["WWW-Authenticate"] = 'Basic realm="toolbridge", charset="UTF-8"'
             await reply(refusal, scope, receive, send)
             return
         self.in_flight += counted
+        self.status_streams += stream
         try:
             await self.app(scope, _BoundedBody(scope, receive, self._max_body, self._body_timeout), send)
         finally:
             self.in_flight -= counted
+            self.status_streams -= stream
+
+    def _capacity_refusal(self, counted: bool, stream: bool) -> GatewayError | None:
+        if counted and self.in_flight >= self._max_in_flight:
+            return Overloaded(
+                f"The gateway is handling {self.in_flight} requests, its limit (TOOLBRIDGE_MAX_CONCURRENT_REQUESTS); "
+                "try again shortly.",
+                headers={"Retry-After": OVERLOADED_RETRY_AFTER},
+            )
+        if stream and self.status_streams >= MAX_STATUS_STREAMS:
+            return Overloaded(
+                f"{self.status_streams} status pages are open, the most the gateway serves at once; close one.",
+                headers={"Retry-After": OVERLOADED_RETRY_AFTER},
+            )
+        return None
 
     def _authorised(self, authorization: str, basic: bool = False) -> GatewayError | None:
         """None when the caller may use the API; else why not. With `basic` (the status page), HTTP Basic
@@ -137,7 +186,8 @@ class AdmissionGuard:
 
 
 class _BoundedBody:
-    """The request's `receive`, bounded while the body arrives: its size, and the wait for each part.
+    """The request's `receive`, bounded while the body arrives: its size, and the time for all of it (a
+    deadline per part let a client dripping a byte now and then hold a request slot for ever).
     Once the body is complete it is the plain `receive` (routes wait on it for the client's disconnect).
 
     A failure is raised as Starlette's HTTPException, which FastAPI lets through its body parsing to the
@@ -149,12 +199,13 @@ class _BoundedBody:
         self._max_body, self._timeout = max_body, timeout
         self._received = 0
         self._complete = False
+        self._deadline = asyncio.get_running_loop().time() + timeout  # from the end of the head
 
     async def __call__(self) -> Message:
         if self._complete:
             return await self._receive()
         try:
-            async with asyncio.timeout(self._timeout):  # half the cost of anyio's move_on_after
+            async with asyncio.timeout_at(self._deadline):  # half the cost of anyio's move_on_after
                 message = await self._receive()
         except TimeoutError:
             self._fail(RequestTimeout(f"The request body did not arrive within {self._timeout:g} s."))
@@ -175,6 +226,37 @@ class _BoundedBody:
 async def reply(error: GatewayError, scope: Scope, receive: Receive, send: Send) -> None:
     """Answers with the error's envelope, without reading the body."""
     await JSONResponse(error.envelope(), error.status_code, headers=error.headers)(scope, receive, send)
+
+
+def _may_change_things(origin: str, on_the_page: bool) -> bool:
+    """Whether a request from `origin` may change something. http(s) origins were checked already; desktop
+    apps' schemes may; unknown schemes may not. The opaque `null` (sandboxed frames, local files) may not on
+    the status page, which no app uses; on the API it is what some desktop apps send, and a page's request
+    must be JSON there, which a browser sends from `null` only when a CORS preflight allowed it."""
+    if origin.strip() == "null":
+        return not on_the_page
+    scheme, colon, _ = origin.strip().partition(":")
+    return bool(colon) and scheme.lower() in DESKTOP_SCHEMES | {"http", "https"}
+
+
+def _content_type_refusal(content_type: str | None, authorization: str) -> GatewayError | None:
+    """None for a POST declared JSON, or sent with a bearer key (a browser page can send neither to another
+    origin without a preflight; SDKs upload files as multipart with their key); else why not."""
+    if content_type is not None and _is_json(content_type):
+        return None
+    if authorization[:7].lower() == "bearer ":
+        return None
+    return InvalidRequest(
+        "The request body must be JSON: send the header 'Content-Type: application/json' (also on a POST "
+        "without a body).",
+        code="invalid_content_type",
+    )
+
+
+def _is_json(content_type: str) -> bool:
+    """application/json or application/*+json, with any parameters."""
+    media_type = content_type.partition(";")[0].strip().lower()
+    return media_type == "application/json" or (media_type.startswith("application/") and media_type.endswith("+json"))
 
 
 def _for_the_page(path: str) -> bool:

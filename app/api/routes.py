@@ -16,16 +16,17 @@ from starlette.background import BackgroundTask
 
 from app.api.chat_body import parse_chat_body
 from app.api.deps import AuthorisedDep, MemoryDep, MetricsDep, PoolDep, SettingsDep, UpstreamDep
-from app.errors import MethodNotAllowed
+from app.errors import MethodNotAllowed, Overloaded
 from app.health import health_report
 from app.loop import run_tool_loop
 from app.loop_options import conversation_memory, loop_options, tool_budget_for
 from app.mcp.pool import McpPool
 from app.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.ports import RequestStats
+from app.serving import ON_SHUTDOWN
 from app.settings import Settings
 from app.slash_commands import Answer, Expansion, answered, read_command, run_command
-from app.streaming import collect_completion, stream_payloads
+from app.streaming import SHUTTING_DOWN, ShutdownCutoff, collect_completion, stream_payloads
 from app.tool_budget import describe_offer
 from app.toolsets import HEADER as TOOLS_HEADER
 from app.toolsets import choose_tools, with_virtual_models
@@ -68,10 +69,13 @@ async def chat_completions(raw: Request) -> Response:
         raise
     if request.stream:
         payloads = stream_payloads(events, model=request.model, include_usage=request.include_usage, trace=trace)
+        cutoff = ShutdownCutoff(settings.shutdown_grace)
+        raw.scope[ON_SHUTDOWN] = cutoff.begin  # called by the server (app/serving.py) as it starts shutting down
         # sse-starlette would end every stream at the first signal; the grace lets answers in flight finish.
-        return EventSourceResponse(_server_sent(payloads), sep="\n", ping=SSE_PING_SECONDS,
+        return EventSourceResponse(_server_sent(cutoff.payloads(payloads)), sep="\n", ping=SSE_PING_SECONDS,
                                    shutdown_grace_period=settings.shutdown_grace)
-    completion = await _unless_client_leaves(raw, collect_completion(events, model=request.model, trace=trace))
+    completion = await _unless_client_leaves(raw, collect_completion(events, model=request.model, trace=trace),
+                                             settings.shutdown_grace)
     if completion is None:
         return Response(status_code=CLIENT_CLOSED_REQUEST)
     return Response(orjson.dumps(completion), media_type="application/json")
@@ -84,13 +88,16 @@ async def _server_sent(payloads: AsyncIterator[dict[str, Any] | str]) -> AsyncIt
             yield b"data: " + (payload.encode() if isinstance(payload, str) else orjson.dumps(payload)) + b"\n\n"
 
 
-async def _unless_client_leaves(raw: Request, work: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:
+async def _unless_client_leaves(raw: Request, work: Awaitable[dict[str, Any]], grace: float) -> dict[str, Any] | None:
     """Runs a non-streamed completion, cancelling it (upstream request, MCP calls, further rounds) when the
-    client disconnects. Streams get the same from sse-starlette.
+    client disconnects, or when the shutdown grace runs out (then a 503 `shutting_down`). Streams get the
+    same from sse-starlette and ShutdownCutoff.
 
     The watcher is a plain task cancelled when the work ends, not a task group: a group's cancellation
     on every request cost more than the rest of the watching (bench/compare.py)."""
     with anyio.CancelScope() as work_scope:
+        cutoff = ShutdownCutoff(grace, on_cut=work_scope.cancel)
+        raw.scope[ON_SHUTDOWN] = cutoff.begin
 
         async def watch() -> None:
             while (await raw.receive())["type"] != "http.disconnect":
@@ -102,6 +109,10 @@ async def _unless_client_leaves(raw: Request, work: Awaitable[dict[str, Any]]) -
             return await work
         finally:
             watcher.cancel()
+            cutoff.end()
+    if cutoff.cut:
+        raise Overloaded("The gateway is shutting down; this answer was cut off. Send the request again.",
+                         code=SHUTTING_DOWN)
     return None  # cancelled: the client left
 
 

@@ -3,7 +3,9 @@ CDN), and what it reads and does under /ui: the recent tool calls, live changes 
 server, and a playground that runs a tool the way a model's call runs.
 
 Behind the same key, Host and Origin checks as the API (app/api/guard.py): a web page elsewhere can
-neither read these nor post to them. A browser sends the key as HTTP Basic credentials (any user name,
+neither read these nor post to them; every POST must be declared JSON (the restart too, without a body), which
+a browser sends to another origin only after asking it (CORS), and a sandboxed frame (`Origin: null`) may
+only read. A browser sends the key as HTTP Basic credentials (any user name,
 the key as password), which it asks for once and then sends with every request of the page.
 """
 

@@ -48,7 +48,9 @@ function renderServers(servers) {
 
 async function restart(name) {
   try {
-    await json(`/ui/servers/${encodeURIComponent(name)}/restart`, { method: "POST" });
+    // Declared JSON though empty: the gateway refuses POSTs a foreign page could send without asking.
+    await json(`/ui/servers/${encodeURIComponent(name)}/restart`,
+      { method: "POST", headers: { "Content-Type": "application/json" } });
   } catch (error) {
     alert(`Restart failed: ${error.message}`);
   }
