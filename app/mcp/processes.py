@@ -10,6 +10,7 @@ import sys
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psutil
@@ -18,6 +19,8 @@ import structlog
 log = structlog.get_logger("toolbridge.mcp")
 
 STDERR_TAIL_LINES = 5
+STDERR_LINE_BUFFER = 1 << 20  # a longer stderr line is dropped (a blob, not a message for the operator)
+STDERR_LINE_LOGGED = 4000  # characters of a line that reach the log and /health's tail
 GROUP_KILL_TIMEOUT = 2.0  # left-over helpers get this long after SIGTERM before SIGKILL
 
 
@@ -36,23 +39,44 @@ class StderrTail:
 
 
 async def pump_stderr(server: str, read_fd: int, tail: StderrTail) -> None:
-    """Logs a stdio server's stderr line by line under its name until the pipe closes."""
+    """Logs a stdio server's stderr line by line under its name until the pipe closes. A line is buffered up
+    to STDERR_LINE_BUFFER and logged up to STDERR_LINE_LOGGED characters; past the buffer the rest of it is
+    dropped, and reading goes on: a pipe nobody reads fills up, and the server blocks or dies writing to it."""
     server_log = log.bind(server=server)
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 20)
+    reader = asyncio.StreamReader(limit=STDERR_LINE_BUFFER)
     pipe = os.fdopen(read_fd, "rb", closefd=not libuv_closes_pipes(loop))
     transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    dropping = False  # the rest of a line past the buffer, up to its end
     try:
-        while line := await reader.readline():
-            text = line.decode("utf-8", "replace").rstrip()
-            if text:
-                tail.lines.append(text)
-                server_log.info("mcp_server_stderr", line=text)
-    except ValueError:  # a line past the 1 MiB limit: stop reading rather than buffer without bound
-        server_log.warning("mcp_server_stderr_line_too_long")
+        while True:
+            try:
+                line = await reader.readuntil(b"\n")
+            except asyncio.LimitOverrunError as overrun:  # past the buffer: let go of what is held of it
+                if not dropping:
+                    server_log.warning("mcp_server_stderr_line_too_long", limit_bytes=STDERR_LINE_BUFFER)
+                await reader.readexactly(overrun.consumed)
+                dropping = True
+                continue
+            except asyncio.IncompleteReadError as end:  # the pipe closed, maybe mid-line
+                line = end.partial
+            if not line:
+                break
+            if not dropping:
+                _log_line(server_log, tail, line)
+            dropping = dropping and not line.endswith(b"\n")
     finally:
         tail.closed.set()
         transport.close()
+
+
+def _log_line(server_log: Any, tail: StderrTail, line: bytes) -> None:
+    text = line.decode("utf-8", "replace").rstrip()
+    if len(text) > STDERR_LINE_LOGGED:
+        text = f"{text[:STDERR_LINE_LOGGED]}... ({len(text) - STDERR_LINE_LOGGED} more characters)"
+    if text:
+        tail.lines.append(text)
+        server_log.info("mcp_server_stderr", line=text)
 
 
 def libuv_closes_pipes(loop: asyncio.AbstractEventLoop) -> bool:

@@ -1,0 +1,52 @@
+"""What stdio servers leave on the machine: helpers ended at every restart, stderr read however it is written."""
+
+import json
+from pathlib import Path
+
+import httpx
+import psutil
+
+from tests.conftest import running_gateway, servers_ready, stdio_entry, wait_for_health
+
+JSON = {"Content-Type": "application/json"}
+
+
+def _play(url: str, tool: str, arguments: dict) -> dict:
+    response = httpx.post(f"{url}/ui/playground", json={"tool": tool, "arguments": arguments}, timeout=30)
+    assert response.status_code == 200, response.text
+    return json.loads(response.json()["content"])
+
+
+def _restarts(url: str) -> int:
+    return httpx.get(f"{url}/health", timeout=30).json()["servers"]["spawner"].get("restarts", 0)
+
+
+def test_a_restart_ends_the_helpers_a_server_started_in_its_group_and_out_of_it(tmp_path: Path) -> None:
+    servers = {"spawner": stdio_entry("spawner.py", str(tmp_path / "helper.pid"))}
+    with running_gateway(tmp_path, servers, ready=("spawner",)) as gateway:
+        pids = _play(gateway.url, "spawner__spawn", {"in_group": 2, "escaping": 2})["data"]["result"]
+        helpers = [psutil.Process(pid) for pid in [*pids, int((tmp_path / "helper.pid").read_text())]]
+        assert len(helpers) == 5 and all(helper.is_running() for helper in helpers)
+        before = _restarts(gateway.url)
+        assert httpx.post(f"{gateway.url}/ui/servers/spawner/restart", headers=JSON, timeout=30).status_code == 202
+        wait_for_health(gateway.url, lambda b: servers_ready("spawner")(b) and _restarts(gateway.url) > before)
+        try:
+            _, alive = psutil.wait_procs(helpers, timeout=10)
+            assert alive == []  # ended at the restart, not left running until the gateway stops
+        finally:
+            for helper in helpers:
+                if helper.is_running():
+                    helper.kill()
+        assert _play(gateway.url, "spawner__helper_pid", {})["status"] == "success"  # the new one serves
+
+
+def test_a_stderr_line_over_a_mebibyte_is_cut_and_the_server_keeps_serving(tmp_path: Path) -> None:
+    servers = {"spawner": stdio_entry("spawner.py", str(tmp_path / "helper.pid"))}
+    with running_gateway(tmp_path, servers, ready=("spawner",)) as gateway:
+        try:
+            assert _play(gateway.url, "spawner__shout", {"characters": 2_000_000})["data"] == {"result": "shouted"}
+            assert _play(gateway.url, "spawner__shout", {"characters": 10})["data"] == {"result": "shouted"}
+            status = httpx.get(f"{gateway.url}/health", timeout=30).json()["servers"]["spawner"]
+            assert status["state"] == "ready" and status.get("restarts", 0) == 0
+        finally:
+            psutil.Process(int((tmp_path / "helper.pid").read_text())).kill()
