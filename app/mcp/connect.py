@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import psutil
 import structlog
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.sse import sse_client
@@ -22,7 +23,17 @@ from mcp.types import Implementation
 from app import __version__
 from app.mcp.callbacks import server_log_forwarder
 from app.mcp.config import HttpServerConfig, ServerConfig, StdioServerConfig
-from app.mcp.processes import StderrTail, pump_stderr, resolve_command, session_children, spawned_since
+from app.mcp.processes import (
+    SERVER_MARKER,
+    StderrTail,
+    descendants,
+    end_process_groups,
+    pump_stderr,
+    resolve_command,
+    run_since,
+    session_children,
+    spawned_since,
+)
 from app.mcp.sampling import Complete, sampling_handler
 
 log = structlog.get_logger("toolbridge.mcp")
@@ -109,22 +120,40 @@ class ConnectionOpener:
     async def _enter_stdio(
         self, stack: AsyncExitStack, name: str, server: StdioServerConfig, options: dict[str, Any], tail: StderrTail
     ) -> Client:
-        params = StdioServerParameters(
-            command=resolve_command(server.command), args=server.args, env=server.env, cwd=server.cwd
-        )
+        # A mark in the server's environment tells its process apart from any other started meanwhile (two
+        # entries may run the same command), so that what it leaves behind, and only that, is ended.
+        marker = f"{name}:{os.urandom(8).hex()}"
+        params = StdioServerParameters(command=resolve_command(server.command), args=server.args,
+                                       env=server.env | {SERVER_MARKER: marker}, cwd=server.cwd)
         read_fd, write_fd = os.pipe()
         errlog = os.fdopen(write_fd, "w")
         assert self.task_group is not None
         self.task_group.start_soon(pump_stderr, name, read_fd, tail, name=f"mcp-stderr:{name}")
         before = session_children()
+        groups: set[int] = set()
+        # Pushed first, so it runs last, once the SDK has ended the server: what it left behind is ended at
+        # every restart, reload and loss, not only at shutdown (a crash-looping server piled up orphans).
+        stack.push_async_callback(self._end_leftovers, groups, helpers := [])
         try:
-            return await stack.enter_async_context(Client(stdio_client(params, errlog=errlog), **options))
+            client = await stack.enter_async_context(Client(stdio_client(params, errlog=errlog), **options))
         finally:
             errlog.close()  # the child holds its own copy; ours would keep the pipe open forever
             # Each stdio server leads its own process group; remember ours to end what it leaves behind. Also
             # when the start failed or was cut off: shutdown landing while the SDK spawns leaves it a live
             # process it never learns of (one that was cleaned up is gone and not found here).
-            self.process_groups.update(spawned_since(before, server.args))
+            groups.update(spawned_since(before, marker))
+            # A start cut off while the SDK spawned may leave a process not yet showing the mark; shutdown
+            # ends any new one run with these arguments then, as the closest match.
+            self.process_groups.update(groups or run_since(before, server.args))
+        # Runs first, while the server still lives: helpers that left its group (setsid) are found only as
+        # its descendants, and only until it exits.
+        stack.callback(lambda: helpers.extend(descendants(groups)))
+        return client
+
+    async def _end_leftovers(self, groups: set[int], helpers: list[psutil.Process]) -> None:
+        with anyio.CancelScope(shield=True):  # also when the connection ends by cancellation; bounded anyway
+            await end_process_groups(groups, helpers)
+        self.process_groups.difference_update(groups)  # a pid ended may be reused: never signal it again
 
 
 @dataclass

@@ -8,6 +8,7 @@ import shutil
 import signal
 import sys
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import structlog
 
 log = structlog.get_logger("toolbridge.mcp")
 
+SERVER_MARKER = "TOOLBRIDGE_MCP_SERVER"  # in each stdio server's environment: its name and a nonce
 STDERR_TAIL_LINES = 5
 STDERR_LINE_BUFFER = 1 << 20  # a longer stderr line is dropped (a blob, not a message for the operator)
 STDERR_LINE_LOGGED = 4000  # characters of a line that reach the log and /health's tail
@@ -97,25 +99,62 @@ def session_children() -> dict[int, list[str]]:
     return found
 
 
-def spawned_since(before: dict[int, list[str]], args: list[str]) -> set[int]:
-    """The group of the server just started: new since `before`, and run with these arguments."""
-    return {
-        pid for pid, cmdline in session_children().items()
-        if pid not in before and (not args or cmdline[-len(args):] == args)
-    }
+def spawned_since(before: dict[int, list[str]], marker: str) -> set[int]:
+    """The group of the server just started: new since `before`, with `marker` as its SERVER_MARKER."""
+    found = set()
+    for pid in session_children().keys() - before.keys():
+        with contextlib.suppress(psutil.Error):
+            if psutil.Process(pid).environ().get(SERVER_MARKER) == marker:
+                found.add(pid)
+    return found
 
 
-async def end_process_groups(groups: set[int]) -> None:
-    """SIGTERM, then SIGKILL after a bounded wait, to whatever is left in our servers' process groups:
-    helpers a server started and did not stop when it exited."""
+def run_since(before: dict[int, list[str]], args: list[str]) -> set[int]:
+    """New since `before` and run with these arguments: the closest match for a process not yet marked."""
+    return {pid for pid, cmdline in session_children().items()
+            if pid not in before and (not args or cmdline[-len(args):] == args)}
+
+
+def descendants(groups: set[int]) -> list[psutil.Process]:
+    """Every process the group leaders in `groups` started, whatever group or session it went on to lead."""
+    found = []
+    for leader in groups:
+        with contextlib.suppress(psutil.Error):
+            found += psutil.Process(leader).children(recursive=True)
+    return found
+
+
+async def end_process_groups(groups: set[int], helpers: Sequence[psutil.Process] = ()) -> None:
+    """SIGTERM, then SIGKILL after a bounded wait, to whatever is left in our servers' process groups, and to
+    `helpers` found before (psutil checks a process is the same one before signalling it): what a server
+    started and did not stop when it exited."""
     alive = {group for group in groups if signal_group(group, signal.SIGTERM)}
+    helpers = [helper for helper in helpers if _signal_helper(helper, psutil.Process.terminate)]
     deadline = anyio.current_time() + GROUP_KILL_TIMEOUT
-    while alive and anyio.current_time() < deadline:
+    while (alive or helpers) and anyio.current_time() < deadline:
         await anyio.sleep(0.05)
         alive = {group for group in alive if signal_group(group, 0)}
+        helpers = [helper for helper in helpers if _running(helper)]
     for group in alive:
         log.warning("mcp_process_group_killed", process_group=group)
         signal_group(group, signal.SIGKILL)
+    for helper in helpers:
+        log.warning("mcp_helper_process_killed", pid=helper.pid)
+        _signal_helper(helper, psutil.Process.kill)
+
+
+def _signal_helper(helper: psutil.Process, send: Callable[[psutil.Process], None]) -> bool:
+    try:
+        send(helper)
+    except psutil.Error:
+        return False
+    return True
+
+
+def _running(helper: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return helper.is_running() and helper.status() != psutil.STATUS_ZOMBIE
+    return False
 
 
 def signal_group(group: int, sig: int) -> bool:
