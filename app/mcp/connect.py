@@ -123,8 +123,11 @@ class ConnectionOpener:
         # A mark in the server's environment tells its process apart from any other started meanwhile (two
         # entries may run the same command), so that what it leaves behind, and only that, is ended.
         marker = f"{name}:{os.urandom(8).hex()}"
+        # Bytes that are not UTF-8 on stdout become U+FFFD, so that line fails as JSON and the session reads on;
+        # decoded strictly, the SDK's reader died of the first such byte and every later call hung.
         params = StdioServerParameters(command=resolve_command(server.command), args=server.args,
-                                       env=server.env | {SERVER_MARKER: marker}, cwd=server.cwd)
+                                       env=server.env | {SERVER_MARKER: marker}, cwd=server.cwd,
+                                       encoding_error_handler="replace")
         read_fd, write_fd = os.pipe()
         errlog = os.fdopen(write_fd, "w")
         assert self.task_group is not None

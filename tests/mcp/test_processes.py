@@ -50,3 +50,11 @@ def test_a_stderr_line_over_a_mebibyte_is_cut_and_the_server_keeps_serving(tmp_p
             assert status["state"] == "ready" and status.get("restarts", 0) == 0
         finally:
             psutil.Process(int((tmp_path / "helper.pid").read_text())).kill()
+
+
+def test_bytes_that_are_not_utf8_on_a_servers_stdout_do_not_wedge_it(tmp_path: Path) -> None:
+    servers = {"bad": stdio_entry("misbehaving.py", "garbage")}
+    with running_gateway(tmp_path, servers, ready=("bad",), tool_timeout=5) as gateway:
+        assert _play(gateway.url, "bad__garble", {})["data"] == {"result": "after garbage"}
+        assert _play(gateway.url, "bad__ping", {})["data"] == {"result": "pong"}
+        assert httpx.get(f"{gateway.url}/health", timeout=30).json()["servers"]["bad"]["state"] == "ready"
