@@ -92,6 +92,14 @@ def test_tools_names_failed_servers_and_exits_nonzero(tmp_path: Path) -> None:
     assert "command not found: no-such-mcp-server-binary" in result.stderr
 
 
+def test_a_tool_list_nested_too_deep_to_read_fails_the_start_at_once_saying_so(tmp_path: Path) -> None:
+    """The SDK drops an answer it cannot parse: the start used to wait out its whole connect timeout."""
+    config = write_config(tmp_path, {"deep": stdio_entry("too_deep.py") | {"connectTimeout": 30}})
+    result = run_cli("tools", "--mcp-config", str(config), cwd=tmp_path)
+    assert result.returncode == 1
+    assert "'deep' failed: sent a message nested deeper than the MCP SDK can read" in result.stderr
+
+
 def test_broken_json_config_is_a_clear_error(tmp_path: Path) -> None:
     config = tmp_path / "mcp.json"
     config.write_text('{"mcpServers": {"a": {"command": "x",}}}')

@@ -93,6 +93,7 @@ class ServerSupervisor:
         self.stop, self.done = anyio.Event(), anyio.Event()
         self._stderr: StderrTail | None = None
         self._start_scope: anyio.CancelScope | None = None
+        self._unreadable_start: str | None = None  # why the start was given up before its deadline
         self._lost = anyio.Event()
         self._published = anyio.Event()
         self._needed: anyio.Event | None = None  # set by a call that found the server down, during backoff
@@ -233,6 +234,7 @@ class ServerSupervisor:
         connect_timeout = self.connect_timeout
         lost = self._lost = anyio.Event()
         self._stderr = StderrTail() if isinstance(self.config, StdioServerConfig) else None
+        self._unreadable_start = None
         served = False
         try:
             # One scope for the connection's whole life: its deadline covers only the start (from when its
@@ -282,7 +284,8 @@ class ServerSupervisor:
             if scope.cancelled_caught and self._stopping.is_set():
                 self._fail("stopped while starting")
                 return "stopped"
-            self._fail(f"did not start within {connect_timeout:g} s" + await self._stderr_hint())
+            self._fail((self._unreadable_start or f"did not start within {connect_timeout:g} s")
+                       + await self._stderr_hint())
         except Exception as exc:  # boundary: any failure of one server must leave the others running
             command = self.config.command if isinstance(self.config, StdioServerConfig) else None
             reason = describe_failure(exc, command) + await self._stderr_hint()
@@ -308,6 +311,12 @@ class ServerSupervisor:
             return
         if isinstance(message, Exception):
             log.warning("mcp_transport_error", server=self.name, error=str(message))
+            # The SDK drops a message it cannot parse; nested past the parser's depth, it was an answer the
+            # start waits for and never gets. Other unreadable lines (a banner on stdout) are only noise.
+            if self._start_scope is not None and "recursion limit exceeded" in str(message):
+                self._unreadable_start = ("sent a message nested deeper than the MCP SDK can read "
+                                          "(its tool list, most likely)")
+                self._start_scope.cancel()
 
     async def _process_exited(self) -> None:
         if self._stderr is None:
