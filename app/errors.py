@@ -11,6 +11,7 @@ GatewayError                      -> 500 server_error
 ├── Overloaded                    -> 503 server_error (with Retry-After)
 └── UpstreamError                 -> 502 upstream_error
     ├── UpstreamUnreachable       -> 502 (names the URL and how to fix it)
+    ├── UpstreamClosed            -> 502 (it took the connection, then closed it or answered what is not HTTP)
     ├── UpstreamTimeout           -> 504
     └── UpstreamStatusError       -> the upstream's own status and message
 
@@ -112,6 +113,16 @@ class UpstreamUnreachable(UpstreamError):
             "(Developer tab -> Start Server) or another OpenAI-compatible server, or point "
             "TOOLBRIDGE_UPSTREAM_URL at the one you run."
         )
+
+
+class UpstreamClosed(UpstreamError):
+    """A server listens at the URL but gave no answer: it closed the connection (crashed, restarted, refused
+    the request) or answered what is not HTTP. Telling its user to start a server would mislead them."""
+
+    default_code = "upstream_closed"
+
+    def __init__(self, url: str, what: str = "closed the connection without answering") -> None:
+        super().__init__(f"The upstream model server at {url} {what}; its own log should say why.")
 
 
 class UpstreamTimeout(UpstreamError):

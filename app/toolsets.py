@@ -54,7 +54,7 @@ def choose_tools(
         if not isinstance(chosen, str):
             raise InvalidRequest(f"metadata.{METADATA_KEY} must be a string of names, comma-separated.",
                                  param=f"metadata.{METADATA_KEY}")
-    for source, text in ((HEADER, header), (f"metadata.{METADATA_KEY}", chosen)):
+    for source, text in ((HEADER, _as_sent(header)), (f"metadata.{METADATA_KEY}", chosen)):
         if text is not None:
             wanted, unwanted = _names(text, source, toolsets, known)
             if wanted:
@@ -73,6 +73,9 @@ def _names(
         if not item:
             continue
         name = item.removeprefix("-")
+        if not name:
+            raise InvalidRequest(f"{source} has a '-' with no name after it: '-name' leaves out the server, tool "
+                                 "or toolset of that name.", param=source)
         if name not in toolsets and not known(name):
             unknown.append(name)
         (unwanted if item.startswith("-") else wanted).update(toolsets.get(name, [name]))
@@ -82,6 +85,17 @@ def _names(
             "(GET /tools lists the tools and their servers).", param=source,
         )
     return frozenset(wanted), frozenset(unwanted)
+
+
+def _as_sent(header: str | None) -> str | None:
+    """The header as its sender wrote it: HTTP servers read header bytes as Latin-1, so `évil` arrived as
+    `Ã©vil`; bytes that are UTF-8 are read as UTF-8."""
+    if header is None or header.isascii():
+        return header
+    try:
+        return header.encode("latin-1").decode("utf-8")
+    except UnicodeError:  # not UTF-8 (or not bytes at all): shown as it came
+        return header
 
 
 def with_virtual_models(body: bytes, toolsets: Toolsets) -> bytes:

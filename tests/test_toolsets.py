@@ -122,6 +122,25 @@ def test_a_name_that_matches_nothing_is_a_400_naming_it(
     assert upstream.chat_requests() == []
 
 
+@pytest.mark.parametrize(("value", "said"), [
+    ("évil,basic".encode(), "names 'évil', which is no MCP server"),  # UTF-8 on the wire, not read as Latin-1
+    (b"-", "has a '-' with no name after it"),
+    (b"basic, -", "has a '-' with no name after it"),
+], ids=["utf-8", "dash", "trailing-dash"])
+def test_a_bad_header_is_echoed_as_sent(chooser: Gateway, upstream: FakeUpstream, value: bytes, said: str) -> None:
+    upstream.script()
+    for response in (
+        httpx.post(f"{chooser.url}/v1/chat/completions", headers={"X-Toolbridge-Tools": value},
+                   json={"model": MODEL, "messages": [{"role": "user", "content": "x"}]}),
+        httpx.get(f"{chooser.url}/tools", headers={"X-Toolbridge-Tools": value}),
+    ):
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert said in error["message"] and "Ã" not in error["message"] and "''" not in error["message"]
+        assert error["param"] == "X-Toolbridge-Tools"
+    assert upstream.chat_requests() == []
+
+
 def test_the_tools_route_shows_what_a_request_would_be_offered(chooser: Gateway, upstream: FakeUpstream) -> None:
     def listed(**options: Any) -> list[str]:
         response = httpx.get(f"{chooser.url}/tools", **options)

@@ -20,6 +20,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from app.errors import (
     InvalidRequest,
+    UpstreamClosed,
     UpstreamError,
     UpstreamStatusError,
     UpstreamTimeout,
@@ -176,12 +177,8 @@ class UpstreamClient:
         try:
             answer = await session.post(self._chat_url, data=content, headers=self._chat_headers,
                                         timeout=self._chat_timeout, allow_redirects=False)
-        except (aiohttp.ConnectionTimeoutError, aiohttp.ClientConnectorError) as exc:
-            raise UpstreamUnreachable(self.base_url) from exc
-        except TimeoutError as exc:  # no answer's head within the read timeout
-            raise UpstreamTimeout(self.base_url, self.timeout) from exc
-        except aiohttp.ClientError as exc:  # a server that answers garbage or closes: a broken upstream
-            raise UpstreamUnreachable(self.base_url) from exc
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise _failed_before_answer(exc, self.base_url, self.timeout) from exc
         if self._observe is not None:
             self._observe("chat", time.perf_counter() - started)
         return answer
@@ -286,13 +283,8 @@ class UpstreamClient:
         started = time.perf_counter()
         try:
             response = await self._http.send(request, stream=True)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            # The aiohttp transport reports a refused connection as ConnectTimeout.
-            raise UpstreamUnreachable(self.base_url) from exc
-        except httpx.TimeoutException as exc:
-            raise UpstreamTimeout(self.base_url, self.timeout) from exc
         except httpx.TransportError as exc:
-            raise UpstreamUnreachable(self.base_url) from exc
+            raise _failed_before_answer(exc, self.base_url, self.timeout) from exc
         if self._observe is not None:
             self._observe(kind, time.perf_counter() - started)
         return response
@@ -309,6 +301,7 @@ class UpstreamClient:
     async def _chunks(
         self, content_type: str, parts: AsyncIterator[bytes], read_all: Callable[[], Awaitable[bytes]]
     ) -> AsyncIterator[list[dict[str, Any]]]:
+        received = 0  # bytes of the answer, to say where it broke off
         try:
             if not content_type.startswith("text/event-stream"):
                 # Some servers ignore `stream: true`; one JSON completion is a turn of one chunk.
@@ -318,6 +311,7 @@ class UpstreamClient:
             events = EventBatcher()
             most = 1  # the first chunk goes on at once, then twice as many per batch up to MAX_BATCH
             async for data in parts:
+                received += len(data)
                 batch = []
                 for event in events.feed(data):
                     if len(batch) >= most:
@@ -343,7 +337,38 @@ class UpstreamClient:
         except (httpx.ReadTimeout, TimeoutError) as exc:
             raise UpstreamTimeout(self.base_url, self.timeout) from exc
         except (httpx.TransportError, aiohttp.ClientError) as exc:
-            raise UpstreamError(f"The upstream stream broke off: {exc or type(exc).__name__}") from exc
+            what = "closed the connection" if _closed(exc) else "sent what is not HTTP"
+            raise UpstreamError(f"The upstream's answer broke off: the model server {what} after {received:,} bytes "
+                                "of its answer.", code="upstream_cut_off") from exc
+
+
+def _failed_before_answer(exc: BaseException, url: str, timeout: float) -> UpstreamError:
+    """A transport failure before the answer's head, in words: nobody listening (start a server), no answer
+    in time, or a server that took the request and closed the connection (or answered what is not HTTP)."""
+    cause = _aiohttp_cause(exc)
+    if isinstance(cause, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError, httpx.ConnectError)):
+        return UpstreamUnreachable(url)
+    if isinstance(cause, (TimeoutError, httpx.TimeoutException)):
+        return UpstreamUnreachable(url) if isinstance(cause, httpx.ConnectTimeout) else UpstreamTimeout(url, timeout)
+    if _closed(cause):
+        return UpstreamClosed(url)
+    return UpstreamClosed(url, "answered with something that is not HTTP")
+
+
+def _closed(exc: BaseException) -> bool:
+    """Whether a transport error means the server closed (or reset) the connection."""
+    cause = _aiohttp_cause(exc)
+    if isinstance(cause, aiohttp.ClientPayloadError):  # a body cut short; not one that failed to decode
+        return "not completed" in str(cause)
+    if isinstance(cause, httpx.RemoteProtocolError):  # h11's words for a closed connection
+        return any(word in str(cause) for word in ("disconnected", "closed", "incomplete"))
+    return isinstance(cause, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, httpx.ReadError,
+                              httpx.WriteError, ConnectionError))
+
+
+def _aiohttp_cause(exc: BaseException) -> BaseException:
+    """The aiohttp error an httpx error stands for (httpx-aiohttp maps a closed connection to ConnectTimeout)."""
+    return exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else exc
 
 
 @dataclass(frozen=True)
