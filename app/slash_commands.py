@@ -8,12 +8,13 @@ lists the server's completions for that argument.
 
 Values with spaces are quoted (`/summarize topic="solar power"`); a prompt with one argument also takes
 its value bare (`/review print(1/0)`). A line that merely starts with a slash (`/usr/bin/env is what?`)
-is not a command: the name allows no slash, and every other word must be `arg=value`.
+is not a command: the name allows no slash, and every other word must be `arg=value`. Words are read as
+a POSIX shell reads them (`shlex.split`), in linear time; a line of more than COMMAND_CHARS characters is
+taken whole as a bare value, its words unread.
 """
 
 import difflib
 import re
-import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -26,6 +27,15 @@ from app.openai.schemas import content_text
 LIST_COMMANDS = frozenset({"prompts", "help"})
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
 _ARGUMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*)=(.*)", re.DOTALL)
+# Past this, a line is no list of arguments but a pasted text (`/review <a file>`): reading a megabyte's
+# words held the event loop for a second, and no prompt has that many arguments.
+COMMAND_CHARS = 100_000
+# A word as `shlex.split` reads one: bare characters, `\x`, '...' and "..." (with \" and \\), run together.
+# Possessive, so that an unclosed quote fails once instead of being retried from every character.
+_WORD = re.compile(r"""(?:[^ \t\r\n'"\\]++|\\.|'[^']*+'|"(?:[^"\\]++|\\.)*+")++""", re.DOTALL)
+_PIECE = re.compile(r'''\\(.)|'([^']*+)'|"((?:[^"\\]++|\\.)*+)"''', re.DOTALL)
+_QUOTED_ESCAPE = re.compile(r'\\([\\"])')
+_SPACES = re.compile(r"[ \t\r\n]*+")
 
 
 class PromptSource(Protocol):
@@ -74,9 +84,10 @@ def read_command(messages: list[dict[str, Any]]) -> SlashCommand | None:
     rest = f"{first_line_rest} {rest}".strip()
     if not _NAME.fullmatch(head):
         return None
-    try:
-        words = shlex.split(rest)
-    except ValueError:
+    if len(rest) > COMMAND_CHARS:
+        return SlashCommand(head, {}, bare=rest)
+    words = _split(rest)
+    if words is None:
         return SlashCommand(head, {}, problem="a quote is not closed")
     arguments: dict[str, str] = {}
     for word in words:
@@ -85,6 +96,36 @@ def read_command(messages: list[dict[str, Any]]) -> SlashCommand | None:
             return SlashCommand(head, {}, bare=rest) if not any(_ARGUMENT.fullmatch(w) for w in words) else None
         arguments[matched.group(1)] = matched.group(2)
     return SlashCommand(head, arguments)
+
+
+def _split(line: str) -> list[str] | None:
+    """`shlex.split(line)` in linear time (shlex builds each word a character at a time: quadratic on a
+    long one); None where shlex raises: a quote not closed, or a backslash at the end."""
+    words: list[str] = []
+    position = _SPACES.match(line).end()  # type: ignore[union-attr]  # matches everywhere, even empty
+    while position < len(line):
+        word = _WORD.match(line, position)
+        end = word.end() if word else position
+        if end == position or (end < len(line) and line[end] not in " \t\r\n"):
+            return None  # what stopped the word is an unclosed quote or a lone backslash
+        words.append(_unquoted(line[position:end]))
+        position = _SPACES.match(line, end).end()  # type: ignore[union-attr]
+    return words
+
+
+def _unquoted(word: str) -> str:
+    if "\\" not in word and "'" not in word and '"' not in word:
+        return word
+    return _PIECE.sub(_piece, word)
+
+
+def _piece(piece: re.Match[str]) -> str:
+    escaped, single, double = piece.groups()
+    if escaped is not None:
+        return escaped
+    if single is not None:
+        return single
+    return _QUOTED_ESCAPE.sub(r"\1", double)  # inside "...", only \" and \\ are escapes; \x stays as it is
 
 
 async def run_command(

@@ -8,6 +8,10 @@ user turns, and the best are kept (ties, and tools nothing matches, in the confi
 called earlier in the conversation and tools the user names are always kept. The client's tools are never
 dropped, but their size counts; with TOOLBRIDGE_RANK_CLIENT_TOOLS they are ranked with ours, and the
 budget counts them too.
+
+Only the user's own words are read: of a user message longer than RANKED_CHARS, its start and its end (a
+pasted document sits between what the user asks), and names in the most recent NAMED_CHARS of them; both
+in linear time, so that a 40 MB message costs no more than a short one.
 """
 
 import functools
@@ -26,7 +30,10 @@ UNLIMITED_CHARS = 1 << 40
 CONTEXT_SHARE = 0.5  # of the model's context, at most, for tool definitions (when the upstream says what it is)
 RECENT_USER_TURNS = 2
 INDEXES_KEPT = 16  # tool lists whose index is kept: catalogues, toolsets, and those with a client's tools
+RANKED_CHARS = 16_000  # of each user message: its first and last half of this (ranking 10 MB took 13 s)
+NAMED_CHARS = 200_000  # of the recent user messages (so cut), where a tool's name pins it
 _WORD_BOUNDARY = re.compile(r"[_\-./:]+|(?<=[a-z0-9])(?=[A-Z])")
+_NAME_WORD = re.compile(r"[\w-]+")
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,7 @@ def choose_within(
         return None
     names = [_name(tool) for tool in ranked]
     scores = _scores(ranked, _query(messages))
-    pinned = _called(messages) | _named(names, _user_text(messages))
+    pinned = _called(messages) | _named(names, _user_texts(messages))
     order = sorted(range(len(ranked)), key=lambda i: (names[i] not in pinned, -scores[i], i))
     room, slots = budget.max_chars - _size(fixed), budget.max_tools
     kept: set[str] = set()
@@ -132,12 +139,29 @@ def _document(tool: dict[str, Any]) -> str:
 
 def _query(messages: Sequence[dict[str, Any]]) -> str:
     """The recent user turns, the last one twice: what the user asks now weighs more than before."""
-    users = [content_text(m.get("content")) for m in messages if m.get("role") == "user"][-RECENT_USER_TURNS:]
+    users = _user_texts(messages)[:RECENT_USER_TURNS][::-1]
     return "\n".join([*users, users[-1]]) if users else ""
 
 
-def _user_text(messages: Sequence[dict[str, Any]]) -> str:
-    return "\n".join(content_text(m.get("content")) for m in messages if m.get("role") == "user")
+def _user_texts(messages: Sequence[dict[str, Any]]) -> list[str]:
+    """The user messages' words that are read, newest first: each cut to RANKED_CHARS, NAMED_CHARS in all."""
+    texts: list[str] = []
+    left = NAMED_CHARS
+    for message in reversed(messages):
+        if left <= 0:
+            break
+        if message.get("role") == "user":
+            texts.append(_ends(content_text(message.get("content"))))
+            left -= len(texts[-1])
+    return texts
+
+
+def _ends(text: str) -> str:
+    """A long text's start and end: where its writer says what they want of what they pasted between."""
+    if len(text) <= RANKED_CHARS:
+        return text
+    half = RANKED_CHARS // 2
+    return f"{text[:half]}\n{text[-half:]}"  # the line break keeps the two halves' cut words apart
 
 
 def _called(messages: Sequence[dict[str, Any]]) -> set[str]:
@@ -146,11 +170,22 @@ def _called(messages: Sequence[dict[str, Any]]) -> set[str]:
             for call in m.get("tool_calls") or [] if isinstance(call, dict) and isinstance(call.get("function"), dict)}
 
 
-def _named(names: Sequence[str], text: str) -> set[str]:
-    """Tools the user names: the name as offered, or its part after a server prefix, as a word."""
-    lowered = text.lower()
-    return {name for name in names
-            if re.search(rf"(?<![\w-]){re.escape(name.split('__')[-1].lower())}(?![\w-])", lowered)}
+def _named(names: Sequence[str], texts: Sequence[str]) -> set[str]:
+    """Tools the user names: the name as offered, or its part after a server prefix, as a word. One pass
+    over the text (a regular expression per tool took 78 % of ranking a 10 MB message)."""
+    lowered = "\n".join(texts).lower()
+    words = set(_NAME_WORD.findall(lowered))
+    named = set()
+    for name in names:
+        part = name.split("__")[-1].lower()
+        if part in words if _NAME_WORD.fullmatch(part) else _named_oddly(part, lowered):
+            named.add(name)
+    return named
+
+
+def _named_oddly(part: str, lowered: str) -> bool:
+    """A name that is not one word (a client's tool may be called anything), searched as the rest once were."""
+    return re.search(rf"(?<![\w-]){re.escape(part)}(?![\w-])", lowered) is not None
 
 
 def _name(tool: dict[str, Any]) -> str:

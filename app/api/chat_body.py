@@ -9,6 +9,7 @@ app/main.py's handler.
 
 import json
 import math
+import sys
 from email.message import Message
 from typing import Any
 
@@ -30,7 +31,8 @@ def parse_chat_body(body: bytes, content_type: str | None) -> tuple[dict[str, An
 
     Raises:
         RequestValidationError: not JSON, or fields the gateway reads are malformed.
-        InvalidRequest: not sent as JSON, or holding numbers JSON cannot carry (NaN, Infinity).
+        InvalidRequest: not sent as JSON, or holding numbers JSON cannot carry (NaN, Infinity) or Python cannot
+            read (an integer of more than 4,300 digits).
     """
     if not body:
         raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
@@ -62,8 +64,17 @@ def _parse_leniently(body: bytes) -> Any:
         value = float(number)
         return value if math.isfinite(value) else refuse(number)  # 1e400: no server could read it back
 
+    def integer(number: str) -> int:
+        try:
+            return int(number)
+        except ValueError:  # past Python's limit on an integer's digits (sys.get_int_max_str_digits)
+            raise InvalidRequest(
+                f"The request holds an integer of {len(number.lstrip('-')):,} digits; at most "
+                f"{sys.get_int_max_str_digits():,} are read.", code="invalid_number",
+            ) from None
+
     try:
-        return json.loads(body, parse_constant=refuse, parse_float=finite)
+        return json.loads(body, parse_constant=refuse, parse_float=finite, parse_int=integer)
     except json.JSONDecodeError as exc:
         raise _not_json(exc.pos, exc.msg) from None
     except RecursionError:
