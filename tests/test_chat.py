@@ -192,6 +192,7 @@ def test_tool_error_becomes_a_result_the_model_reads(gateway: Gateway, upstream:
     [
         (Call("basic__add", "{not json"), "invalid_arguments", "not valid JSON"),
         (Call("basic__add", "[1, 2]"), "invalid_arguments", "one JSON object"),
+        (Call("basic__add", '{"a": ' + "9" * 5000 + ', "b": 1}'), "invalid_arguments", "a number too long to read"),
         (Call("basic__ad", {"a": 1, "b": 2}), "unknown_tool", "Did you mean: basic__add"),
     ],
 )

@@ -111,9 +111,10 @@ class McpCall:
         """The arguments as one JSON object that fits the tool's schema, or the failure to tell the model."""
         try:
             parsed = json.loads(arguments) if arguments.strip() else {}
-        except ValueError as exc:
+        except ValueError as exc:  # JSONDecodeError, or an integer past Python's digit limit (no `msg` then)
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "a number too long to read"
             return self.fail(FailureKind.INVALID_ARGUMENTS,
-                             f"The arguments are not valid JSON ({exc.msg}). Send one JSON object.")
+                             f"The arguments are not valid JSON ({reason}). Send one JSON object.")
         if not isinstance(parsed, dict):
             return self.fail(FailureKind.INVALID_ARGUMENTS, "The arguments must be one JSON object.")
         wrong = problems(self.route.validator, parsed)
