@@ -258,10 +258,10 @@ class ConversationMemory:
             log.warning("memory_unavailable", store=store.kind, error=str(exc),
                         consequence="this turn's tool calls will not be restored later")
 
-    def _turn_key(self, chain: str, text: str) -> str:
+    def _turn_key(self, chain: str, text: bytes) -> str:
         return "turn:" + _digest(self._scope, chain, text)
 
-    def _answer_key(self, text: str) -> str:
+    def _answer_key(self, text: bytes) -> str:
         return "answer:" + _digest(self._scope, text)
 
     def _mixed_key(self, chain: str, call_ids: list[str]) -> str:
@@ -284,16 +284,22 @@ def _call_ids(message: dict[str, Any]) -> list[str]:
     return [str(call["id"]) for call in message.get("tool_calls") or [] if isinstance(call, dict) and call.get("id")]
 
 
-def _normal(text: str, *, assistant: bool) -> str:
-    """The text as a key sees it: traces removed and whitespace ignored, so that the line breaks a trace or
-    a client adds or trims between rounds do not matter."""
-    return "".join((strip_trace(text) if assistant else text).split())
+def _normal(text: str, *, assistant: bool) -> bytes:
+    """The text as a key sees it: traces removed and ASCII whitespace ignored, so that the line breaks a trace
+    or a client adds or trims between rounds do not matter. Deleted from the encoded bytes in one C pass:
+    `"".join(text.split())` took 0.35 s of the event loop for a 40 MB message, 0.04 s this way."""
+    kept = strip_trace(text) if assistant else text
+    return kept.encode("utf-8", "surrogatepass").translate(None, _WHITESPACE)
 
 
-def _digest(*parts: str) -> str:
+_WHITESPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"  # what str.split() splits on below 128
+
+
+def _digest(*parts: str | bytes) -> str:
     hashed = hashlib.sha256()
     for part in parts:
-        data = part.encode("utf-8", "surrogatepass")  # a lone surrogate is the upstream's to refuse, not ours
+        # a lone surrogate is the upstream's to refuse, not ours
+        data = part.encode("utf-8", "surrogatepass") if isinstance(part, str) else part
         hashed.update(len(data).to_bytes(8, "big"))  # lengths first: ("ab", "c") and ("a", "bc") differ
         hashed.update(data)
     return hashed.hexdigest()
