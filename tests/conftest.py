@@ -15,6 +15,7 @@ import pytest
 from app.main import create_app
 from app.settings import Settings
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.replica_services import RedisServer
 from tests.support.servers import ServerThread
 
 SERVERS = Path(__file__).parent / "support" / "mcp_servers"
@@ -138,3 +139,12 @@ def gateway(
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisServer]:
+    """A real redis-server shared by a module's tests (require_redis says where it is missing)."""
+    server = RedisServer()
+    server.start()
+    yield server
+    server.stop()

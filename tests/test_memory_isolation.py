@@ -21,14 +21,6 @@ ALICE, BOB = "sk-alice-0123456789", "sk-bob-9876543210"
 SERVERS = {"basic": stdio_entry("basic.py"), "bulky": stdio_entry("bulky.py")}
 
 
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture(params=["sqlite", "redis"])
 def keyed(request: pytest.FixtureRequest, upstream: FakeUpstream, tmp_path: Path) -> Iterator[Gateway]:
     """A gateway with two API keys, its memory in SQLite or Redis."""

@@ -21,14 +21,6 @@ CLIENT_TOOL = {"type": "function", "function": {"name": "get_location", "paramet
 
 
 @pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def replicas(redis_server: RedisServer, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[tuple[Gateway, Gateway]]:
     settings: dict[str, Any] = {"upstream_url": f"{upstream.url}/v1", "tool_trace": "off",
