@@ -169,6 +169,9 @@ class Delivery:
 
     posted: bool = False  # the request was handed to the HTTP client
     refused: bool = False  # ... which could not connect, so nothing was sent
+    # Called with `refused` set: on a 2025-era connection the SDK's sender dies of the refusal and no
+    # answer, not even an error, ever comes back, so a waiter must learn of it here.
+    on_refused: Callable[[], None] = lambda: None
 
     @property
     def reached_server(self) -> bool:
@@ -180,9 +183,9 @@ _delivery: ContextVar[Delivery | None] = ContextVar("toolbridge_mcp_delivery", d
 
 
 @contextmanager
-def tracking_delivery() -> Iterator[Delivery]:
+def tracking_delivery(on_refused: Callable[[], None] = lambda: None) -> Iterator[Delivery]:
     """Records what becomes of the HTTP requests sent within the block."""
-    delivery = Delivery()
+    delivery = Delivery(on_refused=on_refused)
     token = _delivery.set(delivery)
     try:
         yield delivery
@@ -201,6 +204,7 @@ class _DeliveryTrackingClient(httpx2.AsyncClient):
             return await super().send(request, **options)
         except httpx2.ConnectError:  # raised before a byte of the request is written
             delivery.refused = True
+            delivery.on_refused()
             raise
 
 

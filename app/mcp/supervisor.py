@@ -267,7 +267,7 @@ class ServerSupervisor:
                             watchers.start_soon(self.offer.follow, client, self._lost.set)
                             if pings(client, status.transport):
                                 watchers.start_soon(keep_alive, self.name, client, lost.set,
-                                                    self._options.keepalive_interval)
+                                                    self._options.keepalive_interval, lambda: self._in_flight.count > 0)
                             await first_of(self._stopping.wait, self.stop.wait, lost.wait, self._process_exited)
                             watchers.cancel_scope.cancel()
                         if self.stop.is_set() and not self._stopping.is_set():

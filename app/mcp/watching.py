@@ -25,6 +25,8 @@ from mcp.types import (
     ToolListChangedNotification,
 )
 
+from app.mcp.connect import tracking_delivery
+
 log = structlog.get_logger("toolbridge.mcp")
 
 T = TypeVar("T")
@@ -41,6 +43,7 @@ def notified_change(message: Any) -> ListKind | None:
     return _NOTIFIED_KINDS.get(type(message))
 
 PING_TIMEOUT = 10.0
+BUSY_PING_INTERVAL = 2.0  # while calls run on a 2025-era remote session (keep_alive)
 MODERN_PROTOCOL = "2026-07-28"
 # We ping only 2025-era sessions, where ping is part of the protocol; the SDK warns about 2026 ones.
 warnings.filterwarnings("ignore", message="ping is removed as of 2026", category=MCPDeprecationWarning)
@@ -76,21 +79,42 @@ async def listen_for_changes(
         log.info("mcp_listen_unavailable", server=server, error=exc.message)
 
 
-async def keep_alive(server: str, client: Client, lost: Callable[[], None], interval: float) -> None:
+async def keep_alive(
+    server: str, client: Client, lost: Callable[[], None], interval: float, busy: Callable[[], bool]
+) -> None:
     """Pings a 2025-era remote session now and then: nothing else tells of a server that went away or
-    a session it expired until a call fails. (2026 has no ping; its subscription stream does this.)"""
+    a session it expired until a call fails. (2026 has no ping; its subscription stream does this.)
+
+    While calls run (`busy`) it pings every BUSY_PING_INTERVAL: a server killed while a helper process of
+    its kept the call's connection open sends no end to that stream, and the call would wait out its whole
+    timeout; its closed port refuses the ping at once. A ping unanswered while busy proves nothing (a
+    server running a blocking tool answers nothing until it ends), so only a refusal counts then."""
+    step = min(interval, BUSY_PING_INTERVAL)
+    idle = 0.0
     while True:
-        await anyio.sleep(interval)
-        try:
-            with anyio.fail_after(PING_TIMEOUT):
-                await client.send_ping()
+        await anyio.sleep(step)
+        idle += step
+        calls_running = busy()
+        if idle < interval and not calls_running:
             continue
+        idle = 0.0
+        try:
+            with (anyio.fail_after(PING_TIMEOUT), anyio.CancelScope() as attempt,
+                  tracking_delivery(on_refused=attempt.cancel) as delivery):
+                await client.send_ping()
+            if not delivery.refused:
+                continue
+            reason = "its address refused the connection"
         except MCPError as exc:
             if not connection_gone(exc):
                 log.info("mcp_ping_unsupported", server=server, error=exc.message)
                 return
             reason = exc.message
-        except (TimeoutError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+        except TimeoutError:
+            if calls_running:
+                continue
+            reason = f"no answer to a ping within {PING_TIMEOUT:g} s"
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             reason = str(exc) or type(exc).__name__
         log.warning("mcp_ping_failed", server=server, error=reason)
         lost()

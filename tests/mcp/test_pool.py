@@ -1,5 +1,6 @@
 """The MCP pool on its own: start failures, timeouts and routing, against real stdio servers."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -288,13 +289,14 @@ async def _listening(port: int) -> None:
 class RemoteServer:
     """basic.py over streamable HTTP in its own process, to be killed and started again on one port."""
 
-    def __init__(self) -> None:
+    def __init__(self, script: str = "basic.py") -> None:
+        self.script = script
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.process: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> None:
-        self.process = subprocess.Popen([sys.executable, str(SERVERS / "basic.py"), "http", str(self.port)],
+        self.process = subprocess.Popen([sys.executable, str(SERVERS / self.script), "http", str(self.port)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         await _listening(self.port)
 
@@ -487,6 +489,40 @@ async def test_a_2025_remote_server_that_goes_away_is_seen_by_its_keep_alive_pin
         assert back["restarts"] == 1
         outcome = await pool.call_tool("remote__add", '{"a": 1, "b": 1}')
         assert (readable(outcome.content), outcome.is_error) == ("2", False)
+
+
+async def test_a_2025_remote_server_killed_mid_call_is_reported_gone_not_waited_out(tmp_path: Path) -> None:
+    # The server's helper keeps the call's connection open, so its stream never ends; only its closed port
+    # tells that the server is gone. The call must not wait out its timeout and then be called a timeout.
+    remote = RemoteServer("forking.py")
+    await remote.start()
+    helper = tmp_path / "helper-pid"
+    pool = McpPool(config(remote=HttpServerConfig(url=remote.url, mode="legacy")),
+                   options(connect_timeout=30, call_timeout=20))
+    try:
+        async with pool:
+            await wait_until(pool, "remote", lambda s: s["state"] == "ready")
+            async with anyio.create_task_group() as group:
+                outcomes = []
+
+                async def call() -> None:
+                    outcomes.append(await pool.call_tool("remote__hold", json.dumps(
+                        {"seconds": 60, "marker": str(helper)})))
+
+                group.start_soon(call)
+                with anyio.fail_after(SETTLE_TIMEOUT):
+                    while not helper.exists() or not helper.read_text():
+                        await anyio.sleep(0.05)
+                remote.kill()
+            [outcome] = outcomes
+            assert json.loads(outcome.content)["data"]["error"] == "server_unavailable"
+            gone = await wait_until(pool, "remote", lambda s: s["state"] != "ready")
+            assert gone["restarts"] == 1
+    finally:
+        remote.kill()
+        if helper.exists() and helper.read_text():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(int(helper.read_text())).kill()
 
 
 async def test_a_call_for_a_server_that_is_down_makes_it_retry_now_not_after_its_backoff(tmp_path: Path) -> None:
