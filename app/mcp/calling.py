@@ -137,7 +137,8 @@ class McpCall:
                 await self._on_progress(progress, total, message)
 
         try:
-            with deadline.scope, tracking_delivery() as delivery:
+            # A refused POST ends the wait at once: the SDK's sender may die of it without a word to us.
+            with deadline.scope, tracking_delivery(on_refused=deadline.scope.cancel) as delivery:
                 if self.route.reads_resources:
                     result = await read_or_list(client, arguments)
                 else:
@@ -145,6 +146,8 @@ class McpCall:
                         self.route.tool, arguments, read_timeout_seconds=deadline.cap + CALL_TIMEOUT_SLACK,
                         progress_callback=progressed,
                     )
+            if delivery.refused and limits.tracked:
+                return ConnectionLost(never_ran=True)
             if deadline.scope.cancelled_caught:  # cancelling the call sent notifications/cancelled
                 limit = "its limit of" if deadline.capped else "without progress for"
                 return self.fail(FailureKind.TIMEOUT, f"The tool ran {limit} {deadline.elapsed:g} s and was stopped.",
