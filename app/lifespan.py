@@ -60,6 +60,7 @@ def build_pool(
         block_changed_tools=settings.block_changed_tools,
         sampling_model=settings.sampling_model or None,
         resource_tools=settings.resource_tools,
+        max_message_bytes=int(settings.mcp_message_mb * (1 << 20)),
     )
     return McpPool(
         config,

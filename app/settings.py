@@ -129,6 +129,10 @@ class Settings(BaseSettings):
     max_result_chars: int = Field(
         25_000, ge=1_000, description="Characters one tool result may take in the conversation; more is cut."
     )
+    mcp_message_mb: PositiveFloat = Field(
+        16.0, description="Megabytes one message from a stdio MCP server may take (a tool result, a resource); "
+        "a call answered with more fails with an error saying so, and the gateway never holds it."
+    )
     resource_tools: bool = Field(
         True, description="Offer a SERVER__read_resource tool for each MCP server with resources: the model reads "
         "them (and links in tool results) by URI."

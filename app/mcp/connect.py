@@ -16,7 +16,6 @@ import psutil
 import structlog
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.sse import sse_client
-from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
 
@@ -35,6 +34,7 @@ from app.mcp.processes import (
     spawned_since,
 )
 from app.mcp.sampling import Complete, sampling_handler
+from app.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES, stdio_client
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -95,6 +95,7 @@ class ConnectionOpener:
     task_group: anyio.abc.TaskGroup | None = None
     process_groups: set[int] = field(default_factory=set)
     start_gate: StartGate = field(default_factory=lambda: StartGate(os.cpu_count() or 1, START_TURN_SECONDS))
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
     @asynccontextmanager
     async def open(
@@ -138,7 +139,8 @@ class ConnectionOpener:
         # every restart, reload and loss, not only at shutdown (a crash-looping server piled up orphans).
         stack.push_async_callback(self._end_leftovers, groups, helpers := [])
         try:
-            client = await stack.enter_async_context(Client(stdio_client(params, errlog=errlog), **options))
+            transport = stdio_client(params, name=name, max_message_bytes=self.max_message_bytes, errlog=errlog)
+            client = await stack.enter_async_context(Client(transport, **options))
         finally:
             errlog.close()  # the child holds its own copy; ours would keep the pipe open forever
             # Each stdio server leads its own process group; remember ours to end what it leaves behind. Also

@@ -56,7 +56,8 @@ class McpPool:
         self._load_config, self._on_tool_call = load_config, on_tool_call
         self._watch = [path.resolve() for path in watch]
         self._opener = ConnectionOpener(complete=complete, sampling_model=options.sampling_model,
-                                        start_gate=StartGate(options.start_slots, options.start_turn))
+                                        start_gate=StartGate(options.start_slots, options.start_turn),
+                                        max_message_bytes=options.max_message_bytes)
         self._stopping = anyio.Event()
         self._supervisors = {name: self._supervisor(name, server) for name, server in config.servers.items()}
         self._unrun = unrun_statuses(config)  # entries that never run: broken or disabled ones

@@ -28,6 +28,7 @@ from app.mcp.processes import StderrTail
 from app.mcp.prompts import PromptFailed, completions, get_prompt
 from app.mcp.results import FailureKind, RenderOptions
 from app.mcp.status import ServerState, ServerStatus, transport_name, unavailable
+from app.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES
 from app.mcp.watching import keep_alive, pings
 
 log = structlog.get_logger("toolbridge.mcp")
@@ -62,6 +63,7 @@ class PoolOptions:
     start_slots: int = field(default_factory=lambda: os.cpu_count() or 1)  # stdio servers starting at once
     start_turn: float = START_TURN_SECONDS  # the longest one of them keeps the next waiting
     resource_tools: bool = True  # a `read_resource` tool for each server with resources (resources.py)
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # one message a stdio server may send (stdio.py)
 
     @property
     def longest_call_timeout(self) -> float:

@@ -58,3 +58,18 @@ def test_bytes_that_are_not_utf8_on_a_servers_stdout_do_not_wedge_it(tmp_path: P
         assert _play(gateway.url, "bad__garble", {})["data"] == {"result": "after garbage"}
         assert _play(gateway.url, "bad__ping", {})["data"] == {"result": "pong"}
         assert httpx.get(f"{gateway.url}/health", timeout=30).json()["servers"]["bad"]["state"] == "ready"
+
+
+def test_an_answer_over_the_message_bound_fails_its_call_saying_so_and_the_server_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    # The gateway reads past such a line without holding it (TOOLBRIDGE_MCP_MESSAGE_MB), and answers the call
+    # it belonged to at once rather than letting it wait out its timeout.
+    with running_gateway(tmp_path, {"bulky": stdio_entry("bulky.py")}, ready=("bulky",), mcp_message_mb=1) as gateway:
+        refused = _play(gateway.url, "bulky__big", {"size": 3_000_000, "tag": "too-big"})
+        assert refused["status"] == "error"
+        assert "over 1 MiB" in refused["data"]["message"] and "TOOLBRIDGE_MCP_MESSAGE_MB" in refused["data"]["message"]
+        under = _play(gateway.url, "bulky__big", {"size": 400_000, "tag": "fits"})
+        assert under["status"] == "success"
+        health = httpx.get(f"{gateway.url}/health", timeout=30).json()["servers"]["bulky"]
+        assert (health["state"], health.get("restarts", 0)) == ("ready", 0)
