@@ -46,6 +46,7 @@ _ANSWERED = b"1"
 MAX_ENTRY_BYTES = 1024 * 1024  # one turn's calls and results as stored; results are shortened to fit
 SHORTEST_RESULT_CHARS = 1000  # what a result shortened to fit an entry keeps at least
 DECODE_INLINE_BYTES = 64 * 1024  # found entries past this size are decoded in a worker thread, off the loop
+KEYS_OFF_LOOP_CHARS = 1 << 20  # a history past this many characters is keyed in a worker thread
 _OWNER_SALT = b"toolbridge conversation memory owner v1"
 _OWNER_ROUNDS = 20_000  # a stored owner digest does not give a weak key away cheaply; computed once a key
 
@@ -93,19 +94,10 @@ class ConversationMemory:
                       context_tokens: Callable[[], Awaitable[int]] | None = None) -> RestoredHistory:
         """The history with every earlier turn's MCP calls and results in place, and traces removed. Stored
         turns are read newest first while they could fit in `context_tokens` (at least one whole entry)."""
-        lookups: dict[int, tuple[str, str | None]] = {}  # message index: its key, and its text's key
-        chain = self._chain
-        for index, message in enumerate(messages):
-            role = message.get("role")
-            if role not in _KEYED_ROLES:
-                continue
-            text = _normal(content_text(message.get("content")), assistant=role == "assistant")
-            if role == "assistant":
-                ids = _call_ids(message)
-                lookups[index] = ((self._mixed_key(chain, ids), None) if ids
-                                  else (self._turn_key(chain, text), self._answer_key(text)))
-            chain = _digest(chain, role, text)
-        self._chain = chain
+        if _rough_chars(messages) > KEYS_OFF_LOOP_CHARS:  # in slices, in a thread: the loop gets its turns
+            lookups, self._chain = await anyio.to_thread.run_sync(self._keys, messages)
+        else:
+            lookups, self._chain = self._keys(messages)
         room = MAX_ENTRY_BYTES
         if context_tokens is not None and lookups and self._stores is not None:
             room = max(room, await context_tokens() * CHARS_PER_TOKEN)
@@ -145,6 +137,22 @@ class ConversationMemory:
             log.info("turn_not_restored", reason="the model's context cannot hold it with the newer turns",
                      turns=no_room, room_bytes=room)
         return RestoredHistory(restored, results, turns)
+
+    def _keys(self, messages: list[dict[str, Any]]) -> tuple[dict[int, tuple[str, str | None]], str]:
+        """Each assistant message's key, and its text's key, by index; and the chain of the whole history."""
+        lookups: dict[int, tuple[str, str | None]] = {}
+        chain = self._chain
+        for index, message in enumerate(messages):
+            role = message.get("role")
+            if role not in _KEYED_ROLES:
+                continue
+            text = _normal(content_text(message.get("content")), assistant=role == "assistant")
+            if role == "assistant":
+                ids = _call_ids(message)
+                lookups[index] = ((self._mixed_key(chain, ids), None) if ids
+                                  else (self._turn_key(chain, text), self._answer_key(text)))
+            chain = _digest(chain, role, text)
+        return lookups, chain
 
     def fit(self, history: RestoredHistory, allowance: int) -> list[dict[str, Any]]:
         """The restored history within `allowance` characters: the oldest restored results shortened (the
@@ -289,9 +297,14 @@ def _normal(text: str, *, assistant: bool) -> bytes:
     or a client adds or trims between rounds do not matter. Deleted from the encoded bytes in one C pass:
     `"".join(text.split())` took 0.35 s of the event loop for a 40 MB message, 0.04 s this way."""
     kept = strip_trace(text) if assistant else text
-    return kept.encode("utf-8", "surrogatepass").translate(None, _WHITESPACE)
+    if len(kept) <= _SLICE:
+        return kept.encode("utf-8", "surrogatepass").translate(None, _WHITESPACE)
+    # In slices, each a short hold of the GIL: run in a thread, this lets the event loop answer in between.
+    return b"".join(kept[start:start + _SLICE].encode("utf-8", "surrogatepass").translate(None, _WHITESPACE)
+                    for start in range(0, len(kept), _SLICE))
 
 
+_SLICE = 1 << 20
 _WHITESPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"  # what str.split() splits on below 128
 
 

@@ -19,7 +19,10 @@ MESSAGES = '"messages": [{"role": "user", "content": "hi"}]'
         f'{{"model": "m", {MESSAGES}, "seed": 18446744073709551615, "n": -9223372036854775808}}',
         f'{{"model": "m", {MESSAGES}, "temperature": 0.1000000000000000055511151231257827, "x": 1e300}}',
         f'{{"model": "m", {MESSAGES}, "extra": {{"é": ["\\u00e9", null, true, [], {{}}]}}, "stream": false}}',
+        # more values than are walked looking for a float orjson made of an integer: the digits are scanned
+        f'{{"model": "m", {MESSAGES}, "extra": [{", ".join(["0"] * 150_000)}], "seed": {2**70 + 1}}}',
     ],
+    ids=["past-64-bits", "64-bit-edges", "floats", "unicode", "past-the-walk"],
 )
 def test_the_body_reaches_the_upstream_as_sent(body: str) -> None:
     sent, request = parse_chat_body(body.encode(), "application/json")

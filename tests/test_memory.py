@@ -258,3 +258,10 @@ def test_without_a_store_details_traces_are_still_read_back_and_mixed_turns_stil
         sent = after_system(upstream.chat_requests()[0]["messages"])
         assert [c["function"]["name"] for c in sent[1]["tool_calls"]] == ["get_current_timestamp", "basic__echo"]
         assert {m["tool_call_id"] for m in sent if m["role"] == "tool"} == {c["id"] for c in sent[1]["tool_calls"]}
+
+
+def test_a_long_text_is_keyed_in_slices_as_it_would_be_whole() -> None:
+    # Sliced for the event loop's sake (see _normal); a key that changed with the slicing would lose turns.
+    from app.memory import _SLICE, _WHITESPACE, _normal
+    text = ("é 中 \U0001f600\t" * (_SLICE // 3))[: 3 * _SLICE + 5]
+    assert _normal(text, assistant=False) == text.encode("utf-8", "surrogatepass").translate(None, _WHITESPACE)
