@@ -105,6 +105,20 @@ def test_the_playground_runs_a_tool_and_shows_what_the_model_reads(page: tuple[P
     assert errors == []
 
 
+def test_a_parameter_named_like_an_object_internal_reaches_the_tool(page: tuple[Page, list[str], list[str]]) -> None:
+    # An argument named __proto__ assigned on a plain object sets its prototype and is lost from the call.
+    tab, errors, _ = page
+    sent = tab.evaluate("""() => {
+        const field = document.createElement("input");
+        Object.assign(field, {name: "__proto__", value: "kept"});
+        field.dataset.kind = "string";
+        document.getElementById("play-fields").replaceChildren(field);
+        return JSON.stringify(argumentsFromForm());
+    }""")
+    assert sent == '{"__proto__":"kept"}'
+    assert errors == []
+
+
 @pytest.mark.parametrize("password", [None, "wrong"], ids=["no-key", "wrong-key"])
 def test_without_the_key_the_page_is_refused(browser: Browser, keyed: Gateway, password: str | None) -> None:
     credentials = {"username": "me", "password": password} if password else None

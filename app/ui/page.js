@@ -186,16 +186,17 @@ function renderFields() {
 }
 
 function argumentsFromForm() {
-  const args = {};
+  // Pairs, then fromEntries: assigning args["__proto__"] would set the prototype and drop the argument.
+  const pairs = [];
   for (const input of document.querySelectorAll("#play-fields [name]")) {
     const kind = input.dataset.kind;
-    if (kind === "boolean") { if (input.checked) args[input.name] = true; continue; }
+    if (kind === "boolean") { if (input.checked) pairs.push([input.name, true]); continue; }
     if (input.value === "") continue;
-    if (kind === "number") args[input.name] = Number(input.value);
-    else if (kind === "enum" || kind === "json") args[input.name] = JSON.parse(input.value);
-    else args[input.name] = input.value;
+    if (kind === "number") pairs.push([input.name, Number(input.value)]);
+    else if (kind === "enum" || kind === "json") pairs.push([input.name, JSON.parse(input.value)]);
+    else pairs.push([input.name, input.value]);
   }
-  return args;
+  return Object.fromEntries(pairs);
 }
 
 async function runPlayground(event) {
