@@ -38,8 +38,9 @@ def options(*, connect_timeout: float = 60, call_timeout: float = 10, **more: An
 
 
 async def test_a_server_that_never_answers_fails_at_the_connect_timeout_and_others_start() -> None:
-    never = StdioServerConfig(command=sys.executable, args=["-c", "import time; time.sleep(60)"])
-    pool = McpPool(config(never=never, basic=stdio("basic.py")), options(connect_timeout=2, call_timeout=5))
+    # Its own short timeout: with the pool's, basic.py (an SDK import, a second unloaded) failed under load.
+    never = StdioServerConfig(command=sys.executable, args=["-c", "import time; time.sleep(60)"], connect_timeout=2)
+    pool = McpPool(config(never=never, basic=stdio("basic.py")), options(connect_timeout=60, call_timeout=5))
     async with pool:
         with anyio.fail_after(SETTLE_TIMEOUT):
             await pool.wait_settled()
