@@ -172,8 +172,12 @@ def test_everythings_prompts_are_slash_commands(
     ask(reference_gateway, "/resource-prompt resourceType=Text resourceId=1", stream)
     expanded = upstream.chat_requests()[0]["messages"][-1]["content"]
     assert "demo://resource/dynamic/text/1" in expanded and "Resource 1" in expanded
+    upstream.script(Turn(content="rainy"))
+    assert ask(reference_gateway, "/args-prompt city=”New York” state=“NY”", stream) == "rainy"  # Open WebUI's quotes
+    assert upstream.chat_requests()[0]["messages"][-1] == {"role": "user", "content": "What's weather in New York, NY?"}
     upstream.script()
     assert "needs `city`" in ask(reference_gateway, "/args-prompt", stream)
+    assert "needs `city`. Give each argument as `name=value`" in ask(reference_gateway, "/args-prompt Paris", stream)
     assert "`/simple-prompt`: A prompt with no arguments" in ask(reference_gateway, "/prompts", stream)
     assert "- `Engineering`" in ask(reference_gateway, "/completable-prompt department=E?", stream)
     assert upstream.chat_requests() == []
