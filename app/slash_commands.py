@@ -26,6 +26,7 @@ from app.loop import Finished, LoopEvent, Started
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, has_images, openai_messages
 from app.openai.markup import TextDelta
 from app.openai.schemas import content_text
+from app.ports import ReplyMemory
 
 LIST_COMMANDS = frozenset({"prompts", "help"})
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
@@ -185,8 +186,11 @@ async def run_command(
     return Expansion(tuple(messages), entry.command)
 
 
-async def answered(text: str) -> AsyncIterator[LoopEvent]:
-    """The gateway's own answer as the loop's events, so it streams or returns like any other."""
+async def answered(text: str, messages: list[dict[str, Any]], memory: ReplyMemory | None) -> AsyncIterator[LoopEvent]:
+    """The gateway's own answer as the loop's events, so it streams or returns like any other; remembered
+    first, so that the next turn leaves it and its slash line out of what the model sees."""
+    if memory is not None:
+        await memory.remember_reply(messages, text)
     yield Started()
     yield TextDelta(text)
     yield Finished("stop", None)

@@ -316,15 +316,19 @@ def test_the_log_line_names_the_prompt_and_never_what_was_typed(library: Gateway
     assert "Secret-Name-7" not in repr(logs)
 
 
-def test_memory_gives_back_an_expanded_turns_tool_results(library: Gateway, upstream: FakeUpstream) -> None:
+def test_memory_gives_back_an_expanded_turns_prompt_and_tool_results(library: Gateway, upstream: FakeUpstream) -> None:
     # The client keeps the slash line; memory keys on what the client keeps, so the next turn finds the
-    # results of the turn the prompt started.
+    # prompt the line ran and the results of the turn it started.
     upstream.script(Turn(calls=[Call(READER, {"uri": "note://1"})]), Turn(content="Note one says hello."))
     first = chat(library, "/review code=y", stream=False)
+    call, result = upstream.chat_requests()[1]["messages"][-2:]
     upstream.script(Turn(content="Yes."))
     history = [{"role": "user", "content": "/review code=y"}, {"role": "assistant", "content": first}]
     chat(library, "is that all?", stream=False, history=history)
-    messages = upstream.chat_requests()[0]["messages"]
-    restored = [m for m in messages if m.get("role") == "tool"]
-    assert len(restored) == 1 and json.loads(restored[0]["content"])["data"] == "The text of note 1."
-    assert {"role": "user", "content": "/review code=y"} in messages  # an earlier command stays as typed
+    assert upstream.chat_requests()[0]["messages"][1:] == [
+        {"role": "user", "content": "Review this code:\ny"},
+        {"role": "assistant", "content": "I will look for bugs first."},
+        {"role": "user", "content": "Start with the worst one."},
+        call, result, {"role": "assistant", "content": "Note one says hello."},
+        {"role": "user", "content": "is that all?"}]
+    assert json.loads(result["content"])["data"] == "The text of note 1."
