@@ -101,7 +101,8 @@ class ConversationMemory:
 
     async def restore(self, messages: list[dict[str, Any]],
                       context_tokens: Callable[[], Awaitable[int]] | None = None) -> RestoredHistory:
-        """The history with every earlier turn's MCP calls and results in place, and traces removed. Stored
+        """The history with every earlier turn's MCP calls and results in place, the prompts its slash lines
+        ran in their place, the gateway's own answers and their lines left out, and traces removed. Stored
         turns are read newest first while they could fit in `context_tokens` (at least one whole entry)."""
         lookups, self._chain = await self._keys_off_loop(messages)
         room = MAX_ENTRY_BYTES
@@ -224,7 +225,8 @@ class ConversationMemory:
                              after: list[dict[str, Any]], prompt: Sequence[dict[str, Any]] = ()) -> bytes | None:
         """The entry, within MAX_ENTRY_BYTES (its results shortened if need be), encoded in a worker thread
         when large: a turn's results may be megabytes. None when even shortened results do not fit (logged).
-        A prompt too long to fit beside the calls is left out: the slash line then stays as typed."""
+        A prompt that does not fit beside the calls (their results shortened) is left out: the slash line then
+        stays as typed."""
         def shorten(text: str, limit: int) -> str:
             return shortened_result(text, limit, self._rendering.result_format)
 
