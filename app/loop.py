@@ -126,7 +126,8 @@ async def run_tool_loop(
             mcp_calls = [c for c in calls if c.name not in client_tool_names]
             if not calls:
                 if memory is not None:
-                    await memory.remember_turn(_rounds(messages[first_count:]), turn.content, "".join(shown))
+                    await memory.remember_turn(_rounds(messages[first_count:]), turn.content, "".join(shown),
+                                               options.prompt_messages)
                 yield (finished := Finished(_plain_finish_reason(turn.finish_reason), stats.usage))
                 return
             if last_round and not client_calls:
@@ -136,7 +137,8 @@ async def run_tool_loop(
                     shown.append(final)
                     yield TextDelta(final)
                 if memory is not None:
-                    await memory.remember_turn(_rounds(messages[first_count:]), final, "".join(shown))
+                    await memory.remember_turn(_rounds(messages[first_count:]), final, "".join(shown),
+                                               options.prompt_messages)
                 yield (finished := Finished("stop", stats.usage))
                 return
             if not client_calls and all(_same_call(call) in answered for call in mcp_calls):
@@ -160,7 +162,8 @@ async def run_tool_loop(
                 if mcp_calls and memory is not None:
                     await memory.remember_mixed_turn(_rounds(messages[first_count:]),
                                                      _assistant_message(turn.content, calls),
-                                                     _tool_messages(mcp_calls, outputs), [c.id for c in client_calls])
+                                                     _tool_messages(mcp_calls, outputs), [c.id for c in client_calls],
+                                                     options.prompt_messages)
                 yield (finished := Finished("tool_calls", stats.usage, client_calls))
                 return
             messages = await _next_messages(messages, turn.content, mcp_calls, outputs, options.sees_images)

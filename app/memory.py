@@ -14,6 +14,14 @@ the final text. Two sources, the store first:
   a key once written keeps its entry (stores never overwrite).
 - **The trace.** A `details` trace in the history records each call with its result (`trace.read_back`).
 
+Slash commands (slash_commands.py) leave the client a slash line where the model saw something else. A
+turn that ran an MCP prompt keeps the prompt's messages in its entry (written even when no tool ran), and
+they stand in for the slash line before it again. A slash line the gateway answered itself (`/prompts`, a
+missing argument) gets a mark under its answer's key, like a turn's, and the line and the answer are left
+out: the model never saw them, and the gateway's words are no turn of the model's to imitate. The mark is
+in the store, not in the text, so no client can make the gateway drop a message, and a model's answer that
+reads like the gateway's stays.
+
 Bounds: an entry holds at most MAX_ENTRY_BYTES (past it the turn's results are shortened to fit, and a
 turn that still does not fit is not kept); a restore reads, newest turns first, only what the model's
 context could hold (at least one whole entry), and decodes it in a worker thread when it is large.
@@ -25,7 +33,7 @@ here logs what a message or a result says.
 import functools
 import hashlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +51,7 @@ log = structlog.get_logger("toolbridge.memory")
 
 ENTRY_VERSION = 1
 _ANSWERED = b"1"
+_GATEWAY_REPLY = b"gateway"  # under a turn's key: the gateway answered the slash line before it itself
 MAX_ENTRY_BYTES = 1024 * 1024  # one turn's calls and results as stored; results are shortened to fit
 SHORTEST_RESULT_CHARS = 1000  # what a result shortened to fit an entry keeps at least
 DECODE_INLINE_BYTES = 64 * 1024  # found entries past this size are decoded in a worker thread, off the loop
@@ -92,12 +101,10 @@ class ConversationMemory:
 
     async def restore(self, messages: list[dict[str, Any]],
                       context_tokens: Callable[[], Awaitable[int]] | None = None) -> RestoredHistory:
-        """The history with every earlier turn's MCP calls and results in place, and traces removed. Stored
+        """The history with every earlier turn's MCP calls and results in place, the prompts its slash lines
+        ran in their place, the gateway's own answers and their lines left out, and traces removed. Stored
         turns are read newest first while they could fit in `context_tokens` (at least one whole entry)."""
-        if _rough_chars(messages) > KEYS_OFF_LOOP_CHARS:  # in slices, in a thread: the loop gets its turns
-            lookups, self._chain = await anyio.to_thread.run_sync(self._keys, messages)
-        else:
-            lookups, self._chain = self._keys(messages)
+        lookups, self._chain = await self._keys_off_loop(messages)
         room = MAX_ENTRY_BYTES
         if context_tokens is not None and lookups and self._stores is not None:
             room = max(room, await context_tokens() * CHARS_PER_TOKEN)
@@ -113,8 +120,15 @@ class ConversationMemory:
                 continue
             key, answer_key = lookups[index]
             entry = entries.get(key)
+            slash_line = index > 0 and messages[index - 1].get("role") == "user"  # last in `restored`, as sent
+            if found.get(key) == _GATEWAY_REPLY:
+                if slash_line:
+                    restored.pop()
+                continue
             if entry is not None:
                 turns += 1
+                if entry.get("prompt") and slash_line:
+                    restored[-1:] = entry["prompt"]
                 for part in entry["before"]:
                     _append(restored, results, part)
                 restored.append({**message, **entry["message"]})
@@ -137,6 +151,12 @@ class ConversationMemory:
             log.info("turn_not_restored", reason="the model's context cannot hold it with the newer turns",
                      turns=no_room, room_bytes=room)
         return RestoredHistory(restored, results, turns)
+
+    async def _keys_off_loop(self, messages: list[dict[str, Any]]) -> tuple[dict[int, tuple[str, str | None]], str]:
+        """`_keys`, in a worker thread for a long history (in slices, so the event loop gets its turns)."""
+        if _rough_chars(messages) > KEYS_OFF_LOOP_CHARS:
+            return await anyio.to_thread.run_sync(self._keys, messages)
+        return self._keys(messages)
 
     def _keys(self, messages: list[dict[str, Any]]) -> tuple[dict[int, tuple[str, str | None]], str]:
         """Each assistant message's key, and its text's key, by index; and the chain of the whole history."""
@@ -165,13 +185,15 @@ class ConversationMemory:
                      allowance_chars=allowance)
         return fitted.messages
 
-    async def remember_turn(self, rounds: list[dict[str, Any]], final_content: str, shown: str) -> None:
-        """A turn that ran MCP tools and answered: `rounds` (assistant and tool messages), then its final text;
-        `shown` is all the text the client was shown, which it will send back."""
-        if self._stores is None or self._stores.turns is None or not rounds:
+    async def remember_turn(self, rounds: list[dict[str, Any]], final_content: str, shown: str,
+                            prompt: Sequence[dict[str, Any]] = ()) -> None:
+        """A turn that answered after MCP tools or an MCP prompt: `rounds` (assistant and tool messages), then
+        its final text; `shown` is all the text the client was shown, which it will send back; `prompt` the
+        prompt's messages that stood in for the slash line."""
+        if self._stores is None or self._stores.turns is None or not (rounds or prompt):
             return
         text = _normal(shown, assistant=True)
-        entry = await self._bounded_entry(rounds, {"content": final_content}, [])
+        entry = await self._bounded_entry(rounds, {"content": final_content}, [], prompt)
         if entry is None:
             return
         await self._put(self._stores.turns, {self._turn_key(self._chain, text): entry,
@@ -179,33 +201,55 @@ class ConversationMemory:
 
     async def remember_mixed_turn(
         self, rounds: list[dict[str, Any]], assistant: dict[str, Any], results: list[dict[str, Any]],
-        client_call_ids: list[str],
+        client_call_ids: list[str], prompt: Sequence[dict[str, Any]] = (),
     ) -> None:
         """A turn that called the client's tools and ours: the client gets its calls; when it comes back, the
         assistant message gets all of them again, with our results after it."""
         if self._stores is None:
             return
         message = {"content": assistant["content"], "tool_calls": assistant["tool_calls"]}
-        entry = await self._bounded_entry(rounds, message, results)
+        entry = await self._bounded_entry(rounds, message, results, prompt)
         if entry is None:
             return
         await self._put(self._stores.pending, {self._mixed_key(self._chain, client_call_ids): entry})
 
+    async def remember_reply(self, messages: list[dict[str, Any]], text: str) -> None:
+        """The gateway answered the slash line that ends `messages` itself: marked, under the key its answer
+        will have in the next request's history, so that the line and the answer are left out then."""
+        if self._stores is None or self._stores.turns is None:
+            return
+        _, chain = await self._keys_off_loop(messages)  # a fresh memory's: `restore` never ran on it
+        await self._put(self._stores.turns, {self._turn_key(chain, _normal(text, assistant=True)): _GATEWAY_REPLY})
+
     async def _bounded_entry(self, before: list[dict[str, Any]], message: dict[str, Any],
-                             after: list[dict[str, Any]]) -> bytes | None:
+                             after: list[dict[str, Any]], prompt: Sequence[dict[str, Any]] = ()) -> bytes | None:
         """The entry, within MAX_ENTRY_BYTES (its results shortened if need be), encoded in a worker thread
-        when large: a turn's results may be megabytes. None when even shortened results do not fit (logged)."""
+        when large: a turn's results may be megabytes. None when even shortened results do not fit (logged).
+        A prompt that does not fit beside the calls (their results shortened) is left out: the slash line then
+        stays as typed."""
         def shorten(text: str, limit: int) -> str:
             return shortened_result(text, limit, self._rendering.result_format)
 
-        if _rough_chars([*before, message, *after]) <= DECODE_INLINE_BYTES:  # a thread hop costs more
-            entry = _within_entry_bound(before, message, after, shorten)
-        else:
-            entry = await anyio.to_thread.run_sync(_within_entry_bound, before, message, after, shorten)
-        if entry is None:
+        kept = _stored_prompt(prompt)
+        tries = [kept] if kept else []
+        if before or after or not kept:  # without its prompt, an entry is worth keeping for its calls only
+            tries.append([])
+        for with_prompt in tries:
+            parts = [*before, message, *after, *with_prompt]
+            if _rough_chars(parts) <= DECODE_INLINE_BYTES:  # a thread hop costs more
+                entry = _within_entry_bound(before, message, after, shorten, with_prompt)
+            else:
+                entry = await anyio.to_thread.run_sync(_within_entry_bound, before, message, after, shorten,
+                                                       with_prompt)
+            if entry is not None:
+                return entry
+            if with_prompt:
+                log.warning("prompt_not_remembered", reason="the prompt's messages take more than an entry may "
+                            "hold", max_entry_bytes=MAX_ENTRY_BYTES)
+        if before or after:
             log.warning("turn_not_remembered", reason="its calls take more than an entry may hold even with "
                         "their results shortened", max_entry_bytes=MAX_ENTRY_BYTES)
-        return entry
+        return None
 
     def _from_trace(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         """An assistant message with no stored entry: the rounds its details trace recorded, then its text;
@@ -282,6 +326,19 @@ class ConversationMemory:
 _KEYED_ROLES = frozenset({"system", "developer", "user", "assistant"})
 
 
+def _stored_prompt(prompt: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A prompt's messages as an entry keeps them: images described, as a turn's tool images are not kept
+    either (a picture would take the entry's room; the model saw it when the prompt ran)."""
+    kept = []
+    for message in prompt:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [part if part.get("type") != "image_url" else
+                       {"type": "text", "text": "[an image shown with the prompt, not kept]"} for part in content]
+        kept.append({**message, "content": content})
+    return kept
+
+
 def _append(messages: list[dict[str, Any]], results: list[int], message: dict[str, Any]) -> None:
     if message.get("role") == "tool":
         results.append(len(messages))
@@ -321,16 +378,21 @@ def _digest(*parts: str | bytes) -> str:
 _ROOT = _digest("conversation")  # where every conversation's chain starts
 
 
-def _encode(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]]) -> bytes:
-    entry = {"v": ENTRY_VERSION, "before": before, "message": message, "after": after}
+def _encode(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]],
+            prompt: list[dict[str, Any]]) -> bytes:
+    entry: dict[str, Any] = {"v": ENTRY_VERSION, "before": before, "message": message, "after": after}
+    if prompt:  # optional, so that entries without one read the same in every version
+        entry["prompt"] = prompt
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _within_entry_bound(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]],
-                        shorten: Callable[[str, int], str]) -> bytes | None:
+                        shorten: Callable[[str, int], str], prompt: list[dict[str, Any]] | None = None
+                        ) -> bytes | None:
     """The encoded entry if it fits MAX_ENTRY_BYTES; else with every result shortened to an equal share of
     the room (less until it fits, down to SHORTEST_RESULT_CHARS); else None."""
-    entry = _encode(before, message, after)
+    prompt = prompt or []
+    entry = _encode(before, message, after, prompt)
     results = [part for part in (*before, *after)
                if part.get("role") == "tool" and isinstance(part.get("content"), str)]
     if len(entry) <= MAX_ENTRY_BYTES or not results:
@@ -339,7 +401,7 @@ def _within_entry_bound(before: list[dict[str, Any]], message: dict[str, Any], a
     limit = max(SHORTEST_RESULT_CHARS, (MAX_ENTRY_BYTES - rest) // len(results))
     while True:
         cut = {id(part): {**part, "content": shorten(part["content"], limit)} for part in results}
-        entry = _encode([cut.get(id(p), p) for p in before], message, [cut.get(id(p), p) for p in after])
+        entry = _encode([cut.get(id(p), p) for p in before], message, [cut.get(id(p), p) for p in after], prompt)
         if len(entry) <= MAX_ENTRY_BYTES:
             return entry
         if limit <= SHORTEST_RESULT_CHARS:
@@ -382,4 +444,7 @@ def _decode(value: bytes | None) -> dict[str, Any] | None:
     if not (isinstance(entry.get("before"), list) and isinstance(entry.get("message"), dict)
             and isinstance(entry.get("after"), list)):
         return None
+    prompt = entry.get("prompt")
+    if prompt is not None and not (isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt)):
+        entry.pop("prompt")  # the turn's calls still stand; the slash line stays as typed
     return entry

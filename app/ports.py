@@ -103,20 +103,27 @@ class RestoredHistory:
 
 
 class TurnMemory(Protocol):
-    """What the loop asks of conversation memory: give a history back its earlier turns' calls, fit them
-    into the context, and remember what this request's rounds did."""
+    """What the loop asks of conversation memory: give a history back its earlier turns' calls (and the
+    prompts their slash lines ran), fit them into the context, and remember what this request did."""
 
     async def restore(self, messages: list[dict[str, Any]],
                       context_tokens: Callable[[], Awaitable[int]] | None = None) -> RestoredHistory: ...
 
     def fit(self, history: RestoredHistory, allowance: int) -> list[dict[str, Any]]: ...
 
-    async def remember_turn(self, rounds: list[dict[str, Any]], final_content: str, shown: str) -> None: ...
+    async def remember_turn(self, rounds: list[dict[str, Any]], final_content: str, shown: str,
+                            prompt: Sequence[dict[str, Any]] = ()) -> None: ...
 
     async def remember_mixed_turn(
         self, rounds: list[dict[str, Any]], assistant: dict[str, Any], results: list[dict[str, Any]],
-        client_call_ids: list[str],
+        client_call_ids: list[str], prompt: Sequence[dict[str, Any]] = (),
     ) -> None: ...
+
+
+class ReplyMemory(Protocol):
+    """What a slash command the gateway answers itself asks of memory: to know its answer again."""
+
+    async def remember_reply(self, messages: list[dict[str, Any]], text: str) -> None: ...
 
 
 @dataclass

@@ -7,10 +7,13 @@ unknown prompt with the closest names, a prompt its server failed to give, and `
 lists the server's completions for that argument.
 
 Values with spaces are quoted (`/summarize topic="solar power"`); a prompt with one argument also takes
-its value bare (`/review print(1/0)`). A line that merely starts with a slash (`/usr/bin/env is what?`)
-is not a command: the name allows no slash, and every other word must be `arg=value`. Words are read as
-a POSIX shell reads them (`shlex.split`), in linear time; a line of more than COMMAND_CHARS characters is
-taken whole as a bare value, its words unread.
+its value bare (`/review print(1/0)`). Words that are not all `arg=value` after the name of a prompt with
+no or several arguments get the usage, as a missing argument does: typed for a prompt, they must never
+reach the model unread. A line that merely starts with a slash (`/usr/bin/env is what?`, `/nope words`)
+is not a command: the name allows no slash, and a name no prompt has takes only `arg=value` words. Words
+are read as a POSIX shell reads them (`shlex.split`), in linear time, with typographic quotes as quotes:
+Open WebUI's editor turns `"` into `”` or `“` as it is typed. A line of more than COMMAND_CHARS characters
+is taken whole as a bare value, its words unread.
 """
 
 import difflib
@@ -23,6 +26,7 @@ from app.loop import Finished, LoopEvent, Started
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, has_images, openai_messages
 from app.openai.markup import TextDelta
 from app.openai.schemas import content_text
+from app.ports import ReplyMemory
 
 LIST_COMMANDS = frozenset({"prompts", "help"})
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
@@ -32,10 +36,17 @@ _ARGUMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*)=(.*)", re.DOTALL)
 # words held the event loop for a second, and no prompt has that many arguments.
 COMMAND_CHARS = 100_000
 # A word as `shlex.split` reads one: bare characters, `\x`, '...' and "..." (with \" and \\), run together.
+# Any of “ ” " opens and closes a double-quoted value, any of ‘ ’ ' a single-quoted one: editors write
+# `city=”New York”` (a quote after a letter is a closing one to them), and a value may mix them (one quote
+# typed, the other pasted or fixed by hand). The other kind inside stays as it is (`“Val d’Isère”`).
 # Possessive, so that an unclosed quote fails once instead of being retried from every character.
-_WORD = re.compile(r"""(?:[^ \t\r\n'"\\]++|\\.|'[^']*+'|"(?:[^"\\]++|\\.)*+")++""", re.DOTALL)
-_PIECE = re.compile(r'''\\(.)|'([^']*+)'|"((?:[^"\\]++|\\.)*+)"''', re.DOTALL)
-_QUOTED_ESCAPE = re.compile(r'\\([\\"])')
+_WORD = re.compile(r"""(?:[^ \t\r\n'‘’"“”\\]++|\\.|['‘’][^'‘’]*+['‘’]|["“”](?:[^"“”\\]++|\\.)*+["“”])++""",
+                   re.DOTALL)
+_PIECE = re.compile(r'''\\(.)|['‘’]([^'‘’]*+)['‘’]|["“”]((?:[^"“”\\]++|\\.)*+)["“”]''', re.DOTALL)
+_QUOTED_ESCAPE = re.compile(r'\\([\\"“”])')
+_QUOTES = frozenset("'‘’\"“”\\")
+# A word that names an argument: a line starting with one was meant as arguments, however it goes on.
+_ARGUMENT_START = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*=")
 _SPACES = re.compile(r"[ \t\r\n]*+")
 
 
@@ -53,8 +64,13 @@ class PromptSource(Protocol):
 class SlashCommand:
     name: str
     arguments: dict[str, str]
-    bare: str | None = None  # the words after the name when none is `arg=value`
+    bare: str | None = None  # the words after the name, as typed, when they are not all `arg=value`
     problem: str | None = None  # why the words could not be read (an unclosed quote)
+
+    @property
+    def meant_as_arguments(self) -> bool:
+        """The words start with `arg=`: arguments typed wrong, not a value or a sentence."""
+        return self.bare is not None and _ARGUMENT_START.match(self.bare) is not None
 
 
 @dataclass(frozen=True)
@@ -90,12 +106,12 @@ def read_command(messages: list[dict[str, Any]]) -> SlashCommand | None:
         return SlashCommand(head, {}, bare=rest)
     words = _split(rest)
     if words is None:
-        return SlashCommand(head, {}, problem="a quote is not closed")
+        return SlashCommand(head, {}, bare=rest, problem="a quote is not closed")
     arguments: dict[str, str] = {}
     for word in words:
         matched = _ARGUMENT.fullmatch(word)
         if matched is None:
-            return SlashCommand(head, {}, bare=rest) if not any(_ARGUMENT.fullmatch(w) for w in words) else None
+            return SlashCommand(head, {}, bare=rest)  # run_command decides what the words are, by the prompt
         arguments[matched.group(1)] = matched.group(2)
     return SlashCommand(head, arguments)
 
@@ -116,7 +132,7 @@ def _split(line: str) -> list[str] | None:
 
 
 def _unquoted(word: str) -> str:
-    if "\\" not in word and "'" not in word and '"' not in word:
+    if _QUOTES.isdisjoint(word):
         return word
     return _PIECE.sub(_piece, word)
 
@@ -140,16 +156,15 @@ async def run_command(
     if entry is None:
         if command.name in LIST_COMMANDS and command.bare is None and not command.arguments:
             return Answer(_list(book))
-        if not book.entries or command.bare is not None:
-            return None  # not meant for us: no prompts at all, or words that are no arguments
+        if not book.entries or (command.bare is not None and not command.meant_as_arguments):
+            return None  # not meant for us: no prompts at all, or a sentence that starts with a slash
         return Answer(_not_found(book, command.name))
-    if command.problem is not None:
-        return Answer(f"`/{entry.command}`: {command.problem}. {_usage_line(entry)}")
     arguments = dict(command.arguments)
     if command.bare is not None:
-        if len(entry.argument_names) != 1:
-            return None  # words, not arguments: a sentence that starts with the prompt's name
-        arguments = {entry.argument_names[0]: command.bare}
+        names = entry.argument_names
+        if len(names) != 1 or command.bare.startswith(f"{names[0]}="):
+            return Answer(_how_to_pass(entry, command.problem))
+        arguments = {names[0]: command.bare}  # a value with quotes or `=` in it is still one value
     unknown = [name for name in arguments if name not in entry.argument_names]
     if unknown:
         return Answer(f"`/{entry.command}` has no argument {', '.join(f'`{n}`' for n in unknown)}. "
@@ -171,8 +186,11 @@ async def run_command(
     return Expansion(tuple(messages), entry.command)
 
 
-async def answered(text: str) -> AsyncIterator[LoopEvent]:
-    """The gateway's own answer as the loop's events, so it streams or returns like any other."""
+async def answered(text: str, messages: list[dict[str, Any]], memory: ReplyMemory | None) -> AsyncIterator[LoopEvent]:
+    """The gateway's own answer as the loop's events, so it streams or returns like any other; remembered
+    first, so that the next turn leaves it and its slash line out of what the model sees."""
+    if memory is not None:
+        await memory.remember_reply(messages, text)
     yield Started()
     yield TextDelta(text)
     yield Finished("stop", None)
@@ -211,6 +229,18 @@ def _not_found(book: PromptBook, name: str) -> str:
     close = difflib.get_close_matches(name, [e.command for e in book.listed()], n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(f'`/{c}`' for c in close)}?" if close else ""
     return f"There is no prompt `/{name}`.{hint} Send `/prompts` for the list."
+
+
+def _how_to_pass(entry: PromptEntry, problem: str | None) -> str:
+    """What the user is told when the words after a prompt's name are no arguments (nor its one value)."""
+    if problem is not None:
+        return f"`/{entry.command}`: {problem}. {_usage_line(entry)}"
+    names = entry.argument_names
+    if not names:
+        return f"`/{entry.command}` takes no arguments. {_usage_line(entry)}"
+    needs = f"`/{entry.command}` needs {', '.join(f'`{n}`' for n in entry.required)}. " if entry.required else ""
+    return (f"{needs}Give each argument as `name=value`, with quotes around a value that has spaces "
+            f"(`{names[0]}=\"two words\"`). {_usage_line(entry)}")
 
 
 def _usage_line(entry: PromptEntry) -> str:

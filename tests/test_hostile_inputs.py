@@ -72,17 +72,27 @@ def prompting(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) 
         yield gateway
 
 
-@pytest.mark.parametrize("text", ["/one " + "y" * MB, '/one "' + "q" * MB, '/greet name="' + "q" * MB],
-                         ids=["no-such-prompt", "unclosed-quote", "prompt-unclosed-quote"])
+@pytest.mark.parametrize("text", ["/one " + "y" * MB, '/one "' + "q" * MB], ids=["no-such-prompt", "unclosed-quote"])
 def test_a_megabyte_slash_line_with_prompts_is_answered(
     prompting: Gateway, upstream: FakeUpstream, text: str
 ) -> None:
     upstream.script(Turn(content="as typed"))
     answered = answer_text(send(prompting, [{"role": "user", "content": text}]))
-    # Past COMMAND_CHARS a line is bare text, not arguments: /one is no prompt (the model gets it as typed),
-    # and /greet has two arguments, so bare text is no command either.
+    # Past COMMAND_CHARS a line is bare text, not arguments: /one is no prompt (the model gets it as typed).
     assert answered == "as typed"
     assert upstream.chat_requests()[-1]["messages"][-1]["content"] == text
+
+
+@pytest.mark.parametrize("text", ['/greet name="' + "q" * MB, "/greet " + "‘x" * (MB // 2)],
+                         ids=["unclosed-quote", "typographic-quotes"])
+def test_a_megabyte_of_words_for_a_prompt_gets_its_usage_not_an_echo(
+    prompting: Gateway, upstream: FakeUpstream, text: str
+) -> None:
+    # /greet has two arguments: bare text, however long, is no value of one, and the user is told how to pass them.
+    upstream.script()
+    answered = answer_text(send(prompting, [{"role": "user", "content": text}]))
+    assert answered.startswith("`/greet` needs `name`") and len(answered) < 1000
+    assert upstream.chat_requests() == []
 
 
 def test_a_short_slash_line_still_runs_its_prompt(prompting: Gateway, upstream: FakeUpstream) -> None:

@@ -11,6 +11,10 @@ import openai
 import pytest
 from structlog.testing import capture_logs
 
+import app.memory
+from app.mcp.results import RenderOptions
+from app.memory import ConversationMemory, MemoryStores
+from app.state.store import Bounds, MemoryStore
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
 
@@ -265,3 +269,24 @@ def test_a_long_text_is_keyed_in_slices_as_it_would_be_whole() -> None:
     from app.memory import _SLICE, _WHITESPACE, _normal
     text = ("é 中 \U0001f600\t" * (_SLICE // 3))[: 3 * _SLICE + 5]
     assert _normal(text, assistant=False) == text.encode("utf-8", "surrogatepass").translate(None, _WHITESPACE)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("with_calls", [True, False], ids=["with-calls", "prompt-only"])
+async def test_a_prompt_past_the_entry_bound_is_left_out_and_the_turns_calls_kept(with_calls: bool) -> None:
+    store = MemoryStore(Bounds(max_bytes=10**8, max_age_seconds=3600))
+    memory = ConversationMemory(MemoryStores(turns=store, pending=store), RenderOptions(result_format="text"))
+    slash = {"role": "user", "content": "/review code=big"}
+    prompt = [{"role": "user", "content": "x" * (app.memory.MAX_ENTRY_BYTES + 1)}]
+    rounds = [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "echoed"}] if with_calls else []
+    await memory.restore([slash])
+    with capture_logs() as logs:
+        await memory.remember_turn(rounds, "Looked.", "Looked.", prompt)
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["prompt_not_remembered"]
+
+    later = [slash, {"role": "assistant", "content": "Looked."}, {"role": "user", "content": "and?"}]
+    restored = await ConversationMemory(MemoryStores(turns=store, pending=store),
+                                        RenderOptions(result_format="text")).restore(later)
+    assert restored.messages == [slash, *rounds, *later[1:]]  # the slash line as typed

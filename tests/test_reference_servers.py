@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -172,8 +173,34 @@ def test_everythings_prompts_are_slash_commands(
     ask(reference_gateway, "/resource-prompt resourceType=Text resourceId=1", stream)
     expanded = upstream.chat_requests()[0]["messages"][-1]["content"]
     assert "demo://resource/dynamic/text/1" in expanded and "Resource 1" in expanded
+    upstream.script(Turn(content="rainy"))
+    assert ask(reference_gateway, "/args-prompt city=”New York” state=“NY”", stream) == "rainy"  # Open WebUI's quotes
+    assert upstream.chat_requests()[0]["messages"][-1] == {"role": "user", "content": "What's weather in New York, NY?"}
     upstream.script()
     assert "needs `city`" in ask(reference_gateway, "/args-prompt", stream)
+    assert "needs `city`. Give each argument as `name=value`" in ask(reference_gateway, "/args-prompt Paris", stream)
     assert "`/simple-prompt`: A prompt with no arguments" in ask(reference_gateway, "/prompts", stream)
     assert "- `Engineering`" in ask(reference_gateway, "/completable-prompt department=E?", stream)
     assert upstream.chat_requests() == []
+
+
+def test_everythings_embedded_resource_prompt_is_what_the_next_turn_sees(
+    reference_gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    # Open WebUI: its editor's quotes, the gateway's list and hint before, only the assistant's content kept.
+    client = reference_gateway.client(default_headers={"X-OpenWebUI-Chat-Id": "everything-resource"})
+    history: list[dict[str, Any]] = []
+    upstream.script(Turn(content="Resource 1 is plain text."))
+    for typed in ("/prompts", "/args-prompt Paris", "/resource-prompt resourceType=”Text” resourceId=“1”"):
+        history.append({"role": "user", "content": typed})
+        chunks = client.chat.completions.create(model=MODEL, messages=history, stream=True)  # type: ignore[arg-type]
+        history.append({"role": "assistant", "content": "".join(c.choices[0].delta.content or "" for c in chunks
+                                                                if c.choices)})
+    [expanded] = upstream.chat_requests()[0]["messages"][-1:]
+    assert "demo://resource/dynamic/text/1" in expanded["content"]  # with the time the server made it at
+    upstream.script(Turn(content="At the time it says."))
+    history.append({"role": "user", "content": "When was it made?"})
+    chunks = client.chat.completions.create(model=MODEL, messages=history, stream=True)  # type: ignore[arg-type]
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "At the time it says."
+    sent = [m for m in upstream.chat_requests()[0]["messages"] if m["role"] != "system"]
+    assert sent == [expanded, history[-2], history[-1]]  # the same resource text, not the server's again

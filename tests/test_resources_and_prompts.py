@@ -164,6 +164,19 @@ def test_a_prompt_is_expanded_before_the_upstream_sees_it(
     assert request["messages"][-3:] == [*history, {"role": "user", "content": "Write a very warm greeting for Ada."}]
 
 
+@pytest.mark.parametrize("typed", ["/greet name=”Ada Lovelace” style=”very warm”",
+                                   "/greet name=“Ada Lovelace” style=‘very warm’",
+                                   "/greet name=\"Ada Lovelace” style='very warm’"],
+                         ids=["closing-quotes", "opening-and-closing", "mixed"])
+def test_typographic_quotes_as_open_webuis_editor_types_them_are_quotes(
+    library: Gateway, upstream: FakeUpstream, typed: str
+) -> None:
+    upstream.script(Turn(content="Hello, Ada!"))
+    assert chat(library, typed, stream=True) == "Hello, Ada!"
+    assert upstream.chat_requests()[0]["messages"][-1] == {
+        "role": "user", "content": "Write a very warm greeting for Ada Lovelace."}
+
+
 def test_a_prompt_of_one_argument_takes_its_value_bare_and_roles_are_kept(
     library: Gateway, upstream: FakeUpstream
 ) -> None:
@@ -200,7 +213,12 @@ def test_images_and_embedded_resources_of_a_prompt_reach_a_vision_model(
     ('/greet name="Ada', ["a quote is not closed"]),
     ("/broken", ["The prompt `/broken` failed: MCP server 'library' refused the prompt"]),
     ("/greet name=A?", ["Values for `name`", "- `Ada`\n- `Alan`"]),
-], ids=["missing", "unknown-argument", "unknown-prompt", "list", "help", "unclosed-quote", "failing", "completion"])
+    ("/greet Ada", ["needs `name`", "as `name=value`", "`/greet name=… [style=…]`", "`name` (required)"]),
+    ("/greet is what command?", ["needs `name`", "as `name=value`"]),
+    ("/greet name=Ada Lovelace", ["needs `name`", 'with quotes around a value that has spaces (`name="two words"`)']),
+    ("/picture please", ["`/picture` takes no arguments"]),
+], ids=["missing", "unknown-argument", "unknown-prompt", "list", "help", "unclosed-quote", "failing", "completion",
+        "bare-value-of-two", "a-sentence", "unquoted-spaces", "words-for-none"])
 def test_the_gateway_answers_without_calling_the_model(
     library: Gateway, upstream: FakeUpstream, typed: str, expected: list[str], stream: bool
 ) -> None:
@@ -214,7 +232,7 @@ def test_the_gateway_answers_without_calling_the_model(
 def test_a_line_that_only_starts_with_a_slash_goes_to_the_model_as_typed(
     library: Gateway, upstream: FakeUpstream
 ) -> None:
-    for text in ("/usr/bin/env: what is it?", "/greet is what command?", "/nope and some words"):
+    for text in ("/usr/bin/env: what is it?", "/nope and some words", "/shrug it's fine"):
         upstream.script(Turn(content="answered"))
         assert chat(library, text, stream=False) == "answered"
         assert upstream.chat_requests()[0]["messages"][-1] == {"role": "user", "content": text}
@@ -298,15 +316,19 @@ def test_the_log_line_names_the_prompt_and_never_what_was_typed(library: Gateway
     assert "Secret-Name-7" not in repr(logs)
 
 
-def test_memory_gives_back_an_expanded_turns_tool_results(library: Gateway, upstream: FakeUpstream) -> None:
+def test_memory_gives_back_an_expanded_turns_prompt_and_tool_results(library: Gateway, upstream: FakeUpstream) -> None:
     # The client keeps the slash line; memory keys on what the client keeps, so the next turn finds the
-    # results of the turn the prompt started.
+    # prompt the line ran and the results of the turn it started.
     upstream.script(Turn(calls=[Call(READER, {"uri": "note://1"})]), Turn(content="Note one says hello."))
     first = chat(library, "/review code=y", stream=False)
+    call, result = upstream.chat_requests()[1]["messages"][-2:]
     upstream.script(Turn(content="Yes."))
     history = [{"role": "user", "content": "/review code=y"}, {"role": "assistant", "content": first}]
     chat(library, "is that all?", stream=False, history=history)
-    messages = upstream.chat_requests()[0]["messages"]
-    restored = [m for m in messages if m.get("role") == "tool"]
-    assert len(restored) == 1 and json.loads(restored[0]["content"])["data"] == "The text of note 1."
-    assert {"role": "user", "content": "/review code=y"} in messages  # an earlier command stays as typed
+    assert upstream.chat_requests()[0]["messages"][1:] == [
+        {"role": "user", "content": "Review this code:\ny"},
+        {"role": "assistant", "content": "I will look for bugs first."},
+        {"role": "user", "content": "Start with the worst one."},
+        call, result, {"role": "assistant", "content": "Note one says hello."},
+        {"role": "user", "content": "is that all?"}]
+    assert json.loads(result["content"])["data"] == "The text of note 1."

@@ -22,21 +22,35 @@ def user(content: Any) -> list[dict[str, Any]]:
     ("/greet name=A?", SlashCommand("greet", {"name": "A?"})),
     ("/greet\nname=Ada", SlashCommand("greet", {"name": "Ada"})),
     ("/review print(1/0)", SlashCommand("review", {}, bare="print(1/0)")),
-    ('/greet name="Ada', SlashCommand("greet", {}, problem="a quote is not closed")),
+    ('/greet name="Ada', SlashCommand("greet", {}, bare='name="Ada', problem="a quote is not closed")),
     ("/greet query=a=b", SlashCommand("greet", {"query": "a=b"})),
-], ids=["list", "trimmed", "quoted", "qualified", "completion", "newline", "bare", "unclosed", "equals-in-value"])
+    ("/greet name=Ada and more words", SlashCommand("greet", {}, bare="name=Ada and more words")),
+], ids=["list", "trimmed", "quoted", "qualified", "completion", "newline", "bare", "unclosed", "equals-in-value",
+        "words-after-arguments"])
 def test_a_slash_line_is_read_as_a_command(text: str, command: SlashCommand) -> None:
     assert read_command(user(text)) == command
+
+
+# Open WebUI's editor turns a typed `"` into `”` after a letter and `“` after a space (`'` into `’`/`‘`).
+@pytest.mark.parametrize(("text", "arguments"), [
+    ("/greet name=”Ada Lovelace”", {"name": "Ada Lovelace"}),
+    ("/greet name=“Ada Lovelace” style=‘very warm’", {"name": "Ada Lovelace", "style": "very warm"}),
+    ("/greet name=’Ada Lovelace’", {"name": "Ada Lovelace"}),
+    ('/greet name="Ada Lovelace” style=\'warm’', {"name": "Ada Lovelace", "style": "warm"}),
+    ("/greet name=“Val d’Isère” style=‘“warm”’", {"name": "Val d’Isère", "style": "“warm”"}),
+    ("/greet name=“a \\” b”", {"name": "a ” b"}),
+], ids=["closing-pair", "opening-and-closing", "single-closing-pair", "mixed", "the-other-kind-inside", "escaped"])
+def test_typographic_quotes_are_quotes(text: str, arguments: dict[str, str]) -> None:
+    assert read_command(user(text)) == SlashCommand("greet", arguments)
 
 
 @pytest.mark.parametrize("messages", [
     user("what is /greet?"),
     user("/usr/bin/env is what?"),
     user("/"),
-    user("/greet name=Ada and more words"),
     [{"role": "assistant", "content": "/greet name=Ada"}],
     [],
-], ids=["not-first", "path", "slash-alone", "words-after-arguments", "not-a-user", "no-messages"])
+], ids=["not-first", "path", "slash-alone", "not-a-user", "no-messages"])
 def test_other_messages_are_no_commands(messages: list[dict[str, Any]]) -> None:
     assert read_command(messages) is None
 
@@ -106,6 +120,39 @@ async def test_what_the_gateway_answers_itself(text: str, words: list[str]) -> N
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(("text", "words"), [
+    ("/greet Ada", ["`/greet` needs `name`. Give each argument as `name=value`", "`name` (required)"]),
+    ("/greet name=Ada Lovelace", ["`/greet` needs `name`", '`name="two words"`']),
+    ("/greet name=Ada style", ["`/greet` needs `name`"]),
+    ("/greet is what command?", ["`/greet` needs `name`"]),
+    ("/review code=x y", ["`/review` needs `code`"]),
+    ('/review code="x', ["`/review`: a quote is not closed. Usage: `/review code=…`"]),
+    ("/gret name=Ada Lovelace", ["There is no prompt `/gret`. Did you mean `/greet`?"]),
+    ("/nap now", ["`/nap` takes no arguments. Usage: `/nap` (no arguments)."]),
+], ids=["bare-value-of-two", "unquoted-spaces", "a-word-after", "a-sentence", "one-argument-named-then-words",
+        "one-argument-unclosed", "unknown-prompt-with-arguments-typed-wrong", "no-arguments"])
+async def test_words_for_a_prompt_that_are_no_arguments_get_its_usage(text: str, words: list[str]) -> None:
+    source = Source(build_prompt_book({"people": [GREET], "code": [REVIEW], "rest": [Prompt(name="nap")]}))
+    answer = await run(text, source)
+    assert isinstance(answer, Answer), answer
+    for part in words:
+        assert part in answer.text
+    assert source.asked == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("text", "value"), [
+    ("/review print(1/0)", "print(1/0)"),
+    ("/review don't do x=1", "don't do x=1"),
+    ("/review it’s “quoted”", "it’s “quoted”"),
+    ("/review f(x=1, y=2)", "f(x=1, y=2)"),
+], ids=["plain", "an-apostrophe-and-equals", "typographic", "code-with-equals"])
+async def test_a_prompt_of_one_argument_takes_any_words_as_its_value(text: str, value: str) -> None:
+    source = Source(build_prompt_book({"code": [REVIEW]}))
+    assert await run(text, source) == Expansion(({"role": "user", "content": f"code={value}"},), "review")
+
+
+@pytest.mark.anyio
 async def test_a_failing_prompt_is_answered_with_why() -> None:
     answer = await run("/greet name=Ada", Source(book(), fail="MCP server 'people' is restarting."))
     assert answer == Answer("The prompt `/greet` failed: MCP server 'people' is restarting.")
@@ -116,4 +163,5 @@ async def test_without_prompts_only_the_list_is_answered() -> None:
     empty = Source(PromptBook())
     assert await run("/greet name=Ada", empty) is None
     assert await run("/prompts", empty) == Answer("No MCP server offers prompts.")
-    assert await run("/greet some words", Source(book())) is None  # words, not arguments
+    assert await run("/gret some words", Source(book())) is None  # a sentence, not a command
+    assert await run("/shrug it's fine", Source(book())) is None  # an apostrophe is no unclosed quote there

@@ -59,8 +59,9 @@ async def chat_completions(raw: Request) -> Response:
         options = replace(options, prompt_messages=outcome.messages)
         stats.prompt = outcome.command
     stats.answered_by_gateway = isinstance(outcome, Answer)
-    events = answered(outcome.text) if isinstance(outcome, Answer) else run_tool_loop(
-        body, upstream, pool, options, stats=stats, memory=conversation_memory(settings, state.memory, raw.headers))
+    memory = conversation_memory(settings, state.memory, raw.headers)
+    events = answered(outcome.text, body["messages"], memory) if isinstance(outcome, Answer) else run_tool_loop(
+        body, upstream, pool, options, stats=stats, memory=memory)
     # Wait until the upstream accepted the request, so its failures still get a real HTTP status.
     try:
         await anext(events)
