@@ -22,6 +22,7 @@ from app.errors import InvalidRequest, UpstreamCutOff, UpstreamError, UpstreamSt
 from app.openai.schemas import rewrite_model_list
 from app.upstream.failures import BROKEN_READ, amount, broken_read, failed_before_answer
 from app.upstream.paths import relative_path, without_credentials
+from app.upstream.relay import read_whole, relay_events, relay_rest
 from app.upstream.sse import EventBatcher
 
 log = structlog.get_logger("toolbridge.upstream")
@@ -79,7 +80,8 @@ class _AiohttpTransport(AiohttpTransport):
 
 @dataclass
 class ProxiedResponse:
-    """An upstream response being relayed as it arrives; call `aclose` when done."""
+    """An upstream answer on its way to the client: a stream of events as it arrives, any other body read
+    whole first (app/upstream/relay.py); call `aclose` when done."""
 
     status_code: int
     headers: dict[str, str]
@@ -200,7 +202,27 @@ class UpstreamClient:
         request = self._http.build_request(method, url, headers=sent_headers, content=body if has_body else None)
         response = await self._send(request, "passthrough")
         kept = {k: v for k, v in response.headers.items() if k.lower() not in _RESPONSE_HEADERS_DROPPED}
-        return ProxiedResponse(response.status_code, kept, self._relay(response), response)
+        return ProxiedResponse(response.status_code, kept, await self._body(response), response)
+
+    async def _body(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        """A pass-through answer's body: events as they come, anything else read whole first, so that a cut is
+        said in words (app/upstream/relay.py).
+
+        Raises:
+            UpstreamError: a body read whole broke off (a 502 in words) or stalled (a 504).
+        """
+        def failure(exc: BaseException, received: str) -> UpstreamError:
+            return broken_read(exc, self.base_url, self.timeout, received)
+
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            return relay_events(response.aiter_bytes(), failure)
+        parts = response.aiter_bytes()
+        try:
+            read, whole = await read_whole(parts, failure)
+        except UpstreamError:
+            await response.aclose()
+            raise
+        return relay_rest(read, _nothing() if whole else parts)
 
     def _url_below_base(self, path: str, query: str) -> httpx.URL:
         try:
@@ -281,15 +303,6 @@ class UpstreamClient:
         if self._observe is not None:
             self._observe(kind, time.perf_counter() - started)
         return response
-
-    async def _relay(self, response: httpx.Response) -> AsyncIterator[bytes]:
-        try:
-            async for part in response.aiter_bytes():
-                yield part
-        except (httpx.TransportError, aiohttp.ClientError) as exc:
-            log.warning("upstream_relay_broken", error=str(exc))
-        finally:
-            await response.aclose()
 
     async def _chunks(self, content_type: str, parts: AsyncIterator[bytes]) -> AsyncIterator[list[dict[str, Any]]]:
         streamed = content_type.startswith("text/event-stream")
@@ -403,6 +416,11 @@ def _json_bytes(body: dict[str, Any]) -> bytes:
         raise InvalidRequest(
             "The request holds a number JSON cannot carry (NaN or Infinity).", code="invalid_number"
         ) from exc
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    return
+    yield b""
 
 
 def _answer_characters(chunk: dict[str, Any]) -> int:
