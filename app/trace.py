@@ -160,10 +160,10 @@ def _recorded_call(block: str) -> RecordedCall:
         result = attributes.get("result", "")
     cut = isinstance(result, str) and len(result) == DETAILS_RESULT_CHARS + 1 and result.endswith("…")
     labelled = isinstance(result, str) and result.startswith(_FAILED_PREFIX)
-    failed = labelled and (attributes.get("status") == _FAILED_STATUS or not cut)  # older blocks had no status
+    failed = attributes.get("status") == _FAILED_STATUS or (labelled and not cut)  # older blocks: the label alone
     return RecordedCall(
         id=attributes.get("id", ""), name=attributes.get("name", ""), arguments=attributes.get("arguments") or "{}",
-        result=result.removeprefix(_FAILED_PREFIX) if failed else result, failed=failed, cut=cut,
+        result=result.removeprefix(_FAILED_PREFIX) if failed and labelled else result, failed=failed, cut=cut,
     )
 
 
@@ -206,7 +206,8 @@ def _result_value(output: ToolOutput, label_errors: bool = True) -> Any:
     """The result as Open WebUI's widget shows it best: the data itself (pretty-printed), or the error."""
     if output.is_error:
         message = output.error_message or output.content
-        return f"{_FAILED_PREFIX}{message}" if label_errors else message
+        said = message.lower().startswith("error")  # "Error executing tool x: ..." needs no second "Error: "
+        return f"{_FAILED_PREFIX}{message}" if label_errors and not said else message
     return output.data if output.data is not None else output.content
 
 

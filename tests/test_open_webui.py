@@ -102,7 +102,7 @@ def test_the_tool_widget_marks_a_failure_and_shows_text_as_text(
         content = client.chat.completions.create(model="m", messages=ask).choices[0].message.content or ""  # type: ignore[arg-type]
     failed, short, long = widgets(content)
     assert failed["status"] == "failed"
-    assert failed["result"].startswith("Error: ") and "no such zone" in failed["result"]
+    assert failed["result"] == "Error executing tool fail: no such zone"  # the MCP SDK's words, as they came
     assert "status" not in short and "status" not in long
     assert short["result"] == "Line 1 of the document.\nLine 2 of the document."
     assert long["result"].startswith("Line 1 of the document.\nLine 2") and long["result"].endswith("…")

@@ -73,6 +73,10 @@ def test_a_failed_call_is_marked_failed_where_open_webui_looks() -> None:
     assert attributes["status"] == "failed"
     assert attributes["result"] == "Error: bad zone\nreally"
     assert finished.text.endswith("<summary>Tool Failed</summary>\n</details>\n")
+    said = Out("", True, error_message="Error executing tool fail: no such zone")  # the MCP SDK's own words
+    [_, [call], _] = read_back(details([CALL], [said]))  # type: ignore[misc]
+    assert attributes_of(details([CALL], [said]))["result"] == "Error executing tool fail: no such zone"
+    assert (call.result, call.failed) == ("Error executing tool fail: no such zone", True)
 
 
 @pytest.mark.parametrize("text", ["# Notes\n\nFirst line.\nSecond line.", "a\n" * 3000], ids=["short", "cut"])
