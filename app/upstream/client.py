@@ -424,20 +424,20 @@ async def _nothing() -> AsyncIterator[bytes]:
 
 
 def _answer_characters(chunk: dict[str, Any]) -> int:
-    """The characters of answer text a chunk carries: content, reasoning and tool-call arguments."""
+    """The characters of answer text a chunk carries: content, reasoning and tool-call arguments (of its first
+    choice: the only one the loop folds). Run on every chunk, so the usual one costs three lookups."""
     choices = chunk.get("choices")
-    if not isinstance(choices, list):
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    delta = choice.get("delta") if isinstance(choice, dict) else None
+    if not isinstance(delta, dict):
         return 0
     count = 0
-    for choice in choices:
-        delta = choice.get("delta") if isinstance(choice, dict) else None
-        if not isinstance(delta, dict):
-            continue
-        for text in (delta.get("content"), delta.get("reasoning_content") or delta.get("reasoning")):
-            count += len(text) if isinstance(text, str) else 0
-        for call in delta.get("tool_calls") or ():
-            arguments = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
-            count += len(arguments) if isinstance(arguments, str) else 0
+    for text in (delta.get("content"), delta.get("reasoning_content") or delta.get("reasoning")):
+        if isinstance(text, str):
+            count += len(text)
+    for call in delta.get("tool_calls") or ():
+        arguments = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+        count += len(arguments) if isinstance(arguments, str) else 0
     return count
 
 
