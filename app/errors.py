@@ -12,6 +12,7 @@ GatewayError                      -> 500 server_error
 └── UpstreamError                 -> 502 upstream_error
     ├── UpstreamUnreachable       -> 502 (names the URL and how to fix it)
     ├── UpstreamClosed            -> 502 (it took the connection, then closed it or answered what is not HTTP)
+    ├── UpstreamCutOff            -> 502 (an answer that broke off after it began: how much had arrived)
     ├── UpstreamTimeout           -> 504
     └── UpstreamStatusError       -> the upstream's own status and message
 
@@ -123,6 +124,18 @@ class UpstreamClosed(UpstreamError):
 
     def __init__(self, url: str, what: str = "closed the connection without answering") -> None:
         super().__init__(f"The upstream model server at {url} {what}; its own log should say why.")
+
+
+class UpstreamCutOff(UpstreamError):
+    """An answer that broke off after it began: the model server closed the connection (it crashed or was
+    stopped), sent what is not HTTP, or ended its stream unfinished. How much had arrived tells the user
+    whether it was the server failing at once or mid-answer. A streamed answer gets it as its error event."""
+
+    default_code = "upstream_cut_off"
+
+    def __init__(self, what: str, received: str) -> None:
+        super().__init__(f"The answer broke off: the model server {what} after {received}; its own log should "
+                         "say why.")
 
 
 class UpstreamTimeout(UpstreamError):

@@ -29,6 +29,7 @@ _DETAILS_CLOSING = "</details>"
 # Only from a word's first character: tried from every character of a long word with no `=`, it was quadratic.
 _ATTRIBUTE = re.compile(r'(?<![\w-])([\w-]+)="([^"]*)"')
 _FAILED_PREFIX = "Error: "
+_FAILED_STATUS = "failed"
 _MARKDOWN_BLOCK = re.compile(rf"\n?(?:^{re.escape(MARKDOWN_MARK)}.*(?:\n|$))+\n?", re.MULTILINE)
 
 
@@ -158,10 +159,11 @@ def _recorded_call(block: str) -> RecordedCall:
     except ValueError:
         result = attributes.get("result", "")
     cut = isinstance(result, str) and len(result) == DETAILS_RESULT_CHARS + 1 and result.endswith("…")
-    failed = isinstance(result, str) and result.startswith(_FAILED_PREFIX) and not cut
+    labelled = isinstance(result, str) and result.startswith(_FAILED_PREFIX)
+    failed = attributes.get("status") == _FAILED_STATUS or (labelled and not cut)  # older blocks: the label alone
     return RecordedCall(
         id=attributes.get("id", ""), name=attributes.get("name", ""), arguments=attributes.get("arguments") or "{}",
-        result=result.removeprefix(_FAILED_PREFIX) if failed else result, failed=failed, cut=cut,
+        result=result.removeprefix(_FAILED_PREFIX) if failed and labelled else result, failed=failed, cut=cut,
     )
 
 
@@ -174,9 +176,12 @@ def _details_block(call: ToolCall, output: ToolOutput, duration_ms: float) -> st
     # Open WebUI needs the block at the start of a line, a line break after the opening tag,
     # done="true", and HTML-escaped attributes with no raw line breaks.
     value = _result_value(output)
-    result = json.dumps(value, ensure_ascii=False)
-    if len(result) > DETAILS_RESULT_CHARS:  # a cut object is no longer JSON: show it as text
-        result = json.dumps(result[:DETAILS_RESULT_CHARS] + "…", ensure_ascii=False)
+    # Open WebUI decodes `result` as JSON while it is a string, then shows an object pretty-printed and anything
+    # else as text with its line breaks. So text goes as itself (JSON-encoded, a text cut below would show its
+    # quotes and `\n`s), an object as JSON (cut, as the text of its JSON).
+    result = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if len(result) > DETAILS_RESULT_CHARS:
+        result = result[:DETAILS_RESULT_CHARS] + "…"
     attributes = {
         "type": "tool_calls",
         "done": "true",
@@ -186,8 +191,11 @@ def _details_block(call: ToolCall, output: ToolOutput, duration_ms: float) -> st
         "result": result,
         "duration": f"{duration_ms:.0f}",
     }
+    if output.is_error:  # Open WebUI 0.12 marks the call failed (red, not its green check), alone or grouped
+        attributes["status"] = _FAILED_STATUS
     rendered = " ".join(f'{key}="{_attribute(value)}"' for key, value in attributes.items())
-    return f"\n<details {rendered}>\n<summary>Tool Executed</summary>\n</details>\n"
+    summary = "Tool Failed" if output.is_error else "Tool Executed"  # what other renderers of <details> show
+    return f"\n<details {rendered}>\n<summary>{summary}</summary>\n</details>\n"
 
 
 def _attribute(value: str) -> str:
@@ -198,7 +206,8 @@ def _result_value(output: ToolOutput, label_errors: bool = True) -> Any:
     """The result as Open WebUI's widget shows it best: the data itself (pretty-printed), or the error."""
     if output.is_error:
         message = output.error_message or output.content
-        return f"{_FAILED_PREFIX}{message}" if label_errors else message
+        said = message.lower().startswith("error")  # "Error executing tool x: ..." needs no second "Error: "
+        return f"{_FAILED_PREFIX}{message}" if label_errors and not said else message
     return output.data if output.data is not None else output.content
 
 

@@ -37,7 +37,8 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture(scope="module")
 def keyed(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    with running_gateway(tmp_path_factory.mktemp("page"), {"basic": stdio_entry("basic.py")}, ready=("basic",),
+    servers = {"basic": stdio_entry("basic.py"), "wide": stdio_entry("wide.py")}
+    with running_gateway(tmp_path_factory.mktemp("page"), servers, ready=("basic", "wide"),
                          key=KEY, upstream_url=f"{upstream.url}/v1", api_keys=KEY) as gateway:
         yield gateway
 
@@ -78,6 +79,29 @@ def test_the_page_shows_the_servers_and_tools_and_asks_nothing_of_the_internet(
     assert tab.locator("#tools details").count() == 1
     assert errors == []
     assert {urlsplit(url).hostname for url in requested} == {"127.0.0.1"}
+
+
+def test_an_opened_tool_with_long_lines_fits_a_1280_pixel_window(
+    browser: Browser, keyed: Gateway, request: pytest.FixtureRequest
+) -> None:
+    # A schema line, a URL or a pattern has no place to break: the page must wrap or scroll it inside its box,
+    # not widen (a real server's tool made the page 3,713 px wide, its second column off-screen).
+    context = browser.new_context(viewport={"width": 1280, "height": 800},
+                                  http_credentials={"username": "me", "password": KEY})
+    tab = context.new_page()
+    tab.goto(f"{keyed.url}/")
+    tab.select_option("#play-tool", "wide__catalogue")  # its field's hint is the long description
+    tool = tab.locator("#tools details[data-tool=wide__catalogue]")
+    tool.locator("summary").click()
+    expect(tool.locator("pre").nth(1)).to_contain_text("option-number-59")
+    tool.scroll_into_view_if_needed()
+    ARTIFACTS.mkdir(exist_ok=True)
+    tab.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
+    width = tab.evaluate("document.scrollingElement.scrollWidth")
+    second = tool.locator(".columns > div").nth(1).bounding_box()
+    context.close()
+    assert width <= 1280
+    assert second is not None and second["x"] + second["width"] <= 1280  # "As the server sent it" on screen
 
 
 def test_a_call_through_the_chat_api_appears_within_a_second(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.trace import RecordedCall, read_back, render_finished, render_started, strip_trace
+from app.trace import DETAILS_RESULT_CHARS, RecordedCall, read_back, render_finished, render_started, strip_trace
 
 
 @dataclass
@@ -45,21 +45,49 @@ def test_reasoning_trace_shows_the_call_then_the_outcome() -> None:
     )
 
 
+def attributes_of(block: str) -> dict[str, str]:
+    """A details block's attributes as Open WebUI reads them: HTML-unescaped."""
+    opening = block.lstrip("\n").splitlines()[0]
+    assert "\n" not in opening  # a raw line break in an attribute empties Open WebUI's widget
+    return {name: html.unescape(value) for name, value in re.findall(r'(\w+)="([^"]*)"', opening)}
+
+
 def test_details_trace_is_open_webuis_block_with_escaped_attributes() -> None:
-    finished = render_finished("details", [CALL], [FAILED], [7])
+    finished = render_finished("details", [CALL], [OK], [7])
     assert finished is not None and finished.channel == "content"
     block = finished.text
     assert block.startswith('\n<details type="tool_calls" done="true" id="call_1" name="time__get_current_time"')
     assert block.endswith('>\n<summary>Tool Executed</summary>\n</details>\n')
-    opening = block.splitlines()[1]
-    attributes = dict(re.findall(r'(\w+)="([^"]*)"', opening))
-    assert json.loads(html.unescape(attributes["arguments"])) == {"timezone": "UTC"}
-    assert json.loads(html.unescape(attributes["result"])) == "Error: bad zone\nreally"
-    ok_block = render_finished("details", [CALL], [OK], [7])
-    assert ok_block is not None
-    ok_attributes = dict(re.findall(r'(\w+)="([^"]*)"', ok_block.text.splitlines()[1]))
-    assert json.loads(html.unescape(ok_attributes["result"])) == {"datetime": "2026-11-22T02:00:00+00:00"}
-    assert "\n" not in opening and "&#10;" not in attributes["result"]  # the \n stays JSON-escaped
+    attributes = attributes_of(block)
+    assert json.loads(attributes["arguments"]) == {"timezone": "UTC"}
+    assert json.loads(attributes["result"]) == {"datetime": "2026-11-22T02:00:00+00:00"}
+    assert "status" not in attributes
+
+
+def test_a_failed_call_is_marked_failed_where_open_webui_looks() -> None:
+    # Open WebUI 0.12 shows a call as failed (red instead of its green check) for status="failed", and for a
+    # result whose text starts with "Error:"; a JSON-encoded string starts with a quote and is not seen.
+    finished = render_finished("details", [CALL], [FAILED], [7])
+    assert finished is not None
+    attributes = attributes_of(finished.text)
+    assert attributes["status"] == "failed"
+    assert attributes["result"] == "Error: bad zone\nreally"
+    assert finished.text.endswith("<summary>Tool Failed</summary>\n</details>\n")
+    said = Out("", True, error_message="Error executing tool fail: no such zone")  # the MCP SDK's own words
+    [_, [call], _] = read_back(details([CALL], [said]))  # type: ignore[misc]
+    assert attributes_of(details([CALL], [said]))["result"] == "Error executing tool fail: no such zone"
+    assert (call.result, call.failed) == ("Error executing tool fail: no such zone", True)
+
+
+@pytest.mark.parametrize("text", ["# Notes\n\nFirst line.\nSecond line.", "a\n" * 3000], ids=["short", "cut"])
+def test_a_text_result_is_shown_as_its_text(text: str) -> None:
+    # Open WebUI decodes `result` as JSON while it can and shows a string as text with its line breaks; a
+    # JSON-encoded text cut at DETAILS_RESULT_CHARS no longer decodes, and showed its quotes and `\n`s.
+    finished = render_finished("details", [CALL], [Out(text, data=text)], [7])
+    assert finished is not None
+    result = attributes_of(finished.text)["result"]
+    assert result == (text if len(text) <= DETAILS_RESULT_CHARS else text[:DETAILS_RESULT_CHARS] + "…")
+    assert "\\n" not in result and not result.startswith('"')
 
 
 def test_markdown_trace_is_one_quoted_line_per_call() -> None:
@@ -117,6 +145,17 @@ def test_a_result_the_block_cut_reads_back_as_what_it_kept() -> None:
     [_, [call], _] = read_back(details([CALL], [big]))  # type: ignore[misc]
     assert call.cut and not call.failed
     assert isinstance(call.result, str) and call.result.startswith('{"rows": ["xxx') and call.result.endswith("…")
+
+
+def test_text_and_long_failures_read_back_as_they_were() -> None:
+    note = Out("", data="line one\nline two")
+    long_failure = Out("", True, error_message="x" * (DETAILS_RESULT_CHARS + 50))
+    [_, [text, failure], _] = read_back(details([CALL, CALL], [note, long_failure]))  # type: ignore[misc]
+    assert (text.result, text.failed, text.cut) == ("line one\nline two", False, False)
+    assert failure.failed and failure.cut and failure.result.startswith("xxx")
+    legacy = '<details type="tool_calls" done="true" id="c" name="t" arguments="{}" result="&quot;Error: gone&quot;">'
+    [_, [old], _] = read_back(f"\n{legacy}\n<summary>Tool Executed</summary>\n</details>\n")  # type: ignore[misc]
+    assert (old.result, old.failed) == ("gone", True)  # blocks earlier versions wrote still read back
 
 
 def test_text_without_our_blocks_has_nothing_to_read_back() -> None:

@@ -6,7 +6,7 @@ faster transport). Transport failures become the gateway's UpstreamError tree he
 
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
@@ -18,17 +18,11 @@ import orjson
 import structlog
 from httpx_aiohttp import AiohttpTransport
 
-from app.errors import (
-    InvalidRequest,
-    UpstreamClosed,
-    UpstreamError,
-    UpstreamStatusError,
-    UpstreamTimeout,
-    UpstreamUnreachable,
-    upstream_message,
-)
+from app.errors import InvalidRequest, UpstreamCutOff, UpstreamError, UpstreamStatusError, upstream_message
 from app.openai.schemas import rewrite_model_list
+from app.upstream.failures import BROKEN_READ, amount, broken_read, failed_before_answer
 from app.upstream.paths import relative_path, without_credentials
+from app.upstream.relay import read_whole, relay_events, relay_rest
 from app.upstream.sse import EventBatcher
 
 log = structlog.get_logger("toolbridge.upstream")
@@ -86,7 +80,8 @@ class _AiohttpTransport(AiohttpTransport):
 
 @dataclass
 class ProxiedResponse:
-    """An upstream response being relayed as it arrives; call `aclose` when done."""
+    """An upstream answer on its way to the client: a stream of events as it arrives, any other body read
+    whole first (app/upstream/relay.py); call `aclose` when done."""
 
     status_code: int
     headers: dict[str, str]
@@ -155,7 +150,7 @@ class UpstreamClient:
                 if answer.status >= 400:
                     raise UpstreamStatusError(answer.status, await answer.read(),
                                               retry_after=answer.headers.get("retry-after"))
-                yield self._chunks(answer.headers.get("content-type", ""), answer.content.iter_any(), answer.read)
+                yield self._chunks(answer.headers.get("content-type", ""), answer.content.iter_any())
             finally:
                 answer.release()
             return
@@ -168,7 +163,7 @@ class UpstreamClient:
                 raise UpstreamStatusError(
                     response.status_code, await response.aread(), retry_after=response.headers.get("retry-after")
                 )
-            yield self._chunks(response.headers.get("content-type", ""), response.aiter_bytes(), response.aread)
+            yield self._chunks(response.headers.get("content-type", ""), response.aiter_bytes())
         finally:
             await response.aclose()
 
@@ -178,7 +173,7 @@ class UpstreamClient:
             answer = await session.post(self._chat_url, data=content, headers=self._chat_headers,
                                         timeout=self._chat_timeout, allow_redirects=False)
         except (TimeoutError, aiohttp.ClientError) as exc:
-            raise _failed_before_answer(exc, self.base_url, self.timeout) from exc
+            raise failed_before_answer(exc, self.base_url, self.timeout) from exc
         if self._observe is not None:
             self._observe("chat", time.perf_counter() - started)
         return answer
@@ -207,7 +202,27 @@ class UpstreamClient:
         request = self._http.build_request(method, url, headers=sent_headers, content=body if has_body else None)
         response = await self._send(request, "passthrough")
         kept = {k: v for k, v in response.headers.items() if k.lower() not in _RESPONSE_HEADERS_DROPPED}
-        return ProxiedResponse(response.status_code, kept, self._relay(response), response)
+        return ProxiedResponse(response.status_code, kept, await self._body(response), response)
+
+    async def _body(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        """A pass-through answer's body: events as they come, anything else read whole first, so that a cut is
+        said in words (app/upstream/relay.py).
+
+        Raises:
+            UpstreamError: a body read whole broke off (a 502 in words) or stalled (a 504).
+        """
+        def failure(exc: BaseException, received: str) -> UpstreamError:
+            return broken_read(exc, self.base_url, self.timeout, received)
+
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            return relay_events(response.aiter_bytes(), failure)
+        parts = response.aiter_bytes()
+        try:
+            read, whole = await read_whole(parts, failure)
+        except UpstreamError:
+            await response.aclose()
+            raise
+        return relay_rest(read, _nothing() if whole else parts)
 
     def _url_below_base(self, path: str, query: str) -> httpx.URL:
         try:
@@ -284,34 +299,28 @@ class UpstreamClient:
         try:
             response = await self._http.send(request, stream=True)
         except httpx.TransportError as exc:
-            raise _failed_before_answer(exc, self.base_url, self.timeout) from exc
+            raise failed_before_answer(exc, self.base_url, self.timeout) from exc
         if self._observe is not None:
             self._observe(kind, time.perf_counter() - started)
         return response
 
-    async def _relay(self, response: httpx.Response) -> AsyncIterator[bytes]:
+    async def _chunks(self, content_type: str, parts: AsyncIterator[bytes]) -> AsyncIterator[list[dict[str, Any]]]:
+        streamed = content_type.startswith("text/event-stream")
+        received = 0  # bytes of a whole JSON answer, to say where it broke off
+        written = 0  # characters of a streamed answer, likewise: what its user saw arrive
         try:
-            async for part in response.aiter_bytes():
-                yield part
-        except (httpx.TransportError, aiohttp.ClientError) as exc:
-            log.warning("upstream_relay_broken", error=str(exc))
-        finally:
-            await response.aclose()
-
-    async def _chunks(
-        self, content_type: str, parts: AsyncIterator[bytes], read_all: Callable[[], Awaitable[bytes]]
-    ) -> AsyncIterator[list[dict[str, Any]]]:
-        received = 0  # bytes of the answer, to say where it broke off
-        try:
-            if not content_type.startswith("text/event-stream"):
+            if not streamed:
                 # Some servers ignore `stream: true`; one JSON completion is a turn of one chunk.
-                yield [_decode(await read_all())]
+                body = []
+                async for data in parts:
+                    received += len(data)
+                    body.append(data)
+                yield [_decode(b"".join(body))]
                 return
             finished = False
             events = EventBatcher()
             most = 1  # the first chunk goes on at once, then twice as many per batch up to MAX_BATCH
             async for data in parts:
-                received += len(data)
                 batch = []
                 for event in events.feed(data):
                     if len(batch) >= most:
@@ -327,48 +336,18 @@ class UpstreamClient:
                     if "error" in chunk and not chunk.get("choices"):
                         raise UpstreamError(f"Upstream error: {upstream_message(chunk['error'])}")
                     finished = finished or _has_finish_reason(chunk)
+                    written += _answer_characters(chunk)
                     batch.append(chunk)
                 if batch:
                     yield batch
             if not finished:
                 # Neither [DONE] nor a finish_reason: the server died mid-answer. Passing that on as a
                 # finished answer would hide that it is cut off.
-                raise UpstreamError("The upstream's answer broke off before it was finished.", code="upstream_cut_off")
-        except (httpx.ReadTimeout, TimeoutError) as exc:
-            raise UpstreamTimeout(self.base_url, self.timeout) from exc
-        except (httpx.TransportError, aiohttp.ClientError) as exc:
-            what = "closed the connection" if _closed(exc) else "sent what is not HTTP"
-            raise UpstreamError(f"The upstream's answer broke off: the model server {what} after {received:,} bytes "
-                                "of its answer.", code="upstream_cut_off") from exc
-
-
-def _failed_before_answer(exc: BaseException, url: str, timeout: float) -> UpstreamError:
-    """A transport failure before the answer's head, in words: nobody listening (start a server), no answer
-    in time, or a server that took the request and closed the connection (or answered what is not HTTP)."""
-    cause = _aiohttp_cause(exc)
-    if isinstance(cause, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError, httpx.ConnectError)):
-        return UpstreamUnreachable(url)
-    if isinstance(cause, (TimeoutError, httpx.TimeoutException)):
-        return UpstreamUnreachable(url) if isinstance(cause, httpx.ConnectTimeout) else UpstreamTimeout(url, timeout)
-    if _closed(cause):
-        return UpstreamClosed(url)
-    return UpstreamClosed(url, "answered with something that is not HTTP")
-
-
-def _closed(exc: BaseException) -> bool:
-    """Whether a transport error means the server closed (or reset) the connection."""
-    cause = _aiohttp_cause(exc)
-    if isinstance(cause, aiohttp.ClientPayloadError):  # a body cut short; not one that failed to decode
-        return "not completed" in str(cause)
-    if isinstance(cause, httpx.RemoteProtocolError):  # h11's words for a closed connection
-        return any(word in str(cause) for word in ("disconnected", "closed", "incomplete"))
-    return isinstance(cause, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, httpx.ReadError,
-                              httpx.WriteError, ConnectionError))
-
-
-def _aiohttp_cause(exc: BaseException) -> BaseException:
-    """The aiohttp error an httpx error stands for (httpx-aiohttp maps a closed connection to ConnectTimeout)."""
-    return exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else exc
+                raise UpstreamCutOff("ended its stream unfinished", amount(written, "characters of the answer"))
+        except BROKEN_READ as exc:
+            arrived = (amount(written, "characters of the answer") if streamed
+                       else amount(received, "bytes of its answer"))
+            raise broken_read(exc, self.base_url, self.timeout, arrived) from exc
 
 
 @dataclass(frozen=True)
@@ -437,6 +416,29 @@ def _json_bytes(body: dict[str, Any]) -> bytes:
         raise InvalidRequest(
             "The request holds a number JSON cannot carry (NaN or Infinity).", code="invalid_number"
         ) from exc
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    return
+    yield b""
+
+
+def _answer_characters(chunk: dict[str, Any]) -> int:
+    """The characters of answer text a chunk carries: content, reasoning and tool-call arguments (of its first
+    choice: the only one the loop folds). Run on every chunk, so the usual one costs three lookups."""
+    choices = chunk.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    delta = choice.get("delta") if isinstance(choice, dict) else None
+    if not isinstance(delta, dict):
+        return 0
+    count = 0
+    for text in (delta.get("content"), delta.get("reasoning_content") or delta.get("reasoning")):
+        if isinstance(text, str):
+            count += len(text)
+    for call in delta.get("tool_calls") or ():
+        arguments = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+        count += len(arguments) if isinstance(arguments, str) else 0
+    return count
 
 
 def _has_finish_reason(chunk: dict[str, Any]) -> bool:

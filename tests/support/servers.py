@@ -1,5 +1,6 @@
 """Run an ASGI app on a free 127.0.0.1 port in a background thread, with a bounded start and stop."""
 
+import contextlib
 import socket
 import threading
 import time
@@ -82,3 +83,35 @@ def raw_upstream(on_connection: Callable[[socket.socket], None]) -> Iterator[str
         for connection in accepted:
             connection.close()
         listener.close()
+
+
+def read_request(connection: socket.socket) -> None:
+    """Reads one request whole: closing a socket with unread bytes resets the connection instead."""
+    connection.settimeout(5)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += connection.recv(65536) or b"\r\n\r\n"
+    head, _, body = data.partition(b"\r\n\r\n")
+    lengths = [int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+    length = lengths[0] if lengths else 0
+    while len(body) < length:
+        body += connection.recv(65536) or b"x" * length
+
+
+HEAD_SSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@contextmanager
+def dying_upstream(start: bytes, head: bytes = HEAD_SSE) -> Iterator[str]:
+    """A model server that dies mid-answer: to each request it sends `head`, then `start` (as one chunk of a
+    chunked body when the head says so, else as it is), then closes the connection. Yields its base URL."""
+    body = f"{len(start):x}\r\n".encode() + start + b"\r\n" if b"chunked" in head else start
+
+    def die(connection: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            read_request(connection)
+            connection.sendall(head + body)
+        connection.close()
+
+    with raw_upstream(die) as url:
+        yield url

@@ -1,6 +1,7 @@
 """An upstream that breaks, through a running gateway: what the client is told says in words what happened
 (no aiohttp internals), and a server that closed the connection is not reported as one nobody runs."""
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -8,31 +9,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
+import openai
 import pytest
 
 from tests.conftest import Gateway, running_gateway
-from tests.support.servers import raw_upstream
+from tests.support.servers import dying_upstream as cut_upstream
+from tests.support.servers import raw_upstream, read_request
 
 ASK = [{"role": "user", "content": "hi"}]
 TIMEOUT = 30.0
 FIRST = {"id": "x", "object": "chat.completion.chunk", "model": "m",
          "choices": [{"index": 0, "delta": {"content": "Hal"}, "finish_reason": None}]}
-HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 EVENT = f"data: {json.dumps(FIRST)}\n\n".encode()
-
-
-def read_request(connection: socket.socket) -> None:
-    """Reads one request whole: closing a socket with unread bytes resets the connection instead."""
-    connection.settimeout(5)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += connection.recv(65536) or b"\r\n\r\n"
-    head, _, body = data.partition(b"\r\n\r\n")
-    lengths = [int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
-    length = lengths[0] if lengths else 0
-    while len(body) < length:
-        body += connection.recv(65536) or b"x" * length
+CUT_WORDS = "the model server closed the connection after 3 characters of the answer"  # "Hal"
+JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n"
 
 
 @pytest.fixture
@@ -51,14 +43,7 @@ def dropping_upstream() -> Iterator[str]:
 @pytest.fixture
 def dying_upstream() -> Iterator[str]:
     """Starts a streamed answer (one chunk of a chunked body), then closes the connection mid-answer."""
-
-    def die(connection: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            read_request(connection)
-            connection.sendall(HEAD + f"{len(EVENT):x}\r\n".encode() + EVENT + b"\r\n")
-        connection.close()
-
-    with raw_upstream(die) as url:
+    with cut_upstream(EVENT) as url:
         yield url
 
 
@@ -107,5 +92,63 @@ def test_an_upstream_that_dies_mid_answer_is_said_in_words(
         status, texts, error = chat(gateway, stream)
     assert (status, "".join(texts)) == ((200, "Hal") if stream else (502, ""))
     assert error["code"] == "upstream_cut_off"
-    assert f"closed the connection after {len(EVENT)} bytes of its answer" in error["message"]
+    assert CUT_WORDS in error["message"]
     assert "<" not in error["message"] and "Error" not in error["message"]  # no `<TransferEncodingError: ...>`
+
+
+def read_to_the_end(url: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    """What aiohttp (Open WebUI's client) reads of a response, to its very end: it raises where the gateway's
+    own response is cut short (`Response payload is not completed`), so getting bytes back means it was not."""
+
+    async def read() -> tuple[int, bytes]:
+        async with aiohttp.ClientSession() as session, session.post(url, json=body) as response:
+            return response.status, await response.read()
+
+    return asyncio.run(asyncio.wait_for(read(), TIMEOUT))
+
+
+def events(body: bytes) -> list[Any]:
+    """The `data:` payloads of an event stream, JSON decoded ([DONE] as the string)."""
+    lines = [line.removeprefix("data: ") for line in body.decode().split("\n") if line.startswith("data: ")]
+    return [line if line == "[DONE]" else json.loads(line) for line in lines]
+
+
+def test_a_stream_the_upstream_cuts_ends_with_its_error_and_done_for_a_raw_client(
+    tmp_path: Path, dying_upstream: str, transport: str
+) -> None:
+    with running_gateway(tmp_path, upstream_url=dying_upstream, upstream_transport=transport) as gateway:
+        status, body = read_to_the_end(f"{gateway.url}/v1/chat/completions",
+                                       {"model": "m", "messages": ASK, "stream": True})
+    assert status == 200
+    *chunks, error, done = events(body)
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == "Hal"
+    assert CUT_WORDS in error["error"]["message"] and error["error"]["code"] == "upstream_cut_off"
+    assert done == "[DONE]"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_openai_sdk_reads_the_cut_off_in_words(tmp_path: Path, dying_upstream: str, stream: bool) -> None:
+    with running_gateway(tmp_path, upstream_url=dying_upstream) as gateway:
+        client = gateway.client(timeout=TIMEOUT)
+        with pytest.raises(openai.APIError) as caught:
+            if stream:
+                for _chunk in client.chat.completions.create(model="m", messages=ASK, stream=True):  # type: ignore[arg-type]
+                    pass
+            else:
+                client.chat.completions.create(model="m", messages=ASK)  # type: ignore[arg-type]
+    assert CUT_WORDS in caught.value.message
+    if not stream:
+        assert isinstance(caught.value, openai.InternalServerError) and caught.value.status_code == 502
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_json_answer_the_upstream_cuts_is_said_in_bytes(tmp_path: Path, stream: bool) -> None:
+    """A server that ignores `stream: true` and dies inside its JSON answer: no answer text was read."""
+    with cut_upstream(b'{"id": "x", "choices": [', head=JSON_HEAD) as url, running_gateway(
+        tmp_path, upstream_url=url
+    ) as gateway:
+        status, body = read_to_the_end(f"{gateway.url}/v1/chat/completions",
+                                       {"model": "m", "messages": ASK, "stream": stream})
+    error = events(body)[-2] if stream else json.loads(body)
+    assert status == (200 if stream else 502)
+    assert "closed the connection after 24 bytes of its answer" in error["error"]["message"]
