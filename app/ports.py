@@ -44,6 +44,11 @@ class ToolOutput(Protocol):
     @property
     def error_message(self) -> str | None: ...
 
+    @property
+    def shown(self) -> Sequence[ImagePart | str]:
+        """What the result addresses to the person (images, text meant for the user only), in order."""
+        ...
+
 
 ProgressReport = Callable[[float, float | None, str | None], Awaitable[None]]
 

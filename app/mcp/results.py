@@ -63,7 +63,8 @@ class Image:
 @dataclass(frozen=True)
 class ToolOutcome:
     """A tool call's result: the `tool` message content, and images a vision model may also see. `data`,
-    `error_kind` and `error_message` are the same result as values, for whoever shows it to people."""
+    `error_kind` and `error_message` are the same result as values, for whoever shows it to people;
+    `shown` is what the result addresses to the person, to be shown whatever the model sees."""
 
     content: str
     is_error: bool
@@ -72,6 +73,7 @@ class ToolOutcome:
     data: Any = None  # what the tool returned, as the envelope's `data` holds it before any cut
     error_kind: str | None = None  # "tool_error" or a FailureKind
     error_message: str | None = None
+    shown: tuple[Image | str, ...] = ()  # images the user may see, and text meant for the user only, in order
 
 
 class FailureKind(StrEnum):
@@ -92,16 +94,38 @@ def render_result(result: CallToolResult, options: RenderOptions, reader: str | 
     """`reader`: the tool that reads this server's resources, named in each resource link."""
     visible = [block for block in result.content if _for_assistant(block)]
     images = tuple(Image(b.mime_type, b.data) for b in visible if isinstance(b, ImageContent))
+    shown = for_the_user(result.content)
     text_format = options.result_format == "text"
     if result.is_error:
         text = "\n".join(b.text for b in visible if isinstance(b, TextContent)) or "The tool failed without a message."
         content = (_cap_text(_plain_text(result, visible), options.max_chars) if text_format
                    else _envelope("error", {"error": "tool_error", "message": text}, options, {}))
-        return ToolOutcome(content, True, images, error_kind="tool_error", error_message=text)
+        return ToolOutcome(content, True, images, error_kind="tool_error", error_message=text, shown=shown)
     data, meta = _data(result, visible, reader)
     content = (_cap_text(_plain_text(result, visible, reader), options.max_chars) if text_format
                else _envelope("success", data, options, meta))
-    return ToolOutcome(content, False, images, data=data)
+    return ToolOutcome(content, False, images, data=data, shown=shown)
+
+
+def for_the_user(blocks: list[ContentBlock]) -> tuple[Image | str, ...]:
+    """What a result shows the person, in order: its images (embedded image resources too) unless meant for
+    the assistant alone, and the text meant for the user alone. Text the model also reads is its to relay."""
+    shown: list[Image | str] = []
+    for block in blocks:
+        audience = _audience(block)
+        if audience is not None and "user" not in audience:
+            continue
+        if isinstance(block, ImageContent):
+            shown.append(Image(block.mime_type, block.data))
+        elif isinstance(block, EmbeddedResource) and isinstance(block.resource, BlobResourceContents):
+            if (block.resource.mime_type or "").startswith("image/"):
+                shown.append(Image(block.resource.mime_type or "", block.resource.blob))
+        elif audience is not None and "assistant" not in audience:
+            if isinstance(block, TextContent):
+                shown.append(block.text)
+            elif isinstance(block, EmbeddedResource) and isinstance(block.resource, TextResourceContents):
+                shown.append(block.resource.text)
+    return tuple(shown)
 
 
 def render_resource(result: ReadResourceResult, options: RenderOptions) -> ToolOutcome:
@@ -115,8 +139,8 @@ def render_resource(result: ReadResourceResult, options: RenderOptions) -> ToolO
     if options.result_format == "text":
         text = "\n".join(item if isinstance(item, str) else _dumps(item) for item in items)
         return ToolOutcome(_cap_text(text or "(the resource has no content)", options.max_chars), False, images,
-                           data=data)
-    return ToolOutcome(_envelope("success", data, options, meta), False, images, data=data)
+                           data=data, shown=images)
+    return ToolOutcome(_envelope("success", data, options, meta), False, images, data=data, shown=images)
 
 
 def render_listing(result: ListResourcesResult, options: RenderOptions) -> ToolOutcome:
@@ -314,9 +338,14 @@ def _cap_text(text: str, limit: int) -> str:
 
 
 def _for_assistant(block: ContentBlock) -> bool:
-    annotations = getattr(block, "annotations", None)
-    audience = getattr(annotations, "audience", None)
+    audience = _audience(block)
     return not audience or "assistant" in audience
+
+
+def _audience(block: ContentBlock) -> list[str] | None:
+    """Whom the block is for, when the server said (None: everyone)."""
+    annotations = getattr(block, "annotations", None)
+    return getattr(annotations, "audience", None) or None
 
 
 def _maybe_json(text: str) -> Any:

@@ -241,3 +241,37 @@ def test_a_link_names_the_tool_that_reads_it() -> None:
     assert json.loads(render_result(result, RenderOptions(), reader="lib__read_resource").content)["data"] == {
         "type": "resource_link", "uri": "doc://a", "name": "a", "read_with": "lib__read_resource"}
     assert "read_with" not in render_result(result, RenderOptions()).content
+
+
+def _for(audience: list | None) -> Annotations | None:
+    return Annotations(audience=audience) if audience is not None else None
+
+
+@pytest.mark.parametrize(
+    ("blocks", "shown"),
+    [
+        ([text("for both")], ()),  # the model reads it and relays it
+        ([text("for you", annotations=_for(["assistant"]))], ()),
+        ([text("for the user", annotations=_for(["user"]))], ("for the user",)),
+        ([text("both", annotations=_for(["user", "assistant"]))], ()),
+        ([ImageContent(type="image", data=PNG, mime_type="image/png")], (Image("image/png", PNG),)),
+        ([ImageContent(type="image", data=PNG, mime_type="image/png", annotations=_for(["user"]))],
+         (Image("image/png", PNG),)),
+        ([ImageContent(type="image", data=PNG, mime_type="image/png", annotations=_for(["assistant"]))], ()),
+        ([EmbeddedResource(type="resource", resource=BlobResourceContents(uri="f:///a.png", blob=PNG,
+                                                                          mime_type="image/png"))],
+         (Image("image/png", PNG),)),
+        ([EmbeddedResource(type="resource", resource=TextResourceContents(uri="f:///n.md", text="# Notes"),
+                           annotations=_for(["user"]))], ("# Notes",)),
+        ([AudioContent(type="audio", data=PNG, mime_type="audio/wav", annotations=_for(["user"]))], ()),
+    ],
+)
+def test_what_a_result_shows_the_person_whatever_the_model_sees(blocks: list, shown: tuple) -> None:
+    for failed in (False, True):
+        outcome = render_result(CallToolResult(content=blocks, is_error=failed), CALL)
+        assert outcome.shown == shown
+
+
+def test_a_resources_images_are_shown_to_the_person_too() -> None:
+    blob = BlobResourceContents(uri="file:///a.png", blob=PNG, mime_type="image/png")
+    assert render_resource(ReadResourceResult(contents=[blob]), CALL).shown == (Image("image/png", PNG),)
