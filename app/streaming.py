@@ -19,6 +19,7 @@ from app.errors import GatewayError, error_envelope
 from app.loop import Finished, LoopEvent, ToolProgress, ToolsRan, ToolsStarted
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.markup import TextDelta
+from app.shown import PersonView
 from app.trace import TraceMode, TraceText, render_finished, render_progress, render_started
 
 log = structlog.get_logger("toolbridge.stream")
@@ -63,9 +64,11 @@ class _ChunkFactory:
 
 
 async def stream_payloads(
-    events: AsyncIterator[LoopEvent], *, model: str | None, include_usage: bool, trace: TraceMode = "reasoning"
+    events: AsyncIterator[LoopEvent], *, model: str | None, include_usage: bool, trace: TraceMode = "reasoning",
+    person: PersonView | None = None,
 ) -> AsyncIterator[dict[str, Any] | str]:
-    """The `data:` payloads of one streamed chat completion: JSON objects (chunks, or one error), then DONE."""
+    """The `data:` payloads of one streamed chat completion: JSON objects (chunks, or one error), then DONE.
+    `person`: how what tool results address to the person is shown to them (None: not at all)."""
     chunks = _ChunkFactory(model)
     yield chunks.chunk({"role": "assistant", "content": ""})
     try:
@@ -74,8 +77,7 @@ async def stream_payloads(
                 if isinstance(event, TextDelta):
                     yield chunks.chunk(_text_delta(event))
                 elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan):
-                    shown = _trace_text(trace, event)
-                    if shown is not None:
+                    for shown in _trace_texts(trace, event, person):
                         yield chunks.chunk({_CHANNEL_FIELD[shown.channel]: shown.text})
                 elif isinstance(event, Finished):
                     if event.client_tool_calls:
@@ -150,7 +152,8 @@ class ShutdownCutoff:
 
 
 async def collect_completion(
-    events: AsyncIterator[LoopEvent], *, model: str | None, trace: TraceMode = "reasoning"
+    events: AsyncIterator[LoopEvent], *, model: str | None, trace: TraceMode = "reasoning",
+    person: PersonView | None = None,
 ) -> dict[str, Any]:
     """The whole `chat.completion` object for a non-streaming request."""
     chunks = _ChunkFactory(model)
@@ -163,8 +166,7 @@ async def collect_completion(
                 content.append(event.content)
                 reasoning.append(event.reasoning)
             elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan):
-                shown = _trace_text(trace, event)
-                if shown is not None:
+                for shown in _trace_texts(trace, event, person):
                     (content if shown.channel == "content" else reasoning).append(shown.text)
             elif isinstance(event, Finished):
                 finished = event
@@ -189,12 +191,20 @@ async def collect_completion(
 _CHANNEL_FIELD = {"content": "content", "reasoning": "reasoning_content"}
 
 
-def _trace_text(mode: TraceMode, event: ToolsStarted | ToolProgress | ToolsRan) -> TraceText | None:
+def _trace_texts(
+    mode: TraceMode, event: ToolsStarted | ToolProgress | ToolsRan, person: PersonView | None
+) -> list[TraceText]:
+    """What the client is shown of tool work: the trace, and after a round what its results address to the
+    person, in every trace mode (off included: that turns off the account of the work, not its results)."""
     if isinstance(event, ToolsStarted):
-        return render_started(mode, event.calls)
-    if isinstance(event, ToolProgress):
-        return render_progress(mode, event.call, event.progress, event.total, event.message)
-    return render_finished(mode, event.calls, event.outputs, event.durations_ms)
+        texts = [render_started(mode, event.calls)]
+    elif isinstance(event, ToolProgress):
+        texts = [render_progress(mode, event.call, event.progress, event.total, event.message)]
+    else:
+        shown = person.show(event.calls, event.outputs, in_widget=mode == "details") if person else None
+        texts = [render_finished(mode, event.calls, event.outputs, event.durations_ms, shown.files if shown else ()),
+                 TraceText("content", shown.text) if shown and shown.text else None]
+    return [text for text in texts if text is not None]
 
 
 def _text_delta(event: TextDelta) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args
 from app.errors import InvalidRequest
 from app.openai.accumulate import ToolCall
 from app.ports import ToolOutput
+from app.shown import strip_shown
 
 TraceMode = Literal["reasoning", "details", "markdown", "off"]
 TRACE_MODES: tuple[TraceMode, ...] = get_args(TraceMode)
@@ -60,14 +61,18 @@ def render_started(mode: TraceMode, calls: Sequence[ToolCall]) -> TraceText | No
 
 
 def render_finished(
-    mode: TraceMode, calls: Sequence[ToolCall], outputs: Sequence[ToolOutput], durations_ms: Sequence[float]
+    mode: TraceMode, calls: Sequence[ToolCall], outputs: Sequence[ToolOutput], durations_ms: Sequence[float],
+    files: Sequence[Sequence[str]] = (),
 ) -> TraceText | None:
+    """`files`: per call, the images (data: URLs) its details block shows (app/shown.py)."""
     entries = list(zip(calls, outputs, durations_ms, strict=True))
     if mode == "reasoning":
         lines = [f"{c.name} {_verdict(o)} in {ms:.0f} ms: {summary(o)}\n" for c, o, ms in entries]
         return TraceText("reasoning", "".join(lines))
     if mode == "details":
-        return TraceText("content", "".join(_details_block(c, o, ms) for c, o, ms in entries))
+        shows = list(files) or [()] * len(entries)
+        blocks = [_details_block(c, o, ms, f) for (c, o, ms), f in zip(entries, shows, strict=True)]
+        return TraceText("content", "".join(blocks))
     if mode == "markdown":
         lines = [f"{MARKDOWN_MARK}`{c.name}` {_short(c.arguments)} → {_verdict(o)}: {summary(o)} ({ms:.0f} ms)\n"
                  for c, o, ms in entries]
@@ -89,9 +94,10 @@ def render_progress(
 
 
 def strip_trace(text: str) -> str:
-    """An assistant message as the model wrote it: our details blocks and markdown lines removed."""
+    """An assistant message as the model wrote it: our details blocks, markdown lines and what results showed
+    the person removed."""
     without_details = "".join(text[start:end] for start, end in _between(text, _details_blocks(text)))
-    stripped = _MARKDOWN_BLOCK.sub("", without_details)
+    stripped = strip_shown(_MARKDOWN_BLOCK.sub("", without_details))
     return stripped.strip("\n") if stripped != text else text
 
 
@@ -172,7 +178,7 @@ def summary(output: ToolOutput) -> str:
     return _short(_gist(output))
 
 
-def _details_block(call: ToolCall, output: ToolOutput, duration_ms: float) -> str:
+def _details_block(call: ToolCall, output: ToolOutput, duration_ms: float, files: Sequence[str] = ()) -> str:
     # Open WebUI needs the block at the start of a line, a line break after the opening tag,
     # done="true", and HTML-escaped attributes with no raw line breaks.
     value = _result_value(output)
@@ -193,6 +199,8 @@ def _details_block(call: ToolCall, output: ToolOutput, duration_ms: float) -> st
     }
     if output.is_error:  # Open WebUI 0.12 marks the call failed (red, not its green check), alone or grouped
         attributes["status"] = _FAILED_STATUS
+    if files:  # Open WebUI shows these images below the widget, open or closed
+        attributes["files"] = json.dumps(list(files))
     rendered = " ".join(f'{key}="{_attribute(value)}"' for key, value in attributes.items())
     summary = "Tool Failed" if output.is_error else "Tool Executed"  # what other renderers of <details> show
     return f"\n<details {rendered}>\n<summary>{summary}</summary>\n</details>\n"
