@@ -7,6 +7,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from typing import Any, TypedDict
 
 from app import __version__
+from app.images import ImageStore
 from app.mcp.calling import CallRecord, ToolCallObserver
 from app.mcp.config import McpConfig, config_paths, load_mcp_configs
 from app.mcp.convert import ConversionOptions, resolve_profile
@@ -34,6 +35,7 @@ class State(TypedDict):
     memory: MemoryStores
     metrics: Metrics
     recent_calls: RecentCalls
+    images: ImageStore
 
 
 def build_pool(
@@ -112,8 +114,10 @@ def build_lifespan(
             metrics.watch_servers(pool.health)
             _reload_on_sighup(pool, stack)
             memory = await stack.enter_async_context(open_memory(settings))
+            images = ImageStore(max_bytes=int(settings.image_store_mb * 1024 * 1024),
+                                max_age_seconds=settings.image_max_age_hours * 3600)
             yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": memory, "metrics": metrics,
-                   "recent_calls": recent}
+                   "recent_calls": recent, "images": images}
 
     return lifespan
 

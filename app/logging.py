@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.metrics import Metrics
 from app.open_webui import OPENWEBUI_PREFIX, openwebui_fields
 from app.ports import RequestStats
+from app.shown import ROUTE as IMAGES_ROUTE
 
 log = structlog.get_logger("toolbridge.http")
 
@@ -105,6 +106,12 @@ def _redacting(renderer: Any, secrets: Iterable[str]) -> Any:
     return render
 
 
+def _logged_path(path: str) -> str:
+    """The path, less an image's id: that is the image's key (app/images.py), and logs outlive it."""
+    images = f"/{IMAGES_ROUTE}"
+    return f"{images}[id]" if path.startswith(images) else path
+
+
 class RequestLogMiddleware:
     """Pure ASGI middleware: binds a request id, logs one line per HTTP request when it ends, and counts it in
     the app's metrics (found in the lifespan state).
@@ -147,7 +154,7 @@ class RequestLogMiddleware:
             fields: dict[str, Any] = {
                 **client_fields,
                 "method": scope["method"],
-                "path": scope["path"],
+                "path": _logged_path(scope["path"]),
                 "status": status,
                 "duration_ms": round((time.perf_counter() - started) * 1000, 1),
             }

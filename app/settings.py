@@ -175,6 +175,26 @@ class Settings(BaseSettings):
         description="How tool work is shown: as reasoning, Open WebUI tool blocks, text lines, or not at all. "
         "A request can choose with the header X-Toolbridge-Trace.",
     )
+    show_user_content: bool = Field(
+        True, description="Show the person, in the answer, the images tool results return and the content a server "
+        "addresses to the user alone, in every trace mode (the model's view does not change)."
+    )
+    public_url: str = Field(
+        "", description="The gateway's address as people's browsers reach it (http://127.0.0.1:8000 when Open WebUI "
+        "runs in Docker and calls it http://toolbridge:8000), for the links to images in answers. Empty: the address "
+        "the client used."
+    )
+    image_store_mb: PositiveFloat = Field(
+        64.0, description="Megabytes the images served to browsers may take in all; the oldest go first, and one "
+        "image may take a quarter."
+    )
+    image_max_age_hours: PositiveFloat = Field(
+        24.0, description="Hours an image's link in an answer works (also until the gateway restarts)."
+    )
+    image_inline_bytes: NonNegativeInt = Field(
+        16_384, description="Images up to this size go into Open WebUI's tool widget (details trace) as data: URLs, "
+        "which last as long as the chat; larger ones are linked. 0: always linked."
+    )
     state_url: str = Field(
         default_factory=default_state_url,
         description="Where conversation memory is kept (earlier turns' MCP calls and results, restored for the model): "
@@ -204,6 +224,14 @@ class Settings(BaseSettings):
     @classmethod
     def _path_as_text(cls, value: object) -> object:
         return str(value) if isinstance(value, Path) else value
+
+    @field_validator("public_url")
+    @classmethod
+    def _web_address(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if value and (parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment):
+            raise ValueError("must be an http(s) address such as http://127.0.0.1:8000, or empty")
+        return value.rstrip("/")
 
     @field_validator("state_url")
     @classmethod

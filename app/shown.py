@@ -14,7 +14,7 @@ browser reaches the gateway.
 
 import base64
 import binascii
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.images import ImageStore, image_type
@@ -41,7 +41,7 @@ class PersonView:
     """How one request shows the person what its tool results address to them."""
 
     store: ImageStore
-    base_url: str  # where the person's browser reaches the gateway
+    base_url: Callable[[], str]  # where the person's browser reaches the gateway; asked once an image is linked
     inline_bytes: int  # the largest image that goes into Open WebUI's widget as a data: URL
 
     def show(self, calls: Sequence[ToolCall], outputs: Sequence[ToolOutput], *, in_widget: bool) -> Shown:
@@ -76,7 +76,7 @@ class PersonView:
         if image_id is None:
             return [f"{NOTE_MARK}{_plain(tool)} returned an image too large to show here ({len(data):,} bytes; the "
                     f"most is {self.store.max_image_bytes:,})."]
-        return [f"![{IMAGE_ALT_MARK}{_plain(tool)}]({self.base_url.rstrip('/')}/{ROUTE}{image_id})"]
+        return [f"![{IMAGE_ALT_MARK}{_plain(tool)}]({self.base_url().rstrip('/')}/{ROUTE}{image_id})"]
 
 
 def strip_shown(text: str) -> str:

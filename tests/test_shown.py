@@ -40,7 +40,8 @@ def image(data: bytes, mime_type: str = "image/png") -> Image:
 
 @pytest.fixture
 def view() -> PersonView:
-    return PersonView(ImageStore(max_bytes=400_000, max_age_seconds=60), "http://gw.test:8000/", inline_bytes=16_384)
+    return PersonView(ImageStore(max_bytes=400_000, max_age_seconds=60), lambda: "http://gw.test:8000/",
+                      inline_bytes=16_384)
 
 
 def served(view: PersonView, text: str) -> list[bytes]:

@@ -9,6 +9,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from app.images import ImageStore
 from app.mcp.pool import McpPool
 from app.memory import MemoryStores
 from app.metrics import Metrics
@@ -41,6 +42,10 @@ async def get_recent_calls(request: Request) -> RecentCalls:
     return request.state.recent_calls
 
 
+async def get_images(request: Request) -> ImageStore:
+    return request.state.images
+
+
 async def get_authorised(request: Request) -> bool:
     """Whether the caller showed a valid key, or none is needed (set by `guard.AdmissionGuard`)."""
     return bool(getattr(request.state, "authorised", False))
@@ -53,3 +58,4 @@ MemoryDep = Annotated[MemoryStores, Depends(get_memory)]
 AuthorisedDep = Annotated[bool, Depends(get_authorised)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 RecentCallsDep = Annotated[RecentCalls, Depends(get_recent_calls)]
+ImagesDep = Annotated[ImageStore, Depends(get_images)]

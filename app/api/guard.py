@@ -9,8 +9,10 @@ opaque origin `null` of sandboxed frames and local files. Desktop apps (`app://`
 CORSMiddleware, which sits between the two guards.
 
 `AdmissionGuard` checks, cheapest first and before a byte of the body is read: the API key, that a POST
-is declared JSON, the declared body size, the number of requests in flight. The status page (`/`, `/ui/...`)
-also takes the key as the password of HTTP Basic credentials, and its refusal asks the browser for them.
+is declared JSON, the declared body size, the number of requests in flight. The images in answers
+(`/images/{id}`) take their unguessable id in place of the key, which a page's `<img>` cannot send. The
+status page (`/`, `/ui/...`) also takes the key as the password of HTTP Basic credentials, and its refusal
+asks the browser for them.
 While the body arrives it bounds its size and the time it may take in all.
 
 A POST must say `Content-Type: application/json` (or carry a bearer key): that is what a browser cannot send
@@ -41,9 +43,13 @@ from app.errors import (
     RequestTimeout,
 )
 from app.settings import Settings
+from app.shown import ROUTE as IMAGES_ROUTE
 
 # Served without a key: the health check of Docker and load balancers (it shows only the status then).
 PUBLIC_PATHS = frozenset({"/health"})
+# Served to whoever has the unguessable id in the path instead of the key, which an <img> cannot send: the images
+# in answers (app/images.py). Host and Origin are checked all the same.
+CAPABILITY_PATHS = (f"/{IMAGES_ROUTE}",)
 BODY_FAILURE = "toolbridge.body_failure"  # scope key: why the body could not be read, for the error handler
 OVERLOADED_RETRY_AFTER = "1"
 STATUS_STREAMS = frozenset({"/ui/events"})  # open as long as a status page is: bounded apart from requests
@@ -128,7 +134,7 @@ class AdmissionGuard:
         path = scope["path"]
         stream = path in STATUS_STREAMS
         counted = not stream and path not in PUBLIC_PATHS and path != "/metrics"
-        refusal = None if path in self._public else authorised
+        refusal = None if path in self._public or path.startswith(CAPABILITY_PATHS) else authorised
         if refusal is None and scope["method"] == "POST":
             refusal = _content_type_refusal(headers.get("content-type"), headers.get("authorization", ""))
         if refusal is None:

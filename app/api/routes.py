@@ -15,9 +15,10 @@ from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
 from app.api.chat_body import parse_chat_body
-from app.api.deps import AuthorisedDep, MemoryDep, MetricsDep, PoolDep, SettingsDep, UpstreamDep
-from app.errors import MethodNotAllowed, Overloaded
+from app.api.deps import AuthorisedDep, ImagesDep, MemoryDep, MetricsDep, PoolDep, SettingsDep, UpstreamDep
+from app.errors import MethodNotAllowed, Overloaded, RouteNotFound
 from app.health import health_report
+from app.images import StoredImage
 from app.loop import run_tool_loop
 from app.loop_options import conversation_memory, loop_options, tool_budget_for
 from app.mcp.pool import McpPool
@@ -25,6 +26,8 @@ from app.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.ports import RequestStats
 from app.serving import ON_SHUTDOWN
 from app.settings import Settings
+from app.shown import ROUTE as IMAGES_ROUTE
+from app.shown import PersonView
 from app.slash_commands import Answer, Expansion, answered, read_command, run_command
 from app.streaming import SHUTTING_DOWN, ShutdownCutoff, collect_completion, stream_payloads
 from app.tool_budget import describe_offer
@@ -68,18 +71,29 @@ async def chat_completions(raw: Request) -> Response:
     except BaseException:
         await events.aclose()
         raise
+    person = _person_view(raw, settings)
     if request.stream:
-        payloads = stream_payloads(events, model=request.model, include_usage=request.include_usage, trace=trace)
+        payloads = stream_payloads(events, model=request.model, include_usage=request.include_usage, trace=trace,
+                                   person=person)
         cutoff = ShutdownCutoff(settings.shutdown_grace)
         raw.scope[ON_SHUTDOWN] = cutoff.begin  # called by the server (app/serving.py) as it starts shutting down
         # sse-starlette would end every stream at the first signal; the grace lets answers in flight finish.
         return EventSourceResponse(_server_sent(cutoff.payloads(payloads)), sep="\n", ping=SSE_PING_SECONDS,
                                    shutdown_grace_period=settings.shutdown_grace)
-    completion = await _unless_client_leaves(raw, collect_completion(events, model=request.model, trace=trace),
-                                             settings.shutdown_grace)
+    completion = await _unless_client_leaves(
+        raw, collect_completion(events, model=request.model, trace=trace, person=person), settings.shutdown_grace)
     if completion is None:
         return Response(status_code=CLIENT_CLOSED_REQUEST)
     return Response(orjson.dumps(completion), media_type="application/json")
+
+
+def _person_view(raw: Request, settings: Settings) -> PersonView | None:
+    """How this request's answer shows the person what tool results address to them; image links start from
+    TOOLBRIDGE_PUBLIC_URL, else from the address the client used (the Host it sent)."""
+    if not settings.show_user_content:
+        return None
+    # Lazily: Starlette's base_url costs 20 µs, a third of what the chat lane saves every request.
+    return PersonView(raw.state.images, lambda: settings.public_url or str(raw.base_url), settings.image_inline_bytes)
 
 
 async def _server_sent(payloads: AsyncIterator[dict[str, Any] | str]) -> AsyncIterator[bytes]:
@@ -176,6 +190,32 @@ async def passthrough(path: str, request: Request, upstream: UpstreamDep) -> Res
 
 for _method in ("GET", "POST", "PUT", "PATCH", "DELETE"):  # one route a method: /openapi.json needs unique ids
     router.add_api_route("/v1/{path:path}", passthrough, methods=[_method], name=f"passthrough_{_method.lower()}")
+
+
+@router.get(f"/{IMAGES_ROUTE}{{image_id}}")
+async def image(image_id: str, images: ImagesDep) -> Response:
+    """An image a tool returned, shown in an answer. No key: the `<img>` of a chat page cannot send one, so the
+    unguessable id that only the answer carries is the key (app/images.py, app/api/guard.py)."""
+    stored = images.get(image_id)
+    if stored is None:
+        raise RouteNotFound(
+            "No such image: the link is wrong, or the image expired (TOOLBRIDGE_IMAGE_MAX_AGE_HOURS), made room "
+            "for newer ones (TOOLBRIDGE_IMAGE_STORE_MB) or was lost when the gateway restarted.",
+            code="image_not_found",
+        )
+    return Response(stored.data, media_type=stored.mime_type, headers=_image_headers(stored))
+
+
+def _image_headers(stored: StoredImage) -> dict[str, str]:
+    # Shown as an image and nothing else: no sniffing into another type, no script or style should a browser
+    # ever open it as a document; any page may embed it (that is its purpose), no shared cache keeps it.
+    return {
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": "default-src 'none'; sandbox",
+        "Cross-Origin-Resource-Policy": "cross-origin",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": f"private, max-age={stored.seconds_left()}, immutable",
+    }
 
 
 @router.get("/metrics", include_in_schema=False)
