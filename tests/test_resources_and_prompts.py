@@ -7,7 +7,9 @@ The server is `tests/support/mcp_servers/library.py` over stdio (2026 protocol);
 is in test_reference_servers.py.
 """
 
+import base64
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +20,10 @@ import pytest
 from structlog.contextvars import merge_contextvars
 from structlog.testing import capture_logs
 
+from app.shown import strip_shown
 from tests.conftest import Gateway, running_gateway, stdio_entry, wait_for_health
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn, envelopes
+from tests.support.mcp_servers.library import PIXEL
 
 READER = "library__read_resource"
 
@@ -48,7 +52,7 @@ def chat(gateway: Gateway, text: str, *, stream: bool, history: list[dict[str, A
 
 def read(gateway: Gateway, upstream: FakeUpstream, arguments: dict[str, Any]) -> dict[str, Any]:
     upstream.script(Turn(calls=[Call(READER, arguments)]), Turn(content="done"))
-    assert chat(gateway, "read it", stream=False) == "done"
+    assert strip_shown(chat(gateway, "read it", stream=False)) == "done"  # an image read is shown to the person too
     [envelope] = envelopes(upstream.chat_requests()[1])
     return envelope
 
@@ -77,6 +81,13 @@ def test_json_is_parsed_a_template_is_filled_and_binary_is_described(
     # A vision model (vision=on here) is shown the picture too, after the tool result.
     after = upstream.chat_requests()[1]["messages"][-1]
     assert after["role"] == "user" and after["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+def test_an_image_the_model_reads_is_shown_to_the_person(library: Gateway, upstream: FakeUpstream) -> None:
+    upstream.script(Turn(calls=[Call(READER, {"uri": "pixel://logo"})]), Turn(content="done"))
+    answer = chat(library, "read it", stream=True)
+    [url] = re.findall(r"^!\[🖼 [^\]]*\]\((http://[^)]+/images/[\w-]+)\)$", answer, re.MULTILINE)
+    assert httpx.get(url).content == base64.b64decode(PIXEL) and answer.endswith("\n\ndone")
 
 
 def test_a_missing_resource_and_empty_arguments_are_errors_the_model_can_act_on(
