@@ -11,19 +11,14 @@ checkout (`python -m app` with DIR on PYTHONPATH), for before/after figures.
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import httpx
 import psutil
 
-from bench.hostile_inputs import PROBE_EVERY, wait_ready
-from tests.support.servers import free_port
+from bench.hostile_inputs import start_gateway, wait_ready, while_probing_health
 
 BULKY = Path(__file__).parent.parent / "tests" / "support" / "mcp_servers" / "bulky.py"
 SIZES_MB = (1, 8, 15, 32)
@@ -38,18 +33,10 @@ def main() -> None:
         config = Path(tmp) / "mcp.json"
         config.write_text(json.dumps({"mcpServers": {"bulky": {"command": sys.executable, "args": [str(BULKY)],
                                                                "timeout": 300}}}))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLBRIDGE_")} | {
-            "TOOLBRIDGE_STATE_URL": "none", "TOOLBRIDGE_LOG_LEVEL": "warning"}
+        settings = {"TOOLBRIDGE_STATE_URL": "none", "TOOLBRIDGE_LOG_LEVEL": "warning"}
         if args.message_mb is not None:
-            env["TOOLBRIDGE_MCP_MESSAGE_MB"] = str(args.message_mb)
-        command = [str(Path(sys.executable).parent / "toolbridge")]
-        if args.source is not None:
-            env["PYTHONPATH"] = str(args.source)
-            command = [sys.executable, "-m", "app"]
-        port = free_port()
-        gateway = subprocess.Popen([*command, "--port", str(port), "--mcp-config", str(config)], env=env,
-                                   cwd=args.source or tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        base = f"http://127.0.0.1:{port}"
+            settings["TOOLBRIDGE_MCP_MESSAGE_MB"] = str(args.message_mb)
+        gateway, base = start_gateway(config, args.source, settings)
         try:
             wait_ready(base, 1)
             process = psutil.Process(gateway.pid)
@@ -69,31 +56,16 @@ def main() -> None:
 
 
 def measure(base: str, tool: str, size: int) -> tuple[str, float, float]:
-    """The call's outcome and seconds, and the slowest /health answer while it ran (probed every 10 ms)."""
-    slowest, done = [0.0], threading.Event()
+    """The call's outcome and seconds, and the slowest /health answer while it ran."""
 
-    def probe() -> None:
-        with httpx.Client(timeout=600) as client:
-            while not done.is_set():
-                started = time.monotonic()
-                client.get(f"{base}/health")
-                slowest.append(time.monotonic() - started)
-                done.wait(PROBE_EVERY)
+    def call() -> str:
+        response = httpx.post(f"{base}/ui/playground", json={"tool": tool, "arguments": {"size": size, "tag": "t"}},
+                              timeout=600)
+        if response.status_code != 200:
+            return str(response.status_code)
+        return json.loads(response.json()["content"])["status"]
 
-    prober = threading.Thread(target=probe)
-    prober.start()
-    started = time.monotonic()
-    try:
-        response = httpx.post(f"{base}/ui/playground", json={"tool": tool, "arguments": {
-            "size": size, "tag": "t"}}, timeout=600)
-        outcome = json.loads(response.json()["content"])["status"] if response.status_code == 200 else str(
-            response.status_code)
-    except httpx.HTTPError as exc:
-        outcome = type(exc).__name__
-    seconds = time.monotonic() - started
-    done.set()
-    prober.join()
-    return outcome, seconds, max(slowest)
+    return while_probing_health(base, call)
 
 
 if __name__ == "__main__":

@@ -65,17 +65,9 @@ def main() -> None:
         config = Path(tmp) / "mcp.json"
         servers = {f"s{n}": {"command": sys.executable, "args": [str(BASIC)]} for n in range(5)}
         config.write_text(json.dumps({"mcpServers": servers}))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLBRIDGE_")} | {
+        gateway, base = start_gateway(config, args.source, {
             "TOOLBRIDGE_UPSTREAM_URL": f"{model.url}/v1", "TOOLBRIDGE_STATE_URL": f"sqlite:///{tmp}/state.db",
-            "TOOLBRIDGE_TOOL_BUDGET": "4", "TOOLBRIDGE_LOG_LEVEL": "warning"}
-        command = [str(Path(sys.executable).parent / "toolbridge")]
-        if args.source is not None:
-            env["PYTHONPATH"] = str(args.source)
-            command = [sys.executable, "-m", "app"]
-        port = free_port()
-        gateway = subprocess.Popen([*command, "--port", str(port), "--mcp-config", str(config)], env=env,
-                                   cwd=args.source or tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        base = f"http://127.0.0.1:{port}"
+            "TOOLBRIDGE_TOOL_BUDGET": "4", "TOOLBRIDGE_LOG_LEVEL": "warning"})
         try:
             wait_ready(base, len(servers))
             print(f"{'input':<38} {'status':>6} {'request s':>10} {'slowest /health ms':>19}")
@@ -85,6 +77,20 @@ def main() -> None:
         finally:
             gateway.terminate()
             gateway.wait(timeout=60)
+
+
+def start_gateway(config: Path, source: Path | None, settings: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """`toolbridge` with these settings and no others from the environment; from `source` when given (`python
+    -m app` with it on PYTHONPATH), for before/after figures. Returns the process and its base URL."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLBRIDGE_")} | settings
+    command = [str(Path(sys.executable).parent / "toolbridge")]
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
+        command = [sys.executable, "-m", "app"]
+    port = free_port()
+    gateway = subprocess.Popen([*command, "--port", str(port), "--mcp-config", str(config)], env=env,
+                               cwd=source or config.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return gateway, f"http://127.0.0.1:{port}"
 
 
 def wait_ready(base: str, servers: int) -> None:
@@ -101,7 +107,17 @@ def wait_ready(base: str, servers: int) -> None:
 
 
 def measure(base: str, body: bytes) -> tuple[str, float, float]:
-    """The request's status and seconds, and the slowest /health answer while it ran (probed every 10 ms)."""
+    """The request's status and seconds, and the slowest /health answer while it ran."""
+
+    def post() -> str:
+        return str(httpx.post(f"{base}/v1/chat/completions", content=body, timeout=600,
+                              headers={"Content-Type": "application/json"}).status_code)
+
+    return while_probing_health(base, post)
+
+
+def while_probing_health(base: str, run: Callable[[], str]) -> tuple[str, float, float]:
+    """What `run` returns and its seconds, and the slowest /health answer while it ran (probed every 10 ms)."""
     slowest, done = [0.0], threading.Event()
 
     def probe() -> None:
@@ -116,14 +132,13 @@ def measure(base: str, body: bytes) -> tuple[str, float, float]:
     prober.start()
     started = time.monotonic()
     try:
-        status = str(httpx.post(f"{base}/v1/chat/completions", content=body, timeout=600,
-                                headers={"Content-Type": "application/json"}).status_code)
+        outcome = run()
     except httpx.HTTPError as exc:
-        status = type(exc).__name__
+        outcome = type(exc).__name__
     seconds = time.monotonic() - started
     done.set()
     prober.join()
-    return status, seconds, max(slowest)
+    return outcome, seconds, max(slowest)
 
 
 if __name__ == "__main__":
