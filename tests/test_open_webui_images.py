@@ -1,27 +1,16 @@
-"""Issue 28, in Open WebUI itself (opt-in): a tool's images and user-only text show in its chat page.
+"""Issue 28, in Open WebUI itself (opt-in, see tests/support/open_webui.py): a tool's images and user-only
+text show in its chat page.
 
-Open WebUI is far too large for the project's dependencies, so it runs from a virtualenv of its own, named by
-TOOLBRIDGE_TEST_OPEN_WEBUI (its `open-webui` command); without it the test is skipped:
-
-    python3 -m venv /work/owui-venv && /work/owui-venv/bin/pip install open-webui==0.12.4
-    TOOLBRIDGE_TEST_OPEN_WEBUI=/work/owui-venv/bin/open-webui .venv/bin/pytest tests/test_open_webui_images.py -n 0
-
-Offline: no login, no Ollama, no model downloads. Open WebUI -> the gateway (keys set, details trace) -> a
-scripted upstream that calls the pictures server's tools, then answers. Debian's Chromium opens the chat
-page, sends a message and waits for the images, then thanks it and checks what the model was sent; in the
-details trace and the default one. Screenshots: test-artifacts/open_webui_images_{details,reasoning}.png.
+Open WebUI -> the gateway (keys set, details trace) -> a scripted upstream that calls the pictures server's
+tools, then answers. Debian's Chromium opens the chat page, sends a message and waits for the images, then
+thanks it and checks what the model was sent; in the details trace and the default one. Screenshots:
+test-artifacts/open_webui_images_{details,reasoning}.png.
 """
 
 import json
-import os
-import shutil
-import subprocess
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -29,17 +18,11 @@ from starlette.responses import JSONResponse, Response
 from app.openai.schemas import content_text
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
-from tests.support.servers import ServerThread, free_port
+from tests.support.open_webui import chat_page, running_open_webui, send, skip_without_open_webui
+from tests.support.servers import ServerThread
 
-OPEN_WEBUI = os.environ.get("TOOLBRIDGE_TEST_OPEN_WEBUI", "")
-CHROMIUM = shutil.which("chromium")
 KEY = "sk-owui-key"
-ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
-START_TIMEOUT = 240.0  # Open WebUI imports for a minute on two busy cores
-
-if not OPEN_WEBUI or CHROMIUM is None:
-    pytest.skip("opt-in: set TOOLBRIDGE_TEST_OPEN_WEBUI to an open-webui command (and install chromium)",
-                allow_module_level=True)
+skip_without_open_webui()
 
 
 class NotLmStudio(FakeUpstream):
@@ -79,81 +62,38 @@ def gateway(model: NotLmStudio, tmp_path_factory: pytest.TempPathFactory, reques
 
 @pytest.fixture(scope="module")
 def open_webui(gateway: Gateway, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    data = tmp_path_factory.mktemp("owui-data")
-    port = free_port()
-    env = {
-        **os.environ, "DATA_DIR": str(data), "WEBUI_AUTH": "False", "WEBUI_SECRET_KEY": "test-only",
-        "OFFLINE_MODE": "True", "HF_HUB_OFFLINE": "1", "ENABLE_OLLAMA_API": "False",
-        "OPENAI_API_BASE_URL": f"{gateway.url}/v1", "OPENAI_API_KEY": KEY, "DEFAULT_MODELS": MODEL,
-    }
-    log = (data / "open-webui.log").open("wb")
-    process = subprocess.Popen([OPEN_WEBUI, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env,
-                               stdout=log, stderr=subprocess.STDOUT, cwd=data, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            assert process.poll() is None, (data / "open-webui.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "Open WebUI did not start"
-            time.sleep(0.5)
+    with running_open_webui(f"{gateway.url}/v1", KEY, MODEL, tmp_path_factory.mktemp("owui-data")) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
 
 
 def test_open_webui_shows_the_tools_images_and_the_text_meant_for_the_user(
     open_webui: str, gateway: Gateway, model: NotLmStudio
 ) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     model.script()  # forget the other trace's requests
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        tab = browser.new_page(viewport={"width": 1280, "height": 1000})
-        try:
-            tab.goto(open_webui)
-            prompt = tab.locator("#chat-input")
-            prompt.wait_for(timeout=60_000)
-            tab.keyboard.press("Escape")  # a "what's new" dialog, when there is one
-            prompt.click()
-            tab.keyboard.type("Show me the pictures")
-            tab.keyboard.press("Enter")
-            expect(tab.get_by_text("your pictures")).to_be_visible(timeout=60_000)
-            linked = tab.locator(f'img[src^="{gateway.url}/images/"]')
-            inline = tab.locator('img[src^="data:image/png;base64,"]')
-            if gateway.settings.tool_trace == "details":
-                expect(linked).to_have_count(1, timeout=20_000)  # the 40 KB picture, after the widgets
-                expect(inline).to_have_count(1)  # the 2 KB one, in the for_you widget's files
-                shown = [linked.first, inline.first]
-            else:
-                expect(linked).to_have_count(2, timeout=20_000)  # both, under the folded reasoning
-                expect(inline).to_have_count(0)
-                shown = [linked.first, linked.last]
-            tab.wait_for_function("[...document.images].every(image => image.complete)", timeout=10_000)
-            widths = [image.evaluate("image => image.naturalWidth") for image in shown]
-            assert widths[0] > 100 and widths[1] > 20  # loaded and decoded, not Open WebUI's placeholder
-            expect(tab.locator("blockquote", has_text="Your report is ready.")).to_be_visible()
-            # The next turn: Open WebUI sends the answer back as it shows it; the model gets the calls back, and
-            # nothing that was shown to the person.
-            prompt.click()
-            tab.keyboard.type("Thanks")
-            tab.keyboard.press("Enter")
-            expect(tab.get_by_text("You are welcome.")).to_be_visible(timeout=60_000)
-            [second] = [r for r in model.chat_requests() if content_text(r["messages"][-1]["content"]) == "Thanks"]
-            sent = json.dumps(second["messages"])
-            assert "/images/" not in sent and "data:image" not in sent and "Saved." not in sent
-            assert [m["role"] for m in second["messages"]][-5:] == ["assistant", "tool", "tool", "assistant", "user"]
-        finally:
-            ARTIFACTS.mkdir(exist_ok=True)  # also when it failed: what the person saw
-            tab.screenshot(path=str(ARTIFACTS / f"open_webui_images_{gateway.settings.tool_trace}.png"), full_page=True)
-            browser.close()
+    with chat_page(open_webui, f"open_webui_images_{gateway.settings.tool_trace}.png") as tab:
+        send(tab, "Show me the pictures")
+        expect(tab.get_by_text("your pictures")).to_be_visible(timeout=60_000)
+        linked = tab.locator(f'img[src^="{gateway.url}/images/"]')
+        inline = tab.locator('img[src^="data:image/png;base64,"]')
+        if gateway.settings.tool_trace == "details":
+            expect(linked).to_have_count(1, timeout=20_000)  # the 40 KB picture, after the widgets
+            expect(inline).to_have_count(1)  # the 2 KB one, in the for_you widget's files
+            shown = [linked.first, inline.first]
+        else:
+            expect(linked).to_have_count(2, timeout=20_000)  # both, under the folded reasoning
+            expect(inline).to_have_count(0)
+            shown = [linked.first, linked.last]
+        tab.wait_for_function("[...document.images].every(image => image.complete)", timeout=10_000)
+        widths = [image.evaluate("image => image.naturalWidth") for image in shown]
+        assert widths[0] > 100 and widths[1] > 20  # loaded and decoded, not Open WebUI's placeholder
+        expect(tab.locator("blockquote", has_text="Your report is ready.")).to_be_visible()
+        # The next turn: Open WebUI sends the answer back as it shows it; the model gets the calls back, and
+        # nothing that was shown to the person.
+        send(tab, "Thanks")
+        expect(tab.get_by_text("You are welcome.")).to_be_visible(timeout=60_000)
+        [second] = [r for r in model.chat_requests() if content_text(r["messages"][-1]["content"]) == "Thanks"]
+        sent = json.dumps(second["messages"])
+        assert "/images/" not in sent and "data:image" not in sent and "Saved." not in sent
+        assert [m["role"] for m in second["messages"]][-5:] == ["assistant", "tool", "tool", "assistant", "user"]

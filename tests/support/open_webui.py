@@ -1,0 +1,95 @@
+"""Open WebUI itself, for the opt-in tests that drive it in Chromium (tests/test_open_webui_*.py).
+
+Open WebUI is far too large for the project's dependencies, so it runs from a virtualenv of its own, named by
+TOOLBRIDGE_TEST_OPEN_WEBUI (its `open-webui` command); without it those tests are skipped:
+
+    python3 -m venv /work/owui-venv && /work/owui-venv/bin/pip install open-webui==0.12.4
+    TOOLBRIDGE_TEST_OPEN_WEBUI=/work/owui-venv/bin/open-webui .venv/bin/pytest tests/test_open_webui_images.py \
+        tests/test_open_webui_in_chromium.py -n 0
+
+Offline: no login, no Ollama, no model downloads.
+"""
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+OPEN_WEBUI = os.environ.get("TOOLBRIDGE_TEST_OPEN_WEBUI", "")
+CHROMIUM = shutil.which("chromium")
+ARTIFACTS = Path(__file__).parent.parent.parent / "test-artifacts"
+START_TIMEOUT = 240.0  # Open WebUI imports for a minute on two busy cores
+
+
+def skip_without_open_webui() -> None:
+    if not OPEN_WEBUI or CHROMIUM is None:
+        pytest.skip("opt-in: set TOOLBRIDGE_TEST_OPEN_WEBUI to an open-webui command (and install chromium)",
+                    allow_module_level=True)
+
+
+@contextmanager
+def running_open_webui(api_url: str, key: str, model: str, data: Path) -> Iterator[str]:
+    """Open WebUI on a free port with one OpenAI connection (`api_url`, `key`); yields its URL."""
+    from tests.support.servers import free_port
+
+    port = free_port()
+    env = {
+        **os.environ, "DATA_DIR": str(data), "WEBUI_AUTH": "False", "WEBUI_SECRET_KEY": "test-only",
+        "OFFLINE_MODE": "True", "HF_HUB_OFFLINE": "1", "ENABLE_OLLAMA_API": "False",
+        "OPENAI_API_BASE_URL": api_url, "OPENAI_API_KEY": key, "DEFAULT_MODELS": model,
+    }
+    log = (data / "open-webui.log").open("wb")
+    process = subprocess.Popen([OPEN_WEBUI, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env,
+                               stdout=log, stderr=subprocess.STDOUT, cwd=data, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            assert process.poll() is None, (data / "open-webui.log").read_text()[-3000:]
+            try:
+                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "Open WebUI did not start"
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+@contextmanager
+def chat_page(url: str, screenshot: str) -> Iterator[Any]:
+    """A Chromium tab on Open WebUI's new chat, its prompt ready; a full-page screenshot when done."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        tab = browser.new_page(viewport={"width": 1280, "height": 1000})
+        try:
+            tab.goto(url)
+            tab.locator("#chat-input").wait_for(timeout=60_000)
+            tab.keyboard.press("Escape")  # a "what's new" dialog, when there is one
+            yield tab
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)  # also when it failed: what the person saw
+            tab.screenshot(path=str(ARTIFACTS / screenshot), full_page=True)
+            browser.close()
+
+
+def send(tab: Any, text: str) -> None:
+    tab.locator("#chat-input").click()
+    tab.keyboard.type(text)
+    tab.keyboard.press("Enter")
