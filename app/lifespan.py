@@ -18,6 +18,7 @@ from app.memory import MemoryStores
 from app.metrics import Metrics
 from app.openai.accumulate import TurnAccumulator
 from app.recent_calls import RecentCalls
+from app.recent_requests import RecentRequests
 from app.settings import Settings
 from app.state.open import open_state_store
 from app.state.store import Bounds, MemoryStore
@@ -34,6 +35,7 @@ class State(TypedDict):
     memory: MemoryStores
     metrics: Metrics
     recent_calls: RecentCalls
+    recent_requests: RecentRequests
 
 
 def build_pool(
@@ -112,7 +114,7 @@ def build_lifespan(
             _reload_on_sighup(pool, stack)
             memory = await stack.enter_async_context(open_memory(settings))
             yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": memory, "metrics": metrics,
-                   "recent_calls": recent}
+                   "recent_calls": recent, "recent_requests": RecentRequests()}
 
     return lifespan
 

@@ -13,6 +13,7 @@ from app.mcp.pool import McpPool
 from app.memory import MemoryStores
 from app.metrics import Metrics
 from app.recent_calls import RecentCalls
+from app.recent_requests import RecentRequests
 from app.settings import Settings
 from app.upstream.client import UpstreamClient
 
@@ -41,6 +42,10 @@ async def get_recent_calls(request: Request) -> RecentCalls:
     return request.state.recent_calls
 
 
+async def get_recent_requests(request: Request) -> RecentRequests:
+    return request.state.recent_requests
+
+
 async def get_authorised(request: Request) -> bool:
     """Whether the caller showed a valid key, or none is needed (set by `guard.AdmissionGuard`)."""
     return bool(getattr(request.state, "authorised", False))
@@ -53,3 +58,4 @@ MemoryDep = Annotated[MemoryStores, Depends(get_memory)]
 AuthorisedDep = Annotated[bool, Depends(get_authorised)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 RecentCallsDep = Annotated[RecentCalls, Depends(get_recent_calls)]
+RecentRequestsDep = Annotated[RecentRequests, Depends(get_recent_requests)]
