@@ -8,11 +8,14 @@ are the eval's fixture (bench/eval/fixtures/open_webui_tools.json, taken from Op
 """
 
 import json
+import os
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import sync_playwright
 from structlog.testing import capture_logs
 
 from bench.eval.tasks import client_tools
@@ -45,7 +48,7 @@ def test_the_time_question_reaches_the_model_with_the_time_tool_beside_open_webu
     first, second = upstream.chat_requests()
     offered = names(first["tools"])
     assert "time__get_current_time" in offered
-    assert OPEN_WEBUI_NAMES <= set(offered)  # the client's own tools are never dropped
+    assert set(offered) >= OPEN_WEBUI_NAMES  # the client's own tools are never dropped
     [result] = last_tool_results(second).values()
     assert json.loads(result)["status"] == "success" and "UTC" in result  # the MCP tool ran
     assert answer.choices[0].message.content == "It is noon."
@@ -104,3 +107,24 @@ def test_the_status_page_shows_the_request_and_its_withheld_tools(gateway: Gatew
     assert entry["model"] == MODEL and entry["tools_offered"] == len(sent)
     assert entry["tools_withheld"] == 14 + 36 - len(sent) > 0 and "8192-token context" in entry["why"]
     assert not set(entry["withheld"]) & set(sent)
+
+
+def test_the_status_page_lists_the_request_with_its_withheld_count(gateway: Gateway, upstream: FakeUpstream) -> None:
+    chromium = shutil.which("chromium")
+    if chromium is None and not os.environ.get("CI"):
+        pytest.skip("Chromium not installed: apt-get install chromium")
+    assert chromium is not None, "CI must install Chromium: apt-get install chromium"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        tab = browser.new_page()
+        tab.goto(f"{gateway.url}/")
+        tab.wait_for_selector("#live.ok")
+        upstream.script(Turn(content="ok"))
+        raw = gateway.client().chat.completions.with_raw_response.create(model=MODEL, messages=QUESTION,
+                                                                         tools=OPEN_WEBUI)
+        row = tab.locator(f"#requests tr[data-request={raw.headers['x-request-id']}]")
+        row.wait_for(timeout=5000)  # the live event: at once, bounded so a broken page fails
+        withheld = 14 + 36 - len(upstream.chat_requests()[0]["tools"])
+        assert row.locator("td").nth(4).inner_text() == str(withheld) != "0"
+        assert "8192-token context" in row.locator("td").nth(5).inner_text()
+        browser.close()
