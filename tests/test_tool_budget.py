@@ -139,10 +139,10 @@ class Reports:
 @pytest.mark.parametrize(
     ("settings", "reported", "budget"),
     [
-        ({}, 8192, Budget(24, 12_288, False, 8, 8192)),
-        ({}, None, Budget(24, 1 << 40, False, 8, None)),
-        ({"context_tokens": 32768}, 8192, Budget(24, 49_152, False, 8, 32768)),  # the operator knows best
-        ({"context_tokens": 4096}, None, Budget(24, 6_144, False, 8, 4096)),
+        ({}, 8192, Budget(24, 12_288, False, 4, 8192)),
+        ({}, None, Budget(24, 1 << 40, False, 4, None)),
+        ({"context_tokens": 32768}, 8192, Budget(24, 49_152, False, 4, 32768)),  # the operator knows best
+        ({"context_tokens": 4096}, None, Budget(24, 6_144, False, 4, 4096)),
         ({"tool_budget": 0}, 8192, None),  # no budget: every tool, whatever the context
     ],
 )
@@ -207,10 +207,10 @@ def test_tools_with_a_query_agrees_with_what_a_request_is_offered(budgeted: Gate
 
 def test_lm_studios_context_limits_the_tools_of_its_models(tmp_path: Path, upstream: FakeUpstream) -> None:
     # The fake LM Studio's qwen3-8b has 8,192 tokens: half of it, at 3 characters a token, is 12,288
-    # characters of tool definitions. A client tool of 11,000 characters would leave room for few of ours:
+    # characters of tool definitions. A client tool of 12,000 characters would leave no room for ours:
     # it is sent compact instead. A model LM Studio does not report ("m") gets it as it is.
     servers = {"basic": stdio_entry("basic.py")}
-    big = {"type": "function", "function": {"name": "big_client_tool", "description": "x" * 11_000,
+    big = {"type": "function", "function": {"name": "big_client_tool", "description": "x" * 12_000,
                                             "parameters": {"type": "object", "properties": {}}}}
     with running_gateway(tmp_path, servers, ready=["basic"], upstream_url=f"{upstream.url}/v1",
                          tool_budget=24) as gateway:
@@ -220,7 +220,7 @@ def test_lm_studios_context_limits_the_tools_of_its_models(tmp_path: Path, upstr
                 model=model, messages=[{"role": "user", "content": "Echo hi."}], tools=[big])
             sent = upstream.chat_requests()[0]["tools"]
             assert sent[0]["function"]["name"] == "big_client_tool"  # never dropped
-            assert (sent[0] == big) is fits and len(sent[0]["function"]["description"]) <= (11_000 if fits else 200)
+            assert (sent[0] == big) is fits and len(sent[0]["function"]["description"]) <= (12_000 if fits else 200)
             assert fits or len(json.dumps(sent, separators=(",", ":"))) <= 12_288
             assert "basic__echo" in names(sent)
 
