@@ -137,7 +137,8 @@ def describe_request(
                            always_rank=True)
     assert choice is not None
     sent = choice.compacted_client_tools or tuple(client_tools)
-    clients = [{"type": "function", "function": tool.get("function"), "client": True} for tool in sent]
+    clients = [{"type": tool.get("type", "function"), "function": tool.get("function"), "client": True}
+               for tool in sent]
     for entry in [*clients, *described]:
         name = _name(entry)
         entry |= {"score": round(choice.scores.get(name, 0.0), 4), "offered": name in choice.kept}
