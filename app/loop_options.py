@@ -14,7 +14,8 @@ from app.open_webui import chat_id, is_background_task
 from app.ports import ALL_TOOLS, BudgetChoice, LoopOptions, ToolSelection
 from app.recent_requests import RecentRequests
 from app.settings import Settings
-from app.tool_budget import Budget, budget_for, choose_within, why_withheld
+from app.tool_budget import Budget, budget_for, choose_within
+from app.tool_offer import why_withheld
 
 log = structlog.get_logger("toolbridge.tools")
 

@@ -13,7 +13,8 @@ from structlog.testing import capture_logs
 
 from app.loop_options import tool_budget_for
 from app.settings import Settings
-from app.tool_budget import Budget, _index, budget_for, choose_within, why_withheld
+from app.tool_budget import Budget, _index, budget_for, choose_within
+from app.tool_offer import why_withheld
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
 

@@ -27,7 +27,7 @@ from app.serving import ON_SHUTDOWN
 from app.settings import Settings
 from app.slash_commands import Answer, Expansion, answered, read_command, run_command
 from app.streaming import SHUTTING_DOWN, ShutdownCutoff, collect_completion, stream_payloads
-from app.tool_budget import describe_offer, describe_request
+from app.tool_offer import describe_offer, describe_request
 from app.toolsets import HEADER as TOOLS_HEADER
 from app.toolsets import choose_tools, with_virtual_models
 from app.trace import HEADER as TRACE_HEADER
