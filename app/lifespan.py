@@ -19,6 +19,7 @@ from app.memory import MemoryStores
 from app.metrics import Metrics
 from app.openai.accumulate import TurnAccumulator
 from app.recent_calls import RecentCalls
+from app.recent_requests import RecentRequests
 from app.settings import Settings
 from app.state.open import open_state_store
 from app.state.store import Bounds, MemoryStore
@@ -36,6 +37,7 @@ class State(TypedDict):
     metrics: Metrics
     recent_calls: RecentCalls
     images: ImageStore
+    recent_requests: RecentRequests
 
 
 def build_pool(
@@ -117,7 +119,7 @@ def build_lifespan(
             images = ImageStore(max_bytes=int(settings.image_store_mb * 1024 * 1024),
                                 max_age_seconds=settings.image_max_age_hours * 3600)
             yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": memory, "metrics": metrics,
-                   "recent_calls": recent, "images": images}
+                   "recent_calls": recent, "images": images, "recent_requests": RecentRequests()}
 
     return lifespan
 

@@ -214,7 +214,8 @@ async def _within_budget(
         choice = await options.tool_budget(messages, mcp_tools.openai_tools, client_tools)
     if choice is not None:
         mcp_tools = mcp_tools.only(choice.kept)
-        client_tools = [tool for tool in client_tools if _tool_name(tool) in choice.kept]
+        sent = choice.compacted_client_tools if choice.compacted_client_tools is not None else client_tools
+        client_tools = [tool for tool in sent if _tool_name(tool) in choice.kept]
         stats.tools_withheld = len(choice.withheld)
     stats.tools_offered = len(mcp_tools.openai_tools) + len(client_tools)
     return mcp_tools, client_tools
@@ -257,7 +258,7 @@ def _first_request(
     # A client tool keeps its name. The pool already renamed ours away from the client's; one that still
     # clashes (a runner that did not) is left out rather than sent twice.
     mcp_tools = [t for t in offered if t["function"]["name"] not in client_tool_names]
-    if mcp_tools or len(client_tools) != len(body.get("tools") or []):
+    if mcp_tools or client_tools != (body.get("tools") or []):  # the budget may have left out or compacted some
         request["tools"] = [*client_tools, *mcp_tools]
         if not request["tools"]:  # the budget left nothing: no empty list, which some servers refuse
             del request["tools"]

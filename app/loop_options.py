@@ -12,8 +12,10 @@ from app.mcp.results import RenderOptions, system_hint
 from app.memory import ConversationMemory, MemoryStores, memory_owner
 from app.open_webui import chat_id, is_background_task
 from app.ports import ALL_TOOLS, BudgetChoice, LoopOptions, ToolSelection
+from app.recent_requests import RecentRequests
 from app.settings import Settings
-from app.tool_budget import UNLIMITED, Budget, budget_for, choose_within
+from app.tool_budget import Budget, budget_for, choose_within
+from app.tool_offer import why_withheld
 
 log = structlog.get_logger("toolbridge.tools")
 
@@ -21,11 +23,15 @@ log = structlog.get_logger("toolbridge.tools")
 class ModelFacts(Protocol):
     async def supports_vision(self, model: str | None) -> bool: ...
 
-    async def context_lengths(self) -> dict[str, int]: ...
+    async def context_length(self, model: str | None) -> int | None: ...
+
+
+DEFAULT_CONTEXT_TOKENS = 8192  # to fit restored results in, when neither the upstream nor the settings say
 
 
 def loop_options(
-    settings: Settings, body: dict[str, Any], upstream: ModelFacts, selection: ToolSelection = ALL_TOOLS
+    settings: Settings, body: dict[str, Any], upstream: ModelFacts, selection: ToolSelection = ALL_TOOLS,
+    recent: RecentRequests | None = None,
 ) -> LoopOptions:
     background_task = settings.skip_tools_for_tasks and is_background_task(body["messages"])
     model = body.get("model")
@@ -36,17 +42,23 @@ def loop_options(
         return settings.vision == "on"
 
     async def context_tokens() -> int:
-        # LM Studio says what the loaded model has; elsewhere the setting stands in.
-        return (await upstream.context_lengths()).get(model or "") or settings.context_tokens
+        return await known_context(settings, upstream, model) or DEFAULT_CONTEXT_TOKENS
 
     async def tool_budget(
         messages: list[dict[str, Any]], mcp_tools: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]]
     ) -> BudgetChoice | None:
         budget = await tool_budget_for(settings, upstream, model)
-        choice = choose_within(mcp_tools, client_tools, messages, budget)
-        if choice is not None and choice.withheld:
-            log.info("tools_withheld", offered=len(choice.kept), withheld=list(choice.withheld),
-                     budget=settings.tool_budget or None, max_chars=budget.max_chars)
+        choice = None if budget is None else choose_within(mcp_tools, client_tools, messages, budget)
+        why = ""
+        if budget is not None and choice is not None and (choice.withheld or choice.compacted_client_tools):
+            why = why_withheld(choice, budget, client_tools)
+            # A warning: a person wonders why the model "cannot see" a tool; this line says.
+            log.warning("tools_withheld", withheld=len(choice.withheld), why=why, offered=len(choice.kept),
+                        names=list(choice.withheld), client_tools=len(client_tools),
+                        client_tools_compacted=len(choice.compacted_client_tools or ()))
+        if recent is not None:
+            offered = len(mcp_tools) + len(client_tools) if choice is None else len(choice.kept)
+            recent.add(model, offered, () if choice is None else choice.withheld, why)
         return choice
 
     return LoopOptions(
@@ -60,11 +72,19 @@ def loop_options(
     )
 
 
-async def tool_budget_for(settings: Settings, upstream: ModelFacts, model: str | None) -> Budget:
-    """The tool budget for a model. The context's share applies when the upstream says what the context is;
-    TOOLBRIDGE_CONTEXT_TOKENS is only a guess."""
-    known = (await upstream.context_lengths()).get(model or "")
-    return budget_for(settings.tool_budget or UNLIMITED, known, settings.rank_client_tools)
+async def known_context(settings: Settings, upstream: ModelFacts, model: str | None) -> int | None:
+    """The model's context window in tokens: TOOLBRIDGE_CONTEXT_TOKENS when set (the operator knows best), else
+    what the upstream reports (LM Studio's loaded context, llama.cpp's n_ctx); None when nobody says."""
+    return settings.context_tokens or await upstream.context_length(model)
+
+
+async def tool_budget_for(settings: Settings, upstream: ModelFacts, model: str | None) -> Budget | None:
+    """The tool budget for a model; None for TOOLBRIDGE_TOOL_BUDGET=0, which offers every tool. The context's
+    share applies when the context is known: a guessed one never withholds a tool."""
+    if not settings.tool_budget:
+        return None
+    known = await known_context(settings, upstream, model)
+    return budget_for(settings.tool_budget, known, settings.rank_client_tools, settings.min_mcp_tools)
 
 
 def conversation_memory(

@@ -27,6 +27,7 @@ from app.trace import TraceMode
 from app.upstream.client import TransportKind
 
 TOOL_BUDGET_DEFAULT = 24  # the smallest that left the eval's 22 tools whole: below it both models lost tasks
+MIN_MCP_TOOLS_DEFAULT = 4  # the eval's Open WebUI tasks at an 8k context: 4 passed 6/11, 8 passed 4/11 (README)
 _TOOLSET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 SECRET_SETTINGS = frozenset({"api_keys", "upstream_api_key"})
 
@@ -156,9 +157,15 @@ class Settings(BaseSettings):
     )
     tool_budget: NonNegativeInt = Field(
         TOOL_BUDGET_DEFAULT,
-        description="The most MCP tools one request is offered: past it, or past half of the model's context (as "
-        "LM Studio reports it), the tools most relevant to the conversation are kept (and those it called or the "
-        "user named). 0: no limit.",
+        description="The most MCP tools one request is offered: past it, or past half of the model's context, the "
+        "tools most relevant to the conversation are kept (and those it called or the user named). 0: no budget, "
+        "every tool offered whatever the context.",
+    )
+    min_mcp_tools: NonNegativeInt = Field(
+        MIN_MCP_TOOLS_DEFAULT,
+        description="The most relevant MCP tools offered whatever the context's room, so a client that sends many "
+        "tools of its own (Open WebUI: 36) never leaves the model none of ours; the client's tools are then sent "
+        "compact if they do not fit beside them.",
     )
     rank_client_tools: bool = Field(
         False, description="Rank the client's own tools (Open WebUI sends 36) with the MCP tools under the budget, "
@@ -208,9 +215,10 @@ class Settings(BaseSettings):
     state_max_age_days: PositiveFloat = Field(
         30.0, description="Days a turn is remembered; older ones are forgotten."
     )
-    context_tokens: PositiveInt = Field(
-        8192, description="The model's context window in tokens when the upstream does not say (LM Studio does): "
-        "restored tool results are shortened, then left out, to fit in it."
+    context_tokens: PositiveInt | None = Field(
+        None, description="The model's context window in tokens. Unset: what the upstream reports (LM Studio's "
+        "loaded context, llama.cpp's n_ctx), else 8192 for fitting restored results and no limit on tools. Set, "
+        "it wins over the upstream's report: the tool budget and restored tool results are fitted into it."
     )
     otel: bool = Field(
         False,

@@ -2,12 +2,16 @@
 
 Small models choose worse from long lists, and tool definitions take context before the user has said
 anything. When a request would offer more than TOOLBRIDGE_TOOL_BUDGET MCP tools, or its tools'
-definitions would take more than half of the model's context (when LM Studio says what it is), the MCP
-tools are ranked by BM25 (`bm25s`) over their names, descriptions and parameter names against the recent
-user turns, and the best are kept (ties, and tools nothing matches, in the configured order). Tools
-called earlier in the conversation and tools the user names are always kept. The client's tools are never
-dropped, but their size counts; with TOOLBRIDGE_RANK_CLIENT_TOOLS they are ranked with ours, and the
-budget counts them too.
+definitions would take more than half of the model's context (as the upstream reports it, or
+TOOLBRIDGE_CONTEXT_TOKENS), the MCP tools are ranked by BM25 (`bm25s`) over their names, descriptions and
+parameter names against the recent user turns, and the best are kept (ties, and tools nothing matches, in
+the configured order). Tools called earlier in the conversation and tools the user names are always kept.
+
+The client's tools are never dropped, but their size counts, and they must not leave ours nothing: Open
+WebUI's 36 take more than half of an 8k context alone, which once withheld every MCP tool. So the
+TOOLBRIDGE_MIN_MCP_TOOLS most relevant MCP tools are offered whatever the room, and when the client's tools
+and those do not fit together, the client's tools are sent compact (compact_tools.py). With
+TOOLBRIDGE_RANK_CLIENT_TOOLS they are ranked with ours instead, and the budget counts them too.
 
 Only the user's own words are read: of a user message longer than RANKED_CHARS, its start and its end (a
 pasted document sits between what the user asks), and names in the most recent NAMED_CHARS of them; both
@@ -19,8 +23,9 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+from app.compact_tools import compact_tool
 from app.context_budget import CHARS_PER_TOKEN, wire_chars
 from app.openai.schemas import content_text
 from app.ports import BudgetChoice
@@ -41,59 +46,55 @@ class Budget:
     max_tools: int
     max_chars: int
     rank_client_tools: bool = False
+    min_mcp_tools: int = 0  # offered whatever the room: the client's tools never leave the MCP side empty
+    context_tokens: int | None = None  # what max_chars was taken from, to say why tools were left out
 
 
-def budget_for(max_tools: int, context_tokens: int | None, rank_client_tools: bool) -> Budget:
+def budget_for(max_tools: int, context_tokens: int | None, rank_client_tools: bool, min_mcp_tools: int = 0) -> Budget:
     """The budget for a model whose context is `context_tokens` (None: not known, so only the count holds)."""
     max_chars = UNLIMITED_CHARS if context_tokens is None else int(context_tokens * CONTEXT_SHARE * CHARS_PER_TOKEN)
-    return Budget(max_tools, max_chars, rank_client_tools)
+    return Budget(max_tools, max_chars, rank_client_tools, min(min_mcp_tools, max_tools), context_tokens)
 
 
 def choose_within(
     mcp_tools: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]], messages: Sequence[dict[str, Any]],
     budget: Budget, *, always_rank: bool = False,
 ) -> BudgetChoice | None:
-    """The tools to offer, when the budget leaves some out (None when everything fits, unless
-    `always_rank`, which scores them all for people to look at)."""
+    """The tools to offer, when the budget leaves some out or the client's tools must be made compact (None
+    when everything fits, unless `always_rank`, which scores them all for people to look at)."""
     ranked = [*client_tools, *mcp_tools] if budget.rank_client_tools else list(mcp_tools)
     fixed = [] if budget.rank_client_tools else list(client_tools)
     if not always_rank and len(ranked) <= budget.max_tools and _fits([*fixed, *ranked], budget.max_chars):
         return None
     names = [_name(tool) for tool in ranked]
+    ours = {_name(tool) for tool in mcp_tools}
     scores = _scores(ranked, _query(messages))
     pinned = _called(messages) | _named(names, _user_texts(messages))
     order = sorted(range(len(ranked)), key=lambda i: (names[i] not in pinned, -scores[i], i))
+    floor = set([names[i] for i in order if names[i] in ours][: budget.min_mcp_tools])
+    # The floor is offered first; the client's tools take what is left, made compact when they do not fit in it.
+    compacted = None
+    room = budget.max_chars - _size([ranked[i] for i in order if names[i] in floor or names[i] in pinned])
+    if fixed and _size(fixed) > room:
+        compacted = tuple(compact_tool(tool) for tool in fixed)
+        fixed = list(compacted)
     room, slots = budget.max_chars - _size(fixed), budget.max_tools
     kept: set[str] = set()
+    reasons: set[str] = set()
     for index in order:
         size = _size([ranked[index]])
-        if names[index] in pinned or (slots > 0 and size <= room):
+        if names[index] in pinned or names[index] in floor or (slots > 0 and size <= room):
             kept.add(names[index])
             slots -= 1
             room -= size
+        else:
+            reasons.add("tool_budget" if slots <= 0 else "context")
     withheld = tuple(names[i] for i in order if names[i] not in kept)
+    if not withheld and compacted is None and not always_rank:
+        return None
     return BudgetChoice(frozenset(kept) | {_name(t) for t in fixed}, withheld,
-                        {name: score for name, score in zip(names, scores, strict=True)})
-
-
-def describe_offer(catalogue: "Describable", query: str | None, budget: Budget) -> dict[str, Any]:
-    """What `/tools` shows: each tool with its server and MCP tool; with `query`, as a request whose user
-    wrote it would be offered them: each tool's relevance, and whether the budget keeps it."""
-    described = catalogue.describe()
-    if query is None:
-        return {"object": "list", "data": described}
-    # Ranked and sized as the model gets them: what /tools adds (server, originals) is not sent.
-    tools = [{"type": entry["type"], "function": entry["function"]} for entry in described]
-    choice = choose_within(tools, [], [{"role": "user", "content": query}], budget, always_rank=True)
-    assert choice is not None
-    for entry in described:
-        name = entry["function"]["name"]
-        entry |= {"score": round(choice.scores.get(name, 0.0), 4), "offered": name in choice.kept}
-    return {"object": "list", "data": described, "withheld": list(choice.withheld)}
-
-
-class Describable(Protocol):
-    def describe(self) -> list[dict[str, Any]]: ...
+                        {name: score for name, score in zip(names, scores, strict=True)},
+                        tuple(sorted(reasons)), compacted)
 
 
 def _bm25s() -> Any:

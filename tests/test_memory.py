@@ -213,19 +213,24 @@ def test_restored_results_that_would_not_fit_the_context_are_cut_oldest_first_th
     assert user_words == [m["content"] for m in request["history"] if m["role"] == "user"]  # never cut
 
 
-def test_lm_studios_context_length_is_the_budget_for_its_models(tmp_path: Path, upstream: FakeUpstream) -> None:
+def test_lm_studios_context_length_is_the_budget_unless_the_setting_says_otherwise(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
     # The fake LM Studio says its loaded qwen3-8b has 8,192 tokens: two 6,000-character results and the
-    # tool list do not fit, whatever the setting says. A model LM Studio does not list gets the setting.
+    # tool list do not fit. TOOLBRIDGE_CONTEXT_TOKENS, when set, wins over the report (the operator knows
+    # the model was loaded bigger, or wants the results whole): at 1,000,000 they fit.
     servers = {"basic": stdio_entry("basic.py")}
-    with running_gateway(tmp_path, servers, ready=["basic"], upstream_url=f"{upstream.url}/v1", tool_trace="off",
-                         context_tokens=1_000_000) as gw:
-        client = gw.client()
-        history = big_turns(upstream, client, MODEL)
-        for model in (MODEL, "m"):
+    for setting, cut in ((None, True), (1_000_000, False)):
+        folder = tmp_path / str(setting)
+        folder.mkdir()
+        with running_gateway(folder, servers, ready=["basic"], upstream_url=f"{upstream.url}/v1", tool_trace="off",
+                             context_tokens=setting) as gw:
+            client = gw.client()
+            history = big_turns(upstream, client, MODEL)
             upstream.script(Turn(content="Two."))
-            client.chat.completions.create(model=model, messages=history)
+            client.chat.completions.create(model=MODEL, messages=history)
             results = [json.loads(result) for result in restored_results(upstream)]
-            assert ("truncated" in results[0].get("meta", {})) is (model == MODEL)
+            assert ("truncated" in results[0].get("meta", {})) is cut
 
 
 def test_without_a_store_details_traces_are_still_read_back_and_mixed_turns_still_finish(

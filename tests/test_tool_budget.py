@@ -11,7 +11,10 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
+from app.loop_options import tool_budget_for
+from app.settings import Settings
 from app.tool_budget import Budget, _index, budget_for, choose_within
+from app.tool_offer import why_withheld
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
 
@@ -72,14 +75,36 @@ def test_tools_called_before_and_tools_the_user_names_are_always_kept() -> None:
 
 
 def test_client_tools_are_never_dropped_but_count_in_the_contexts_share() -> None:
-    client = [tool(f"owui_{n}", "Open WebUI's own tool " + "x" * 500) for n in range(36)]
+    client = [tool(f"owui_{n}", "Open WebUI's own tool. " + "x" * 500) for n in range(36)]
     size = len(json.dumps(client, separators=(",", ":")))
     budget = Budget(ROOMY, size + 400)  # room for the client's tools and about two of ours
     choice = choose_within(SEVENTY, client, USER, budget)
-    assert choice is not None
+    assert choice is not None and choice.compacted_client_tools is None and choice.reasons == ("context",)
     assert {f"owui_{n}" for n in range(36)} <= choice.kept
     ours = choice.kept - {f"owui_{n}" for n in range(36)}
     assert 1 <= len(ours) <= 3 and all("weather" in name for name in ours)
+
+
+def test_client_tools_that_fill_the_share_leave_the_most_relevant_of_ours_and_are_sent_compact() -> None:
+    # Open WebUI's 36 tools in an 8k context once left no MCP tool at all.
+    client = [tool(f"owui_{n}", "Open WebUI's own tool. " + "x" * 500, "text") for n in range(36)]
+    budget = budget_for(24, 8192, False, min_mcp_tools=4)
+    choice = choose_within(SEVENTY, client, USER, budget)
+    assert choice is not None and choice.compacted_client_tools is not None
+    assert [t["function"]["description"] for t in choice.compacted_client_tools] == ["Open WebUI's own tool."] * 36
+    ours = choice.kept - {f"owui_{n}" for n in range(36)}
+    assert len(ours) == 24 and {f"s{n}__weather_{n}" for n in range(10)} <= ours  # compact, they left room
+    assert why_withheld(choice, budget, client).startswith("past TOOLBRIDGE_TOOL_BUDGET (24 tools)")
+    # Without the floor, the same request would get none of ours.
+    bare = choose_within(SEVENTY, client, USER, budget_for(24, 2048, False, min_mcp_tools=0))
+    assert bare is not None and bare.kept == {f"owui_{n}" for n in range(36)}
+
+
+def test_the_floor_is_the_most_relevant_after_the_tools_that_are_always_kept() -> None:
+    named = [{"role": "user", "content": "Use email_5 for the weather forecast."}]
+    choice = choose_within(SEVENTY, [], named, Budget(ROOMY, 1, min_mcp_tools=3))
+    assert choice is not None and "s5__email_5" in choice.kept and len(choice.kept) == 3
+    assert budget_for(2, None, False, min_mcp_tools=8).min_mcp_tools == 2  # never past the budget itself
 
 
 def test_ranked_with_ours_a_client_tool_may_be_withheld() -> None:
@@ -98,6 +123,35 @@ def test_a_message_with_no_word_to_rank_by_keeps_the_configured_order(text: str)
 def test_the_contexts_share_is_known_only_from_the_upstream() -> None:
     assert budget_for(16, None, False).max_chars > 10**9  # a guessed context never cuts tools
     assert budget_for(16, 8192, False).max_chars == 8192 // 2 * 3
+
+
+class Reports:
+    def __init__(self, context: int | None) -> None:
+        self.context = context
+
+    async def supports_vision(self, model: str | None) -> bool:
+        return False
+
+    async def context_length(self, model: str | None) -> int | None:
+        return self.context
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("settings", "reported", "budget"),
+    [
+        ({}, 8192, Budget(24, 12_288, False, 4, 8192)),
+        ({}, None, Budget(24, 1 << 40, False, 4, None)),
+        ({"context_tokens": 32768}, 8192, Budget(24, 49_152, False, 4, 32768)),  # the operator knows best
+        ({"context_tokens": 4096}, None, Budget(24, 6_144, False, 4, 4096)),
+        ({"tool_budget": 0}, 8192, None),  # no budget: every tool, whatever the context
+    ],
+)
+async def test_tool_budget_0_and_context_tokens_are_honest_escape_hatches(
+    settings: dict[str, Any], reported: int | None, budget: Budget | None
+) -> None:
+    configured = Settings(_env_file=None, **settings)  # type: ignore[call-arg]
+    assert await tool_budget_for(configured, Reports(reported), "qwen") == budget
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +177,8 @@ def test_a_request_past_the_budget_gets_the_relevant_tools_and_the_log_says_what
     kept = offered(upstream)
     assert len(kept) == 4 and {"basic__add", "other__add", "third__add"} <= set(kept)
     [withheld] = [e for e in logs if e["event"] == "tools_withheld"]
-    assert len(withheld["withheld"]) == 32 and not set(withheld["withheld"]) & set(kept)
+    assert withheld["withheld"] == len(withheld["names"]) == 32 and not set(withheld["names"]) & set(kept)
+    assert withheld["log_level"] == "warning" and "TOOLBRIDGE_TOOL_BUDGET (4 tools)" in withheld["why"]
     [line] = [e for e in logs if e["event"] == "request" and e["path"] == "/v1/chat/completions"]
     assert (line["tools_offered"], line["tools_withheld"]) == (4, 32)
 
@@ -153,19 +208,22 @@ def test_tools_with_a_query_agrees_with_what_a_request_is_offered(budgeted: Gate
 
 def test_lm_studios_context_limits_the_tools_of_its_models(tmp_path: Path, upstream: FakeUpstream) -> None:
     # The fake LM Studio's qwen3-8b has 8,192 tokens: half of it, at 3 characters a token, is 12,288
-    # characters of tool definitions. A client tool of 11,000 characters leaves room for few of ours.
+    # characters of tool definitions. A client tool of 12,000 characters would leave no room for ours:
+    # it is sent compact instead. A model LM Studio does not report ("m") gets it as it is.
     servers = {"basic": stdio_entry("basic.py")}
-    big = {"type": "function", "function": {"name": "big_client_tool", "description": "x" * 11_000,
+    big = {"type": "function", "function": {"name": "big_client_tool", "description": "x" * 12_000,
                                             "parameters": {"type": "object", "properties": {}}}}
-    with running_gateway(tmp_path, servers, ready=["basic"], upstream_url=f"{upstream.url}/v1") as gateway:
+    with running_gateway(tmp_path, servers, ready=["basic"], upstream_url=f"{upstream.url}/v1",
+                         tool_budget=24) as gateway:
         for model, fits in ((MODEL, False), ("m", True)):
             upstream.script(Turn(content="ok"))
             gateway.client().chat.completions.create(
                 model=model, messages=[{"role": "user", "content": "Echo hi."}], tools=[big])
             sent = upstream.chat_requests()[0]["tools"]
-            assert sent[0] == big  # never dropped
-            size = len(json.dumps(sent, separators=(",", ":")))
-            assert (size <= 12_288) is not fits and ("basic__echo" in names(sent))
+            assert sent[0]["function"]["name"] == "big_client_tool"  # never dropped
+            assert (sent[0] == big) is fits and len(sent[0]["function"]["description"]) <= (12_000 if fits else 200)
+            assert fits or len(json.dumps(sent, separators=(",", ":"))) <= 12_288
+            assert "basic__echo" in names(sent)
 
 
 def test_a_withheld_client_tool_called_anyway_goes_back_to_the_client(tmp_path: Path, upstream: FakeUpstream) -> None:

@@ -14,6 +14,7 @@ from app.mcp.pool import McpPool
 from app.memory import MemoryStores
 from app.metrics import Metrics
 from app.recent_calls import RecentCalls
+from app.recent_requests import RecentRequests
 from app.settings import Settings
 from app.upstream.client import UpstreamClient
 
@@ -46,6 +47,10 @@ async def get_images(request: Request) -> ImageStore:
     return request.state.images
 
 
+async def get_recent_requests(request: Request) -> RecentRequests:
+    return request.state.recent_requests
+
+
 async def get_authorised(request: Request) -> bool:
     """Whether the caller showed a valid key, or none is needed (set by `guard.AdmissionGuard`)."""
     return bool(getattr(request.state, "authorised", False))
@@ -59,3 +64,4 @@ AuthorisedDep = Annotated[bool, Depends(get_authorised)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 RecentCallsDep = Annotated[RecentCalls, Depends(get_recent_calls)]
 ImagesDep = Annotated[ImageStore, Depends(get_images)]
+RecentRequestsDep = Annotated[RecentRequests, Depends(get_recent_requests)]

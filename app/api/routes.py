@@ -30,7 +30,7 @@ from app.shown import ROUTE as IMAGES_ROUTE
 from app.shown import PersonView
 from app.slash_commands import Answer, Expansion, answered, read_command, run_command
 from app.streaming import SHUTTING_DOWN, ShutdownCutoff, collect_completion, stream_payloads
-from app.tool_budget import describe_offer
+from app.tool_offer import describe_offer, describe_request
 from app.toolsets import HEADER as TOOLS_HEADER
 from app.toolsets import choose_tools, with_virtual_models
 from app.trace import HEADER as TRACE_HEADER
@@ -55,7 +55,7 @@ async def chat_completions(raw: Request) -> Response:
     sent, request = parse_chat_body(await raw.body(), raw.headers.get("content-type"))
     trace = trace_mode(raw.headers.get(TRACE_HEADER), settings.tool_trace)
     body, selection = choose_tools(sent, raw.headers.get(TOOLS_HEADER), settings.toolsets, pool.knows)
-    options = loop_options(settings, body, upstream, selection)
+    options = loop_options(settings, body, upstream, selection, getattr(state, "recent_requests", None))
     command = read_command(body["messages"]) if settings.prompt_commands else None
     outcome = await run_command(command, pool, options.sees_images) if command is not None else None
     if isinstance(outcome, Expansion):
@@ -147,6 +147,22 @@ async def list_tools(
     body, selection = choose_tools({"model": model}, tools_header, settings.toolsets, pool.knows)
     budget = await tool_budget_for(settings, upstream, body.get("model"))
     return describe_offer(pool.tools_for_request(selection=selection).catalogue, q, budget)
+
+
+@router.post("/tools")
+async def tools_for_chat(raw: Request, pool: PoolDep, settings: SettingsDep, upstream: UpstreamDep) -> dict[str, Any]:
+    """What a chat request with this body is offered: its own tools (`client`, as they would be sent) and the
+    MCP tools, each with its relevance and whether the tool budget keeps it; the names withheld, and `why`.
+    The body is a chat completion's, checked the same way; nothing is sent upstream. Earlier turns' calls
+    that memory would give back are not looked up, so a tool called before may show as withheld here."""
+    sent, _ = parse_chat_body(await raw.body(), raw.headers.get("content-type"))
+    body, selection = choose_tools(sent, raw.headers.get(TOOLS_HEADER), settings.toolsets, pool.knows)
+    client_tools = [tool for tool in body.get("tools") or [] if isinstance(tool, dict)]
+    names = frozenset(str((tool.get("function") or {}).get("name")) for tool in client_tools)
+    offered = loop_options(settings, body, upstream, selection).offer_tools
+    catalogue = pool.tools_for_request(offered=offered, client_tools=names, selection=selection).catalogue
+    budget = await tool_budget_for(settings, upstream, body.get("model"))
+    return describe_request(catalogue, body["messages"], client_tools, budget)
 
 
 @router.get("/prompts")

@@ -1,5 +1,5 @@
 """The status page at `/` (app/ui/: one HTML file, its script and its style, shipped in the package, no
-CDN), and what it reads and does under /ui: the recent tool calls, live changes (SSE), a restart of one
+CDN), and what it reads and does under /ui: the recent tool calls and requests, live changes (SSE), a restart of one
 server, and a playground that runs a tool the way a model's call runs.
 
 Behind the same key, Host and Origin checks as the API (app/api/guard.py): a web page elsewhere can
@@ -19,12 +19,21 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from sse_starlette import EventSourceResponse
 
-from app.api.deps import AuthorisedDep, MemoryDep, PoolDep, RecentCallsDep, SettingsDep, UpstreamDep
+from app.api.deps import (
+    AuthorisedDep,
+    MemoryDep,
+    PoolDep,
+    RecentCallsDep,
+    RecentRequestsDep,
+    SettingsDep,
+    UpstreamDep,
+)
 from app.errors import InvalidRequest, RouteNotFound
 from app.health import health_report
 from app.mcp.pool import McpPool
 from app.mcp.supervisor import first_of
 from app.recent_calls import RecentCalls
+from app.recent_requests import RecentRequests
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 page_router = APIRouter(include_in_schema=False)
@@ -77,17 +86,27 @@ async def recent_calls(recent: RecentCallsDep, after: int = 0) -> dict[str, Any]
     return {"object": "list", "data": recent.entries(after)}
 
 
+@router.get("/requests")
+async def recent_requests(recent: RecentRequestsDep, after: int = 0) -> dict[str, Any]:
+    """The last chat requests' tool offers, oldest first: tools offered and withheld, and why."""
+    return {"object": "list", "data": recent.entries(after)}
+
+
 @router.get("/events")
-async def events(pool: PoolDep, recent: RecentCallsDep) -> EventSourceResponse:
-    """`servers` (every server's status) at once and at each change; `call` for each tool call."""
-    return EventSourceResponse(_events(pool, recent), ping=EVENTS_PING_SECONDS)
+async def events(pool: PoolDep, recent: RecentCallsDep, requests: RecentRequestsDep) -> EventSourceResponse:
+    """`servers` (every server's status) at once and at each change; `call` for each tool call; `request` for
+    each chat request's tool offer."""
+    return EventSourceResponse(_events(pool, recent, requests), ping=EVENTS_PING_SECONDS)
 
 
-async def _events(pool: McpPool, recent: RecentCalls) -> AsyncIterator[dict[str, str]]:
-    seen = recent.count
+async def _events(pool: McpPool, recent: RecentCalls, requests: RecentRequests) -> AsyncIterator[dict[str, str]]:
+    seen, seen_requests = recent.count, requests.count
     yield {"event": "servers", "data": orjson.dumps(pool.health()).decode()}
     while True:
-        await first_of(pool.next_change, recent.next_call)
+        await first_of(pool.next_change, recent.next_call, requests.next_request)
+        for request in requests.entries(seen_requests):
+            yield {"event": "request", "data": orjson.dumps(request).decode()}
+        seen_requests = requests.count
         for call in recent.entries(seen):
             yield {"event": "call", "data": orjson.dumps(call).decode()}
         seen = recent.count

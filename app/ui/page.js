@@ -1,8 +1,8 @@
-// The status page: servers, recent calls (live, over /ui/events), the playground and the tools.
+// The status page: servers, recent calls and requests (live, over /ui/events), the playground and the tools.
 // Every value from a server or a model is set as text, never as HTML.
 "use strict";
 
-const state = { tools: [], calls: [], servers: {} };
+const state = { tools: [], calls: [], servers: {}, requests: [] };
 const SPARK_POINTS = 20;
 
 function el(tag, props = {}, ...children) {
@@ -67,6 +67,19 @@ function renderCalls() {
   ));
   document.querySelector("#calls tbody").replaceChildren(...rows);
   renderSparklines();
+}
+
+// Chat requests and the tools the budget withheld from them (app/recent_requests.py).
+function renderRequests() {
+  const rows = state.requests.slice().reverse().map((r) => el("tr", { "data-request": r.request_id || "" },
+    el("td", {}, new Date(r.at * 1000).toLocaleTimeString()),
+    el("td", {}, r.request_id || ""),
+    el("td", {}, r.model || ""),
+    el("td", {}, r.tools_offered),
+    el("td", { class: r.tools_withheld ? "error" : "", title: r.withheld.join(", ") }, r.tools_withheld),
+    el("td", {}, r.why || ""),
+  ));
+  document.querySelector("#requests tbody").replaceChildren(...rows);
 }
 
 function renderSparklines() {
@@ -236,6 +249,10 @@ function listen() {
     if (count(servers) !== count(state.servers)) refreshTools();  // a server came, went or changed its tools
     renderServers(servers);
   });
+  source.addEventListener("request", (e) => {
+    state.requests = [...state.requests, JSON.parse(e.data)].slice(-100);
+    renderRequests();
+  });
   source.addEventListener("call", (e) => {
     state.calls = [...state.calls, JSON.parse(e.data)].slice(-200);
     renderCalls();
@@ -256,6 +273,8 @@ async function start() {
   renderTools();
   renderPlayground();
   renderCalls();
+  state.requests = (await json("/ui/requests")).data;
+  renderRequests();
   listen();
 }
 

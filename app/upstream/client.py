@@ -112,6 +112,7 @@ class UpstreamClient:
         self._root = (self.base_url.removesuffix("/v1") + "/") if self.base_url.endswith("/v1") else self.base_url + "/"
         self._kind: tuple[ServerKind, float] | None = None
         self._models: tuple[list[_ModelInfo], float] | None = None
+        self._props_context: tuple[int | None, float] | None = None
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._aiohttp = transport if isinstance(transport, _AiohttpTransport) else None
         self._chat_url = f"{self.base_url}/chat/completions"
@@ -261,6 +262,37 @@ class UpstreamClient:
         """Each model's context length as LM Studio reports it (loaded, else maximum); empty elsewhere."""
         return {name: e.context_length for e in await self._lmstudio_models() if e.context_length
                 for name in e.names}
+
+    async def context_length(self, model: str | None) -> int | None:
+        """The context a request for `model` gets: LM Studio's loaded context for it (else its maximum), else
+        llama.cpp's (`/props`, which serves one model whatever the request names); None when neither says."""
+        lmstudio = await self.context_lengths()
+        if lmstudio:
+            return lmstudio.get(model or "")
+        return await self._llamacpp_context()
+
+    async def _llamacpp_context(self) -> int | None:
+        now = time.monotonic()
+        if self._props_context is None or now - self._props_context[1] >= CAPABILITY_TTL:
+            self._props_context = (await self._fetch_llamacpp_context(), now)
+        return self._props_context[0]
+
+    async def _fetch_llamacpp_context(self) -> int | None:
+        """`default_generation_settings.n_ctx` of llama.cpp's `GET /props`: the context of one slot, which is
+        what one request gets when `--parallel` splits the server's (older builds and some forks put `n_ctx`
+        at the top level)."""
+        try:
+            response = await self._http.get(self._root + "props", timeout=PROBE_TIMEOUT)
+            if response.status_code != 200:
+                return None
+            props = response.json()
+        except (httpx.TransportError, ValueError):
+            return None
+        if not isinstance(props, dict):
+            return None
+        settings = props.get("default_generation_settings")
+        slot = _int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+        return slot or _int(props.get("n_ctx"))
 
     async def _probe_kind(self) -> ServerKind:
         try:

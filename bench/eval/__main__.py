@@ -51,6 +51,9 @@ def main() -> int:
                         help="what the client keeps of an answer for the next turn: the content with its details "
                              "trace (Open WebUI with TOOLBRIDGE_TOOL_TRACE=details), or its text only (the default "
                              "reasoning trace, Chatbox, SDK clients)")
+    parser.add_argument("--context", type=int, default=None,
+                        help="the model server's context in tokens, reported as LM Studio reports it (so the "
+                             "gateway's tool budget applies); default: 8192, not reported (llama.cpp's server)")
     parser.add_argument("--source", type=Path, default=ROOT,
                         help="the toolbridge checkout to run the gateway from, for before/after comparisons")
     args = parser.parse_args()
@@ -74,8 +77,10 @@ def main() -> int:
     for model in args.model.split(","):
         path, label = _model_file(model)
         port = free_port()
+        context = ["--context", str(args.context), "--report-context"] if args.context else []
         server = subprocess.Popen([sys.executable, "-m", "bench.eval.serve_model", "--model", path,
-                                   "--port", str(port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                   "--port", str(port), *context], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
         try:
             upstream = f"http://127.0.0.1:{port}/v1"
             _wait_for(f"{upstream}/models", server)
@@ -85,7 +90,8 @@ def main() -> int:
         finally:
             server.terminate()
             server.wait(timeout=60)
-        _report(label, tasks, outcomes)
+        _report(f"{label}, context {args.context} tokens (reported as LM Studio does)" if args.context else label,
+                tasks, outcomes)
     return 0
 
 

@@ -193,3 +193,34 @@ async def test_context_lengths_come_from_lm_studio(router: respx.MockRouter, rou
     router.route().mock(return_value=httpx.Response(404))
     async with UpstreamClient(BASE, transport=httpx.MockTransport(router.handler)) as client:
         assert await client.context_lengths() == contexts
+
+
+LM_STUDIO = {"api/v1/models": {"models": [{"key": "qwen", "max_context_length": 32768,
+                                           "loaded_instances": [{"id": "qwen", "config": {"context_length": 8192}}]}]}}
+# llama.cpp's GET /props (tools/server/README.md): the slot's context under default_generation_settings.
+LLAMA_CPP = {"props": {"default_generation_settings": {"id": 0, "n_ctx": 4096, "params": {}}, "total_slots": 1,
+                       "model_path": "models/qwen.gguf"}}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("routes", "model", "context"),
+    [
+        (LM_STUDIO, "qwen", 8192),
+        (LM_STUDIO, "other", None),  # LM Studio answers for the models it lists only
+        ({**LM_STUDIO, **LLAMA_CPP}, "other", None),  # and its word stands: no /props guess beside it
+        (LLAMA_CPP, "whatever-the-client-names", 4096),  # llama.cpp serves one model under any name
+        ({"props": {"n_ctx": 16384}}, None, 16384),  # older builds and forks: at the top level
+        ({"props": {"default_generation_settings": {"n_ctx": 0}}}, "m", None),
+        ({"props": ["not", "an", "object"]}, "m", None),
+        ({}, "m", None),
+    ],
+)
+async def test_the_context_of_a_request_comes_from_lm_studio_else_llama_cpps_props(
+    router: respx.MockRouter, routes: dict, model: str | None, context: int | None
+) -> None:
+    for path, body in routes.items():
+        router.get(f"http://upstream.test/{path}").mock(return_value=httpx.Response(200, json=body))
+    router.route().mock(return_value=httpx.Response(404))
+    async with UpstreamClient(BASE, transport=httpx.MockTransport(router.handler)) as client:
+        assert await client.context_length(model) == context

@@ -1,0 +1,47 @@
+"""The last chat requests' tool offers, for people to look at (`GET /ui/requests`, `GET /ui/events`): how many
+tools each request was offered, how many the tool budget withheld, which, and why. "The model does not see
+my tool" is often this, and a log line is not where a person looks first.
+
+Only names and counts are kept, never what the user wrote.
+"""
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import structlog
+
+RECENT_REQUESTS = 100
+NAMES_KEPT = 50  # of the withheld tools' names, per request (the count says how many in all)
+
+
+class RecentRequests:
+    def __init__(self, size: int = RECENT_REQUESTS) -> None:
+        self._requests: deque[dict[str, Any]] = deque(maxlen=size)
+        self._added = anyio.Event()
+        self.count = 0  # requests ever added: a reader that saw `count` knows which ones are new
+
+    def add(self, model: str | None, offered: int, withheld: Sequence[str], why: str) -> None:
+        self.count += 1
+        self._requests.append({
+            "number": self.count,
+            "at": time.time(),
+            "request_id": structlog.contextvars.get_contextvars().get("request_id"),
+            "model": model,
+            "tools_offered": offered,
+            "tools_withheld": len(withheld),
+            "withheld": list(withheld[:NAMES_KEPT]),
+            "why": why or None,
+        })
+        self._added.set()
+        self._added = anyio.Event()
+
+    def entries(self, after: int = 0) -> list[dict[str, Any]]:
+        """The requests kept, oldest first; with `after`, only those numbered past it."""
+        return [entry for entry in self._requests if entry["number"] > after]
+
+    async def next_request(self) -> None:
+        """Returns when the next request is added."""
+        await self._added.wait()

@@ -1,0 +1,67 @@
+"""What a request is offered, for people to look at: `GET /tools` (with a user's words) and `POST /tools` (a whole
+chat body, the client's tools included), and the words that say why the tool budget left tools out (the log's
+warning, the status page's recent requests)."""
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from app.context_budget import wire_chars
+from app.ports import BudgetChoice
+from app.tool_budget import UNLIMITED, UNLIMITED_CHARS, Budget, choose_within
+
+
+def why_withheld(choice: BudgetChoice, budget: Budget, client_tools: Sequence[dict[str, Any]]) -> str:
+    """What left tools out, in words for the log and the status page."""
+    said = []
+    if "tool_budget" in choice.reasons:
+        said.append(f"past TOOLBRIDGE_TOOL_BUDGET ({budget.max_tools} tools)")
+    if "context" in choice.reasons:
+        context = f"{budget.context_tokens}-token context" if budget.context_tokens else "context"
+        share = f"past half of the model's {context} ({budget.max_chars} characters of tool definitions)"
+        if client_tools:
+            share += f"; the client's own {len(client_tools)} tools take {wire_chars(list(client_tools))}"
+        said.append(share)
+    if choice.compacted_client_tools is not None:
+        said.append("the client's tools were sent compact to leave room")
+    return "; ".join(said)
+
+
+def describe_offer(catalogue: "Describable", query: str | None, budget: Budget | None) -> dict[str, Any]:
+    """What `GET /tools` shows: each tool with its server and MCP tool; with `query`, as a request whose user
+    wrote it (and sent no tools of its own) would be offered them: each tool's relevance, and whether the
+    budget keeps it."""
+    described = catalogue.describe()
+    if query is None:
+        return {"object": "list", "data": described}
+    return describe_request(catalogue, [{"role": "user", "content": query}], [], budget)
+
+
+def describe_request(
+    catalogue: "Describable", messages: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]],
+    budget: Budget | None,
+) -> dict[str, Any]:
+    """What `POST /tools` shows for a whole chat request: the client's tools (marked `client`, as they would
+    be sent) and the MCP tools, each with its relevance and whether it is offered; the names withheld, and
+    why."""
+    described = catalogue.describe()
+    # Ranked and sized as the model gets them: what /tools adds (server, originals) is not sent.
+    tools = [{"type": entry["type"], "function": entry["function"]} for entry in described]
+    choice = choose_within(tools, client_tools, messages, budget or Budget(UNLIMITED, UNLIMITED_CHARS),
+                           always_rank=True)
+    assert choice is not None
+    sent = choice.compacted_client_tools or tuple(client_tools)
+    clients = [{"type": tool.get("type", "function"), "function": tool.get("function"), "client": True}
+               for tool in sent]
+    for entry in [*clients, *described]:
+        name = str((entry.get("function") or {}).get("name") or "")
+        entry |= {"score": round(choice.scores.get(name, 0.0), 4), "offered": name in choice.kept}
+    answer: dict[str, Any] = {"object": "list", "data": [*clients, *described], "withheld": list(choice.withheld)}
+    if choice.withheld or choice.compacted_client_tools is not None:
+        answer["why"] = why_withheld(choice, budget or Budget(UNLIMITED, UNLIMITED_CHARS), client_tools)
+    if choice.compacted_client_tools is not None:
+        answer["client_tools_compacted"] = len(choice.compacted_client_tools)
+    return answer
+
+
+class Describable(Protocol):
+    def describe(self) -> list[dict[str, Any]]: ...
