@@ -24,6 +24,7 @@ from app.settings import Settings
 from app.state.open import open_state_store
 from app.state.store import Bounds, MemoryStore
 from app.telemetry import start_tracing
+from app.tool_budget import load_ranker_in_background
 from app.upstream.client import Transport, UpstreamClient, make_transport
 
 PENDING_SECONDS = 3_600.0  # a client coming back with its tools' results later than this starts afresh
@@ -116,6 +117,8 @@ def build_lifespan(
             metrics.watch_servers(pool.health)
             _reload_on_sighup(pool, stack)
             memory = await stack.enter_async_context(open_memory(settings))
+            if settings.tool_budget:
+                load_ranker_in_background()
             images = ImageStore(max_bytes=int(settings.image_store_mb * 1024 * 1024),
                                 max_age_seconds=settings.image_max_age_hours * 3600)
             yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": memory, "metrics": metrics,

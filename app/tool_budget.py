@@ -21,6 +21,7 @@ in linear time, so that a 40 MB message costs no more than a short one.
 import functools
 import logging
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -97,9 +98,15 @@ def choose_within(
                         tuple(sorted(reasons)), compacted)
 
 
+def load_ranker_in_background() -> None:
+    """Imports bm25s in a thread, at start: imported on the event loop by the first ranked request, it held every
+    other request (and /health) for 0.15-0.3 s. A gateway without a budget never ranks and never calls this."""
+    threading.Thread(target=_bm25s, name="toolbridge-ranker-import", daemon=True).start()
+
+
 def _bm25s() -> Any:
-    """bm25s, imported on first use: it and numpy cost ~15 MB of memory, which a gateway that never ranks need
-    not pay. Importing it sets its logger to DEBUG, which would log a line per ranked request: put back."""
+    """bm25s: it and numpy cost ~15 MB of memory, which a gateway that never ranks need not pay. Importing it sets
+    its logger to DEBUG, which would log a line per ranked request: put back."""
     import bm25s
 
     logging.getLogger("bm25s").setLevel(max(logging.WARNING, logging.getLogger().level))
