@@ -10,7 +10,7 @@ tools. For a non-streaming client each round is one whole upstream answer, folde
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -79,7 +79,7 @@ async def run_tool_loop(
     *,
     stats: RequestStats | None = None,
     memory: TurnMemory | None = None,
-) -> AsyncIterator[LoopEvent]:
+) -> AsyncGenerator[LoopEvent, None]:
     """Runs one chat completion with MCP tools to its end, yielding what the client should learn.
 
     Raises:
@@ -150,10 +150,10 @@ async def run_tool_loop(
             outputs: list[ToolOutput] = []
             if mcp_calls:
                 async with aclosing(_run_tools(mcp_tools, mcp_calls, span)) as running:
-                    async for event in running:
-                        if isinstance(event, ToolsRan):
-                            outputs = event.outputs
-                        yield event
+                    async for tool_event in running:
+                        if isinstance(tool_event, ToolsRan):
+                            outputs = tool_event.outputs
+                        yield tool_event
                 stats.tools_called.extend(call.name for call in mcp_calls)
                 answered.update(_same_call(c) for c, o in zip(mcp_calls, outputs, strict=True) if not o.retryable)
             if client_calls:
@@ -318,7 +318,7 @@ def _release_forced_choice(request: dict[str, Any]) -> None:
 
 async def _run_tools(
     tools: RequestTools, calls: list[ToolCall], span: Span
-) -> AsyncIterator[ToolsStarted | ToolProgress | ToolsRan]:
+) -> AsyncGenerator[ToolsStarted | ToolProgress | ToolsRan, None]:
     """Runs the calls at once, passing on their progress as it comes; ends with `ToolsRan`."""
     yield ToolsStarted(calls)
     outputs: list[ToolOutput | None] = [None] * len(calls)

@@ -18,7 +18,7 @@ is taken whole as a bare value, its words unread.
 
 import difflib
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -186,7 +186,9 @@ async def run_command(
     return Expansion(tuple(messages), entry.command)
 
 
-async def answered(text: str, messages: list[dict[str, Any]], memory: ReplyMemory | None) -> AsyncIterator[LoopEvent]:
+async def answered(
+    text: str, messages: list[dict[str, Any]], memory: ReplyMemory | None
+) -> AsyncGenerator[LoopEvent, None]:
     """The gateway's own answer as the loop's events, so it streams or returns like any other; remembered
     first, so that the next turn leaves it and its slash line out of what the model sees."""
     if memory is not None:

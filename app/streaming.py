@@ -9,7 +9,7 @@ gateway's shutdown grace runs out (ShutdownCutoff).
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -64,9 +64,9 @@ class _ChunkFactory:
 
 
 async def stream_payloads(
-    events: AsyncIterator[LoopEvent], *, model: str | None, include_usage: bool, trace: TraceMode = "reasoning",
+    events: AsyncGenerator[LoopEvent, None], *, model: str | None, include_usage: bool, trace: TraceMode = "reasoning",
     person: PersonView | None = None,
-) -> AsyncIterator[dict[str, Any] | str]:
+) -> AsyncGenerator[dict[str, Any] | str, None]:
     """The `data:` payloads of one streamed chat completion: JSON objects (chunks, or one error), then DONE.
     `person`: how what tool results address to the person is shown to them (None: not at all)."""
     chunks = _ChunkFactory(model)
@@ -125,7 +125,9 @@ class ShutdownCutoff:
         if self._waiting and self._task is not None:
             self._task.cancel()
 
-    async def payloads(self, payloads: AsyncIterator[dict[str, Any] | str]) -> AsyncIterator[dict[str, Any] | str]:
+    async def payloads(
+        self, payloads: AsyncGenerator[dict[str, Any] | str, None]
+    ) -> AsyncGenerator[dict[str, Any] | str, None]:
         """`payloads` as they come, until the cut-off."""
         task = self._task = asyncio.current_task()
         assert task is not None
@@ -152,7 +154,7 @@ class ShutdownCutoff:
 
 
 async def collect_completion(
-    events: AsyncIterator[LoopEvent], *, model: str | None, trace: TraceMode = "reasoning",
+    events: AsyncGenerator[LoopEvent, None], *, model: str | None, trace: TraceMode = "reasoning",
     person: PersonView | None = None,
 ) -> dict[str, Any]:
     """The whole `chat.completion` object for a non-streaming request."""

@@ -2,7 +2,7 @@
 and resources."""
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from contextlib import aclosing
 from dataclasses import replace
 from typing import Annotated, Any
@@ -96,7 +96,7 @@ def _person_view(raw: Request, settings: Settings) -> PersonView | None:
     return PersonView(raw.state.images, lambda: settings.public_url or str(raw.base_url), settings.image_inline_bytes)
 
 
-async def _server_sent(payloads: AsyncIterator[dict[str, Any] | str]) -> AsyncIterator[bytes]:
+async def _server_sent(payloads: AsyncGenerator[dict[str, Any] | str, None]) -> AsyncIterator[bytes]:
     """Each payload as one SSE event, encoded here (sse-starlette sends bytes as they are)."""
     async with aclosing(payloads):
         async for payload in payloads:
