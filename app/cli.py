@@ -95,7 +95,9 @@ def serve(settings: Settings) -> None:
         port=settings.port,
         log_config=None,
         access_log=False,  # the request log (app/logging.py) writes one line per request already
-        timeout_graceful_shutdown=settings.shutdown_grace,
+        # uvicorn annotates this int, but only passes it to asyncio.wait_for as a timeout: a float works and keeps
+        # a grace such as 2.5 s exact
+        timeout_graceful_shutdown=settings.shutdown_grace,  # type: ignore[arg-type]
         http=bounded_protocol(settings.client_timeout),
     )
     # Bound before the lifespan starts the MCP servers: a port in use fails at once, having started nothing.

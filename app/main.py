@@ -59,7 +59,7 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
 
 def _chat_route(routes: APIRouter) -> APIRoute:
     return next(route for route in routes.routes
-                if isinstance(route, APIRoute) and route.path == CHAT_PATH and "POST" in route.methods)
+                if isinstance(route, APIRoute) and route.path == CHAT_PATH and "POST" in (route.methods or ()))
 
 
 def _describe_chat_body(app: FastAPI) -> None:

@@ -9,6 +9,8 @@ is told at once (ON_SHUTDOWN), so that a stream can end properly before the grac
 
 import asyncio
 import json
+from collections.abc import Callable
+from typing import cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -64,7 +66,8 @@ def bounded_protocol(head_timeout: float) -> type[HttpToolsProtocol]:
 
         def shutdown(self) -> None:
             if self.cycle is not None and not self.cycle.response_complete:
-                notify = self.scope.get(ON_SHUTDOWN)
+                # routes.py puts a callable there; uvicorn's scope type knows only the ASGI keys
+                notify = cast(Callable[[], None] | None, self.scope.get(ON_SHUTDOWN))
                 if notify is not None:
                     notify()
             super().shutdown()

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span as Span  # re-exported: the loop names its spans without importing opentelemetry
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 _tracer = trace.get_tracer("toolbridge")
 

@@ -20,35 +20,43 @@ from app.upstream.client import UpstreamClient
 
 
 async def get_settings(request: Request) -> Settings:
-    return request.state.settings
+    settings: Settings = request.state.settings  # State attributes are Any
+    return settings
 
 
 async def get_upstream(request: Request) -> UpstreamClient:
-    return request.state.upstream
+    upstream: UpstreamClient = request.state.upstream  # State attributes are Any
+    return upstream
 
 
 async def get_pool(request: Request) -> McpPool:
-    return request.state.pool
+    pool: McpPool = request.state.pool  # State attributes are Any
+    return pool
 
 
 async def get_memory(request: Request) -> MemoryStores:
-    return request.state.memory
+    memory: MemoryStores = request.state.memory  # State attributes are Any
+    return memory
 
 
 async def get_metrics(request: Request) -> Metrics:
-    return request.state.metrics
+    metrics: Metrics = request.state.metrics  # State attributes are Any
+    return metrics
 
 
 async def get_recent_calls(request: Request) -> RecentCalls:
-    return request.state.recent_calls
+    recent_calls: RecentCalls = request.state.recent_calls  # State attributes are Any
+    return recent_calls
 
 
 async def get_images(request: Request) -> ImageStore:
-    return request.state.images
+    images: ImageStore = request.state.images  # State attributes are Any
+    return images
 
 
 async def get_recent_requests(request: Request) -> RecentRequests:
-    return request.state.recent_requests
+    recent_requests: RecentRequests = request.state.recent_requests  # State attributes are Any
+    return recent_requests
 
 
 async def get_authorised(request: Request) -> bool:

@@ -1,7 +1,7 @@
 """Checks a model's tool arguments against the tool's original inputSchema before any call is made."""
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from jsonschema import exceptions as schema_exceptions
 from jsonschema import validators
@@ -40,7 +40,7 @@ def problems(validator: Validator | None, arguments: dict[str, Any]) -> list[Fie
 def _describe(error: schema_exceptions.ValidationError) -> list[FieldProblem]:
     path = ".".join(str(part) for part in error.absolute_path)
     if error.validator == "required":  # one error per missing field; each names them all, the set keeps one
-        missing = [name for name in error.validator_value if name not in error.instance]
+        missing = [name for name in _value(error) if name not in cast(dict[str, Any], error.instance)]
         return [FieldProblem(f"{path}.{name}" if path else name, "missing: this field is required") for name in missing]
     return [_describe_one(error, path)]
 
@@ -49,11 +49,17 @@ def _describe_one(error: schema_exceptions.ValidationError, path: str) -> FieldP
     if error.validator == "type":
         return FieldProblem(path or "(arguments)", f"expected {error.validator_value}, got {_show(error.instance)}")
     if error.validator == "enum":
-        options = ", ".join(repr(v) for v in error.validator_value)
+        options = ", ".join(repr(v) for v in _value(error))
         return FieldProblem(path or "(arguments)", f"must be one of {options}, got {_show(error.instance)}")
     if error.validator == "additionalProperties":
         return FieldProblem(path or "(arguments)", error.message.replace("Additional properties", "unknown fields"))
     return FieldProblem(path or "(arguments)", error.message)
+
+
+def _value(error: schema_exceptions.ValidationError) -> list[Any]:
+    """The keyword's value (required: the names, enum: the options). The stubs allow jsonschema's Unset too, which
+    an error from iter_errors never carries; a cast, not a check, so nothing changes at run time."""
+    return cast(list[Any], error.validator_value)
 
 
 def _show(value: Any) -> str:

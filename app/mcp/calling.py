@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import structlog
 from mcp import Client, MCPError
-from mcp.types import REQUEST_TIMEOUT, ListResourcesResult, ReadResourceResult
+from mcp.types import REQUEST_TIMEOUT, CallToolResult, ListResourcesResult, ReadResourceResult
 
 from app.mcp.arguments import problems
 from app.mcp.connect import tracking_delivery
@@ -138,6 +138,7 @@ class McpCall:
 
         try:
             # A refused POST ends the wait at once: the SDK's sender may die of it without a word to us.
+            result: CallToolResult | ReadResourceResult | ListResourcesResult
             with deadline.scope, tracking_delivery(on_refused=deadline.scope.cancel) as delivery:
                 if self.route.reads_resources:
                     result = await read_or_list(client, arguments)

@@ -53,7 +53,7 @@ def grammar_safe(schema: dict[str, Any]) -> dict[str, Any]:
     """The lmstudio/llamacpp rewrite: refs inlined, unsupported keywords dropped, hints put into words."""
     definitions = {**_as_dict(schema.get("definitions")), **_as_dict(schema.get("$defs"))}
     inlined = _inline_refs(schema, definitions, trail=())
-    safe = _make_safe(inlined)
+    safe: dict[str, Any] = _make_safe(inlined)  # a dict in, a dict out
     safe["type"] = "object"
     safe.setdefault("properties", {})
     return safe

@@ -65,9 +65,9 @@ async def listen_for_changes(
             for kind in kinds:  # a change between the first listing and the subscription would go unseen
                 changed(kind)
             async for event in subscription:
-                kind = _CHANGE_KINDS.get(type(event))
-                if kind is not None:
-                    changed(kind)
+                what = _CHANGE_KINDS.get(type(event))
+                if what is not None:
+                    changed(what)
         log.info("mcp_listen_closed", server=server)
         lost()
     except SubscriptionLost:

@@ -15,7 +15,7 @@ Redis whatever the breaker says, says `degraded` meanwhile, and its answer close
 
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import anyio
 import redis.asyncio as aioredis
@@ -148,7 +148,9 @@ class RedisStore:
             return {}
         unique = list(dict.fromkeys(keys))
         if max_bytes is None:
-            values = await self._call(lambda: self._client.mget([PREFIX + key for key in unique]))
+            # redis-py types values as bytes | str; this client does not decode responses, so they are bytes
+            values = cast(list[bytes | None],
+                          await self._call(lambda: self._client.mget([PREFIX + key for key in unique])))
         else:
             values = await self._call(lambda: self._get_within(args=[max_bytes, PREFIX, *unique]))
         return {key: value for key, value in zip(unique, values, strict=True) if value is not None}

@@ -353,7 +353,7 @@ class UpstreamClient:
             events = EventBatcher()
             most = 1  # the first chunk goes on at once, then twice as many per batch up to MAX_BATCH
             async for data in parts:
-                batch = []
+                batch: list[dict[str, Any]] = []
                 for event in events.feed(data):
                     if len(batch) >= most:
                         yield batch
