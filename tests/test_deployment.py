@@ -264,3 +264,14 @@ def test_nginx_leaves_a_scaled_away_replica_after_a_short_connect_timeout_and_as
             for _ in range(10):
                 chat()
             assert timeouts_to_the_gone_replica() == tried  # out of the rotation
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    """.ci/run is the README's test command (pip quiet), so what CI checks (ruff, mypy, the suite) is what a
+    contributor runs."""
+    readme = (ROOT / "README.md").read_text()
+    command = next(line for line in readme.splitlines()
+                   if line.startswith("python3 -m venv .venv && ") and '".[dev]"' in line)
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert command.replace("pip install -e", "pip install -q -e") in ci
+    assert ".venv/bin/ruff check . && .venv/bin/mypy && .venv/bin/pytest" in command
