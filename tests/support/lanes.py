@@ -11,10 +11,13 @@ starter here.
 
 import functools
 import inspect
+import io
 import re
 import socket
 import subprocess
+import textwrap
 import threading
+import tokenize
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -44,7 +47,7 @@ def _reaches_a_starter(target: Any, seen: set[int]) -> bool:
         return False
     seen.add(id(target))
     try:
-        source = inspect.getsource(target)
+        source = _without_comments(inspect.getsource(target))
     except (OSError, TypeError):
         return False
     if STARTERS.search(source):
@@ -57,6 +60,19 @@ def _reaches_a_starter(target: Any, seen: set[int]) -> bool:
         if _is_test_code(helper) and _reaches_a_starter(helper, seen):
             return True
     return False
+
+
+def _without_comments(source: str) -> str:
+    """The code without its comments (a comment naming uvicorn starts nothing)."""
+    lines = textwrap.dedent(source).splitlines(keepends=True)
+    try:
+        comments = [token.start for token in tokenize.generate_tokens(io.StringIO("".join(lines)).readline)
+                    if token.type == tokenize.COMMENT]
+    except (tokenize.TokenError, SyntaxError):
+        return source
+    for row, column in comments:
+        lines[row - 1] = lines[row - 1][:column] + "\n"
+    return "".join(lines)
 
 
 def _is_test_code(obj: Any) -> bool:
