@@ -15,6 +15,7 @@ import pytest
 from app.main import create_app
 from app.settings import Settings
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.lanes import mark_the_slow, no_processes_or_sockets
 from tests.support.replica_services import RedisServer
 from tests.support.servers import ServerThread
 
@@ -64,6 +65,24 @@ def wait_for_health(
 
 def servers_ready(*names: str) -> Any:
     return lambda body: all(body["servers"].get(n, {}).get("state") == "ready" for n in names)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks `slow` every test that starts a server, a process or a browser (tests/support/lanes.py), so that
+    `pytest -m "not slow"` runs the pure ones in seconds."""
+    mark_the_slow(items)
+
+
+@pytest.fixture(autouse=True)
+def _pure_tests_stay_pure(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test not marked slow that starts a process or opens a socket fails, in every run."""
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    with no_processes_or_sockets(request.node.nodeid) as violations:
+        yield
+    if violations:
+        pytest.fail(violations[0], pytrace=False)
 
 
 @pytest.fixture(scope="session")
