@@ -186,7 +186,9 @@ class AdmissionGuard:
         return None
 
     def _size_refusal(self, content_length: str | None) -> GatewayError | None:
-        if content_length is not None and content_length.isdigit() and int(content_length) > self._max_body:
+        # ASCII digits only, as HTTP writes them: "²" passes isdigit() and then fails int().
+        if content_length is not None and content_length.isascii() and content_length.isdigit() \
+                and int(content_length) > self._max_body:
             return _too_large(self._max_body)
         return None
 
