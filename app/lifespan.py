@@ -7,7 +7,9 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from typing import Any, TypedDict
 
 from app import __version__
-from app.images import ImageStore
+from app.chat.images import ImageStore
+from app.chat.memory import MemoryStores
+from app.chat.tool_budget import load_ranker_in_background
 from app.mcp.calling import CallRecord, ToolCallObserver
 from app.mcp.config import McpConfig, config_paths, load_mcp_configs
 from app.mcp.convert import ConversionOptions, resolve_profile
@@ -15,16 +17,14 @@ from app.mcp.pool import McpPool
 from app.mcp.results import RenderOptions
 from app.mcp.sampling import Complete
 from app.mcp.supervisor import PoolOptions
-from app.memory import MemoryStores
-from app.metrics import Metrics
 from app.openai.accumulate import TurnAccumulator
-from app.recent_calls import RecentCalls
-from app.recent_requests import RecentRequests
+from app.ops.metrics import Metrics
+from app.ops.recent_calls import RecentCalls
+from app.ops.recent_requests import RecentRequests
+from app.ops.telemetry import start_tracing
 from app.settings import Settings
 from app.state.open import open_state_store
 from app.state.store import Bounds, MemoryStore
-from app.telemetry import start_tracing
-from app.tool_budget import load_ranker_in_background
 from app.upstream.client import Transport, UpstreamClient, make_transport
 
 PENDING_SECONDS = 3_600.0  # a client coming back with its tools' results later than this starts afresh

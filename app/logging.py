@@ -1,23 +1,13 @@
-"""structlog setup, and the record of each request when it ends: its log line (status, duration, rounds, tools
-called, tokens) and its metrics."""
+"""structlog setup: one renderer on stderr for structlog and stdlib logging, values bounded, secrets redacted.
+The record of each request is app/api/request_log.py."""
 
 import logging
-import os
 import re
 import sys
-import time
 from collections.abc import Iterable
 from typing import Any
 
 import structlog
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from app.metrics import Metrics
-from app.open_webui import OPENWEBUI_PREFIX, openwebui_fields
-from app.ports import RequestStats
-from app.shown import ROUTE as IMAGES_ROUTE
-
-log = structlog.get_logger("toolbridge.http")
 
 # One value in a log line is cut past this many characters: an error must not write thousands of lines.
 MAX_FIELD_CHARS = 8_000
@@ -104,80 +94,3 @@ def _redacting(renderer: Any, secrets: Iterable[str]) -> Any:
         return line
 
     return render
-
-
-def _logged_path(path: str) -> str:
-    """The path, less an image's id: that is the image's key (app/images.py), and logs outlive it."""
-    images = f"/{IMAGES_ROUTE}"
-    return f"{images}[id]" if path.startswith(images) else path
-
-
-class RequestLogMiddleware:
-    """Pure ASGI middleware: binds a request id, logs one line per HTTP request when it ends, and counts it in
-    the app's metrics (found in the lifespan state).
-
-    Pure ASGI rather than BaseHTTPMiddleware so streaming bodies are not buffered and the line is
-    written after the last byte of a stream.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request_id = f"req_{os.urandom(8).hex()}"
-        stats = RequestStats()
-        state = scope.setdefault("state", {})
-        state["request_stats"] = stats
-        state["request_id"] = request_id  # for the answer to a crash, sent from outside this middleware
-        metrics: Metrics | None = state.get("metrics")
-        if metrics is not None:
-            metrics.in_flight.inc()
-        status = 500
-        started = time.perf_counter()
-
-        async def send_with_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                message.setdefault("headers", []).append((b"x-request-id", request_id.encode()))
-            await send(message)
-
-        client_fields = openwebui_fields({name.decode("latin-1"): value.decode("latin-1")
-                                          for name, value in scope["headers"] if name.startswith(OPENWEBUI_PREFIX)})
-        structlog.contextvars.bind_contextvars(request_id=request_id, **client_fields)
-        try:
-            await self.app(scope, receive, send_with_status)
-        finally:
-            fields: dict[str, Any] = {
-                **client_fields,
-                "method": scope["method"],
-                "path": _logged_path(scope["path"]),
-                "status": status,
-                "duration_ms": round((time.perf_counter() - started) * 1000, 1),
-            }
-            if stats.rounds:
-                fields |= {"rounds": stats.rounds, "tools_called": stats.tools_called}
-            if stats.tools_offered or stats.tools_withheld:
-                fields |= {"tools_offered": stats.tools_offered, "tools_withheld": stats.tools_withheld}
-            if stats.restored_turns:
-                fields["restored_turns"] = stats.restored_turns
-            if stats.prompt:
-                fields["prompt"] = stats.prompt
-            if stats.answered_by_gateway:
-                fields["answered_by_gateway"] = True
-            if stats.usage is not None:
-                usage = stats.usage
-                fields |= {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
-            if metrics is not None:
-                metrics.in_flight.dec()
-                route = getattr(scope.get("route"), "path", None) or "unmatched"  # a template: bounded labels
-                metrics.observe_request(route, scope["method"], status, time.perf_counter() - started)
-                if stats.usage is not None:
-                    metrics.observe_tokens(stats.usage.prompt_tokens, stats.usage.completion_tokens)
-            # Health probes (Docker, compose) every few seconds would drown the real traffic.
-            level = logging.DEBUG if scope["path"] == "/health" else logging.INFO
-            log.log(level, "request", **fields)
-            structlog.contextvars.clear_contextvars()

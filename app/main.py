@@ -14,12 +14,12 @@ from app import __version__
 from app.api.chat_body import with_chat_body_schema
 from app.api.chat_lane import CHAT_PATH, ChatLane
 from app.api.guard import BODY_FAILURE, AdmissionGuard, BrowserGuard
+from app.api.request_log import RequestLogMiddleware
 from app.api.routes import chat_completions, router
 from app.api.ui import page_router
 from app.api.ui import router as ui_router
-from app.errors import GatewayError, InvalidRequest, RouteNotFound, error_envelope
 from app.lifespan import build_lifespan
-from app.logging import RequestLogMiddleware
+from app.openai.errors import GatewayError, InvalidRequest, RouteNotFound, error_envelope
 from app.settings import Settings
 from app.upstream.client import Transport
 

@@ -18,12 +18,13 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.chat.trace import TraceMode
+
 # Each vocabulary is spelled once, by the module that acts on it.
 from app.mcp.convert import PrefixMode
 from app.mcp.results import ResultFormat
 from app.mcp.schema import ProfileSetting
 from app.state.store import parse_state_url
-from app.trace import TraceMode
 from app.upstream.client import TransportKind
 
 TOOL_BUDGET_DEFAULT = 24  # the smallest that left the eval's 22 tools whole: below it both models lost tasks

@@ -13,8 +13,8 @@ from typing import Any
 
 import anyio
 
+from app.chat.memory import ConversationMemory, MemoryStores
 from app.mcp.results import RenderOptions
-from app.memory import ConversationMemory, MemoryStores
 from app.state.sqlite import SqliteStore
 from app.state.store import Bounds, MemoryStore, StateStore
 

@@ -6,7 +6,7 @@ import pytest
 from fastapi.exceptions import RequestValidationError
 
 from app.api.chat_body import parse_chat_body
-from app.errors import InvalidRequest
+from app.openai.errors import InvalidRequest
 from app.upstream.client import _json_bytes
 
 MESSAGES = '"messages": [{"role": "user", "content": "hi"}]'

@@ -1,11 +1,11 @@
-"""A client's tools made compact (app/compact_tools.py): a table of what is kept and what goes."""
+"""A client's tools made compact (app/chat/compact_tools.py): a table of what is kept and what goes."""
 
 from typing import Any
 
 import pytest
 
-from app.compact_tools import compact_tool, first_sentence, without_annotations
-from app.context_budget import wire_chars
+from app.chat.compact_tools import compact_tool, first_sentence, without_annotations
+from app.chat.context_budget import wire_chars
 from bench.eval.tasks import client_tools
 
 

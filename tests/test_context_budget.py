@@ -1,4 +1,4 @@
-"""Restored results fitted into the model's context (app/context_budget.py), and the cut they get
+"""Restored results fitted into the model's context (app/chat/context_budget.py), and the cut they get
 (app/mcp/results.py): tables of sizes, no gateway."""
 
 import json
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.context_budget import SHORTENED_CHARS, fit_restored, prompt_allowance
+from app.chat.context_budget import SHORTENED_CHARS, fit_restored, prompt_allowance
 from app.mcp.results import omitted_result, shortened_result
 
 OMITTED = omitted_result("envelope")

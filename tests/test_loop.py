@@ -1,4 +1,4 @@
-"""The tool loop on its own (app/loop.py), driven by scripted fakes of its Protocols (app/ports.py): a model
+"""The tool loop on its own (app/chat/loop.py), driven by scripted fakes of its Protocols (app/chat/ports.py): a model
 that plays back turns, tools that return set outcomes. Every loop rule in milliseconds; the same rules
 through HTTP, real MCP servers and the openai SDK are tested in test_chat.py and test_mixed_tools.py."""
 
@@ -10,14 +10,14 @@ from typing import Any
 import anyio
 import pytest
 
-from app.loop import Finished, LoopEvent, Started, ToolProgress, ToolsRan, ToolsStarted, run_tool_loop
+from app.chat.loop import Finished, LoopEvent, Started, ToolProgress, ToolsRan, ToolsStarted, run_tool_loop
+from app.chat.memory import ConversationMemory, MemoryStores
+from app.chat.ports import ALL_TOOLS, LoopOptions, RequestStats, ToolSelection
+from app.chat.trace import render_finished
 from app.mcp.results import RenderOptions
-from app.memory import ConversationMemory, MemoryStores
 from app.openai.accumulate import ToolCall
 from app.openai.markup import TextDelta
-from app.ports import ALL_TOOLS, LoopOptions, RequestStats, ToolSelection
 from app.state.store import Bounds, MemoryStore
-from app.trace import render_finished
 
 pytestmark = pytest.mark.anyio
 FETCH = {"type": "function", "function": {"name": "fetch", "parameters": {"type": "object", "properties": {}}}}

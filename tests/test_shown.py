@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from app.images import ImageStore
+from app.chat.images import ImageStore
+from app.chat.shown import PersonView, strip_shown
+from app.chat.trace import read_back, render_finished, strip_trace
 from app.mcp.results import Image
-from app.shown import PersonView, strip_shown
-from app.trace import read_back, render_finished, strip_trace
 from tests.support.mcp_servers.pictures import SVG, noise_png
 
 SMALL, LARGE = noise_png(2), noise_png(40)

@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 from mcp.types import GetPromptResult, Prompt, PromptArgument, PromptMessage, TextContent
 
+from app.chat.slash_commands import Answer, Expansion, SlashCommand, read_command, run_command
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, build_prompt_book
-from app.slash_commands import Answer, Expansion, SlashCommand, read_command, run_command
 
 
 def user(content: Any) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""The tool budget (app/tool_budget.py): tables of what a long tool list is cut to, and the same through
+"""The tool budget (app/chat/tool_budget.py): tables of what a long tool list is cut to, and the same through
 the gateway with real servers, the request log, `/tools?q=` and a client tool left out."""
 
 import json
@@ -11,10 +11,10 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from app.loop_options import tool_budget_for
+from app.chat.loop_options import tool_budget_for
+from app.chat.tool_budget import Budget, _index, budget_for, choose_within
+from app.chat.tool_offer import why_withheld
 from app.settings import Settings
-from app.tool_budget import Budget, _index, budget_for, choose_within
-from app.tool_offer import why_withheld
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
 

@@ -10,9 +10,9 @@ import httpx
 import openai
 import pytest
 
-from app.errors import InvalidRequest
-from app.ports import ToolSelection
-from app.toolsets import choose_tools, split_model, with_virtual_models
+from app.chat.ports import ToolSelection
+from app.chat.toolsets import choose_tools, split_model, with_virtual_models
+from app.openai.errors import InvalidRequest
 from tests.conftest import BASIC_TOOLS, Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
 
@@ -165,7 +165,7 @@ def test_a_bad_toolsets_setting_is_refused_at_start(tmp_path: Path) -> None:
             make_settings(tmp_path, None, toolsets=toolsets)
 
 
-# The pure rules (app/toolsets.py).
+# The pure rules (app/chat/toolsets.py).
 KNOWN = {"fs", "time", "fetch", "fs__read_file"}.__contains__
 
 

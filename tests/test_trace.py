@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.trace import DETAILS_RESULT_CHARS, RecordedCall, read_back, render_finished, render_started, strip_trace
+from app.chat.trace import DETAILS_RESULT_CHARS, RecordedCall, read_back, render_finished, render_started, strip_trace
 
 
 @dataclass

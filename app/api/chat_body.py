@@ -17,7 +17,7 @@ import orjson
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from app.errors import InvalidRequest
+from app.openai.errors import InvalidRequest
 from app.openai.schemas import ChatCompletionRequest
 
 # Every digit as "0", every other byte as " ": then a run of 19 digits is one fast `find` (a regular

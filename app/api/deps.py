@@ -9,12 +9,12 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.images import ImageStore
+from app.chat.images import ImageStore
+from app.chat.memory import MemoryStores
 from app.mcp.pool import McpPool
-from app.memory import MemoryStores
-from app.metrics import Metrics
-from app.recent_calls import RecentCalls
-from app.recent_requests import RecentRequests
+from app.ops.metrics import Metrics
+from app.ops.recent_calls import RecentCalls
+from app.ops.recent_requests import RecentRequests
 from app.settings import Settings
 from app.upstream.client import UpstreamClient
 

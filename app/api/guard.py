@@ -33,7 +33,8 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import (
+from app.chat.shown import ROUTE as IMAGES_ROUTE
+from app.openai.errors import (
     AuthenticationFailed,
     BodyTooLarge,
     Forbidden,
@@ -43,12 +44,11 @@ from app.errors import (
     RequestTimeout,
 )
 from app.settings import Settings
-from app.shown import ROUTE as IMAGES_ROUTE
 
 # Served without a key: the health check of Docker and load balancers (it shows only the status then).
 PUBLIC_PATHS = frozenset({"/health"})
 # Served to whoever has the unguessable id in the path instead of the key, which an <img> cannot send: the images
-# in answers (app/images.py). Host and Origin are checked all the same.
+# in answers (app/chat/images.py). Host and Origin are checked all the same.
 CAPABILITY_PATHS = (f"/{IMAGES_ROUTE}",)
 BODY_FAILURE = "toolbridge.body_failure"  # scope key: why the body could not be read, for the error handler
 OVERLOADED_RETRY_AFTER = "1"

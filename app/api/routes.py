@@ -16,25 +16,25 @@ from starlette.background import BackgroundTask
 
 from app.api.chat_body import parse_chat_body
 from app.api.deps import AuthorisedDep, ImagesDep, MemoryDep, MetricsDep, PoolDep, SettingsDep, UpstreamDep
-from app.errors import MethodNotAllowed, Overloaded, RouteNotFound
-from app.health import health_report
-from app.images import StoredImage
-from app.loop import run_tool_loop
-from app.loop_options import conversation_memory, loop_options, tool_budget_for
+from app.api.health import health_report
+from app.chat.images import StoredImage
+from app.chat.loop import run_tool_loop
+from app.chat.loop_options import conversation_memory, loop_options, tool_budget_for
+from app.chat.ports import RequestStats
+from app.chat.shown import ROUTE as IMAGES_ROUTE
+from app.chat.shown import PersonView
+from app.chat.slash_commands import Answer, Expansion, answered, read_command, run_command
+from app.chat.streaming import SHUTTING_DOWN, ShutdownCutoff, collect_completion, stream_payloads
+from app.chat.tool_offer import describe_offer, describe_request
+from app.chat.toolsets import HEADER as TOOLS_HEADER
+from app.chat.toolsets import choose_tools, with_virtual_models
+from app.chat.trace import HEADER as TRACE_HEADER
+from app.chat.trace import trace_mode
 from app.mcp.pool import McpPool
-from app.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from app.ports import RequestStats
+from app.openai.errors import MethodNotAllowed, Overloaded, RouteNotFound
+from app.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.serving import ON_SHUTDOWN
 from app.settings import Settings
-from app.shown import ROUTE as IMAGES_ROUTE
-from app.shown import PersonView
-from app.slash_commands import Answer, Expansion, answered, read_command, run_command
-from app.streaming import SHUTTING_DOWN, ShutdownCutoff, collect_completion, stream_payloads
-from app.tool_offer import describe_offer, describe_request
-from app.toolsets import HEADER as TOOLS_HEADER
-from app.toolsets import choose_tools, with_virtual_models
-from app.trace import HEADER as TRACE_HEADER
-from app.trace import trace_mode
 from app.upstream.client import UpstreamClient
 
 SSE_PING_SECONDS = 15
@@ -211,7 +211,7 @@ for _method in ("GET", "POST", "PUT", "PATCH", "DELETE"):  # one route a method:
 @router.get(f"/{IMAGES_ROUTE}{{image_id}}")
 async def image(image_id: str, images: ImagesDep) -> Response:
     """An image a tool returned, shown in an answer. No key: the `<img>` of a chat page cannot send one, so the
-    unguessable id that only the answer carries is the key (app/images.py, app/api/guard.py)."""
+    unguessable id that only the answer carries is the key (app/chat/images.py, app/api/guard.py)."""
     stored = images.get(image_id)
     if stored is None:
         raise RouteNotFound(

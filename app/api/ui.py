@@ -28,12 +28,12 @@ from app.api.deps import (
     SettingsDep,
     UpstreamDep,
 )
-from app.errors import InvalidRequest, RouteNotFound
-from app.health import health_report
+from app.api.health import health_report
 from app.mcp.pool import McpPool
 from app.mcp.supervisor import first_of
-from app.recent_calls import RecentCalls
-from app.recent_requests import RecentRequests
+from app.openai.errors import InvalidRequest, RouteNotFound
+from app.ops.recent_calls import RecentCalls
+from app.ops.recent_requests import RecentRequests
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 page_router = APIRouter(include_in_schema=False)

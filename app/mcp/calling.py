@@ -17,6 +17,7 @@ import structlog
 from mcp import Client, MCPError
 from mcp.types import REQUEST_TIMEOUT, CallToolResult, ListResourcesResult, ReadResourceResult
 
+from app.chat.ports import ProgressReport
 from app.mcp.arguments import problems
 from app.mcp.connect import tracking_delivery
 from app.mcp.convert import ToolRoute
@@ -31,7 +32,6 @@ from app.mcp.results import (
     render_result,
 )
 from app.mcp.watching import connection_gone, session_gone
-from app.ports import ProgressReport
 
 # The SDK's own read timeout is a backstop a little past our cap; our deadline normally acts first.
 CALL_TIMEOUT_SLACK = 5.0

@@ -17,6 +17,7 @@ import anyio
 import structlog
 from mcp.types import GetPromptResult
 
+from app.chat.ports import ALL_TOOLS, ProgressReport, ToolSelection
 from app.mcp.calling import CallRecord, McpCall, ToolCallObserver
 from app.mcp.config import McpConfig, McpConfigError, ServerConfig
 from app.mcp.connect import ConnectionOpener, StartGate
@@ -28,7 +29,6 @@ from app.mcp.results import FailureKind, ToolOutcome, render_failure
 from app.mcp.sampling import Complete
 from app.mcp.status import ServerState, ServerStatus, unrun_statuses
 from app.mcp.supervisor import PoolOptions, ServerSupervisor
-from app.ports import ALL_TOOLS, ProgressReport, ToolSelection
 
 log = structlog.get_logger("toolbridge.mcp")
 

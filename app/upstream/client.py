@@ -18,7 +18,7 @@ import orjson
 import structlog
 from httpx_aiohttp import AiohttpTransport
 
-from app.errors import InvalidRequest, UpstreamCutOff, UpstreamError, UpstreamStatusError, upstream_message
+from app.openai.errors import InvalidRequest, UpstreamCutOff, UpstreamError, UpstreamStatusError, upstream_message
 from app.openai.schemas import rewrite_model_list
 from app.upstream.failures import BROKEN_READ, amount, broken_read, failed_before_answer
 from app.upstream.paths import relative_path, without_credentials

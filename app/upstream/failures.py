@@ -7,7 +7,7 @@ request and closed the connection. After it began: how much of the answer had ar
 import aiohttp
 import httpx
 
-from app.errors import UpstreamClosed, UpstreamCutOff, UpstreamError, UpstreamTimeout, UpstreamUnreachable
+from app.openai.errors import UpstreamClosed, UpstreamCutOff, UpstreamError, UpstreamTimeout, UpstreamUnreachable
 
 # What a broken read of an answer's body raises, from either transport.
 BROKEN_READ = (TimeoutError, httpx.TransportError, aiohttp.ClientError)

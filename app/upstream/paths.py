@@ -6,7 +6,7 @@ import re
 import unicodedata
 from urllib.parse import parse_qsl, unquote, urlencode
 
-from app.errors import InvalidRequest
+from app.openai.errors import InvalidRequest
 
 # Query parameters that carry a client's key; the upstream gets the gateway's own key instead.
 _CREDENTIAL_PARAMS = frozenset({"api_key", "api-key", "access_token"})

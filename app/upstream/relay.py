@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 import orjson
 import structlog
 
-from app.errors import UpstreamError
+from app.openai.errors import UpstreamError
 from app.upstream.failures import BROKEN_READ, amount
 
 log = structlog.get_logger("toolbridge.upstream")

@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 
+from app.chat.trace import strip_trace
 from app.settings import Settings
-from app.trace import strip_trace
 from bench.eval.scoring import Score, observe, score
 from bench.eval.tasks import Task, client_tools
 from tests.support.servers import free_port

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from app.trace import strip_trace
+from app.chat.trace import strip_trace
 from bench.eval.tasks import ExpectedCall, Task
 
 _BLOCK = re.compile(r'<details type="tool_calls"([^>]*)>')

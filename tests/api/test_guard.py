@@ -17,7 +17,7 @@ from app.api.guard import (
     _may_change_things,
     is_loopback,
 )
-from app.errors import AuthenticationFailed, Forbidden, InvalidRequest
+from app.openai.errors import AuthenticationFailed, Forbidden, InvalidRequest
 from app.settings import Settings
 
 

@@ -6,7 +6,7 @@ import httpx
 import pytest
 import respx
 
-from app.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout, UpstreamUnreachable
+from app.openai.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout, UpstreamUnreachable
 from app.upstream.client import UpstreamClient
 
 BASE = "http://upstream.test/v1"

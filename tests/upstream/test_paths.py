@@ -3,7 +3,7 @@ stays below the base URL) and the pass-through end to end are in tests/test_secu
 
 import pytest
 
-from app.errors import InvalidRequest
+from app.openai.errors import InvalidRequest
 from app.upstream.paths import relative_path, without_credentials
 
 

@@ -11,9 +11,9 @@ narrows what the others chose.
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from app.errors import InvalidRequest
+from app.chat.ports import ToolSelection
+from app.openai.errors import InvalidRequest
 from app.openai.schemas import rewrite_model_list
-from app.ports import ToolSelection
 
 HEADER = "X-Toolbridge-Tools"
 METADATA_KEY = "toolbridge_tools"

@@ -40,12 +40,12 @@ from typing import Any
 import anyio.to_thread
 import structlog
 
-from app.context_budget import CHARS_PER_TOKEN, fit_restored
+from app.chat.context_budget import CHARS_PER_TOKEN, fit_restored
+from app.chat.ports import RestoredHistory
+from app.chat.trace import RecordedCall, read_back, strip_trace
 from app.mcp.results import RenderOptions, omitted_result, recorded_result, shortened_result
 from app.openai.schemas import content_text
-from app.ports import RestoredHistory
 from app.state.store import ANONYMOUS, StateStore, StateStoreError
-from app.trace import RecordedCall, read_back, strip_trace
 
 log = structlog.get_logger("toolbridge.memory")
 

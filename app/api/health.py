@@ -5,9 +5,9 @@ Servers' errors carry their stderr, which may hold what users sent them or what 
 
 from typing import Any
 
+from app.chat.memory import MemoryStores
 from app.mcp.convert import resolve_profile
 from app.mcp.pool import McpPool
-from app.memory import MemoryStores
 from app.settings import Settings
 from app.upstream.client import UpstreamClient
 

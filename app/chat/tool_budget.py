@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.compact_tools import compact_tool
-from app.context_budget import CHARS_PER_TOKEN, wire_chars
+from app.chat.compact_tools import compact_tool
+from app.chat.context_budget import CHARS_PER_TOKEN, wire_chars
+from app.chat.ports import BudgetChoice
 from app.openai.schemas import content_text
-from app.ports import BudgetChoice
 
 UNLIMITED = 1_000_000  # TOOLBRIDGE_TOOL_BUDGET=0: no count limit; the context's share still holds
 UNLIMITED_CHARS = 1 << 40

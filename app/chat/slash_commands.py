@@ -22,11 +22,11 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from app.loop import Finished, LoopEvent, Started
+from app.chat.loop import Finished, LoopEvent, Started
+from app.chat.ports import ReplyMemory
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, has_images, openai_messages
 from app.openai.markup import TextDelta
 from app.openai.schemas import content_text
-from app.ports import ReplyMemory
 
 LIST_COMMANDS = frozenset({"prompts", "help"})
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")

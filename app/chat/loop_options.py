@@ -8,14 +8,14 @@ from typing import Any, Protocol
 
 import structlog
 
+from app.chat.memory import ConversationMemory, MemoryStores, memory_owner
+from app.chat.open_webui import chat_id, is_background_task
+from app.chat.ports import ALL_TOOLS, BudgetChoice, LoopOptions, ToolSelection
+from app.chat.tool_budget import Budget, budget_for, choose_within
+from app.chat.tool_offer import why_withheld
 from app.mcp.results import RenderOptions, system_hint
-from app.memory import ConversationMemory, MemoryStores, memory_owner
-from app.open_webui import chat_id, is_background_task
-from app.ports import ALL_TOOLS, BudgetChoice, LoopOptions, ToolSelection
-from app.recent_requests import RecentRequests
+from app.ops.recent_requests import RecentRequests
 from app.settings import Settings
-from app.tool_budget import Budget, budget_for, choose_within
-from app.tool_offer import why_withheld
 
 log = structlog.get_logger("toolbridge.tools")
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import structlog
 
-from app.errors import GatewayError, error_envelope
-from app.loop import Finished, LoopEvent, ToolProgress, ToolsRan, ToolsStarted
+from app.chat.loop import Finished, LoopEvent, ToolProgress, ToolsRan, ToolsStarted
+from app.chat.shown import PersonView
+from app.chat.trace import TraceMode, TraceText, render_finished, render_progress, render_started
 from app.openai.accumulate import ToolCall, Usage
+from app.openai.errors import GatewayError, error_envelope
 from app.openai.markup import TextDelta
-from app.shown import PersonView
-from app.trace import TraceMode, TraceText, render_finished, render_progress, render_started
 
 log = structlog.get_logger("toolbridge.stream")
 

@@ -14,10 +14,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from app.errors import InvalidRequest
+from app.chat.ports import ToolOutput
+from app.chat.shown import strip_shown
 from app.openai.accumulate import ToolCall
-from app.ports import ToolOutput
-from app.shown import strip_shown
+from app.openai.errors import InvalidRequest
 
 TraceMode = Literal["reasoning", "details", "markdown", "off"]
 TRACE_MODES: tuple[TraceMode, ...] = get_args(TraceMode)
@@ -64,7 +64,7 @@ def render_finished(
     mode: TraceMode, calls: Sequence[ToolCall], outputs: Sequence[ToolOutput], durations_ms: Sequence[float],
     files: Sequence[Sequence[str]] = (),
 ) -> TraceText | None:
-    """`files`: per call, the images (data: URLs) its details block shows (app/shown.py)."""
+    """`files`: per call, the images (data: URLs) its details block shows (app/chat/shown.py)."""
     entries = list(zip(calls, outputs, durations_ms, strict=True))
     if mode == "reasoning":
         lines = [f"{c.name} {_verdict(o)} in {ms:.0f} ms: {summary(o)}\n" for c, o, ms in entries]

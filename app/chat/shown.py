@@ -17,9 +17,9 @@ import binascii
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from app.images import ImageStore, image_type
+from app.chat.images import ImageStore, image_type
+from app.chat.ports import ImagePart, ToolOutput
 from app.openai.accumulate import ToolCall
-from app.ports import ImagePart, ToolOutput
 
 IMAGE_ALT_MARK = "🖼 "  # starts the alt text of our images: how they are found again in a history
 TEXT_MARK = "> 💬 "

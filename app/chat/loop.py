@@ -17,10 +17,8 @@ from typing import Any
 
 import anyio
 
-from app.context_budget import prompt_allowance
-from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
-from app.openai.markup import TextDelta
-from app.ports import (
+from app.chat.context_budget import prompt_allowance
+from app.chat.ports import (
     ChatUpstream,
     ImagePart,
     LoopOptions,
@@ -31,8 +29,10 @@ from app.ports import (
     ToolRunner,
     TurnMemory,
 )
-from app.telemetry import Span, end_chat_span, start_chat_span, tool_failed, tool_span
-from app.trace import strip_trace
+from app.chat.trace import strip_trace
+from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
+from app.openai.markup import TextDelta
+from app.ops.telemetry import Span, end_chat_span, start_chat_span, tool_failed, tool_span
 
 
 @dataclass(frozen=True)
