@@ -32,6 +32,7 @@ from app.chat.ports import (
 from app.chat.trace import strip_trace
 from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
 from app.openai.markup import TextDelta
+from app.openai.schemas import image_part
 from app.ops.telemetry import Span, end_chat_span, start_chat_span, tool_failed, tool_span
 
 
@@ -305,7 +306,7 @@ def with_system_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str
 def _image_message(images: list[ImagePart]) -> dict[str, Any]:
     # Tool messages carry text only, so a vision model sees the images in a user turn right after them.
     parts: list[dict[str, Any]] = [{"type": "text", "text": "Images returned by the tool calls above:"}]
-    parts += [{"type": "image_url", "image_url": {"url": f"data:{i.mime_type};base64,{i.data}"}} for i in images]
+    parts += [image_part(i.mime_type, i.data) for i in images]
     return {"role": "user", "content": parts}
 
 

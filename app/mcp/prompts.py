@@ -27,6 +27,7 @@ from mcp.types import (
 )
 
 from app.mcp.watching import list_pages
+from app.openai.schemas import image_part
 
 LISTED_AT_MOST = 1000
 
@@ -165,14 +166,14 @@ def _part(content: Any, images: bool) -> dict[str, Any]:
         return {"type": "text", "text": content.text}
     if isinstance(content, ImageContent):
         if images:
-            return {"type": "image_url", "image_url": {"url": f"data:{content.mime_type};base64,{content.data}"}}
+            return image_part(content.mime_type, content.data)
         return {"type": "text", "text": f"[an image ({content.mime_type}) the model cannot see]"}
     if isinstance(content, EmbeddedResource):
         resource = content.resource
         if isinstance(resource, TextResourceContents):
             return {"type": "text", "text": f"Resource {resource.uri}:\n{resource.text}"}
         if isinstance(resource, BlobResourceContents) and images and (resource.mime_type or "").startswith("image/"):
-            return {"type": "image_url", "image_url": {"url": f"data:{resource.mime_type};base64,{resource.blob}"}}
+            return image_part(resource.mime_type, resource.blob)
         size = len(base64.b64decode(resource.blob or "", validate=False)) if resource.blob else 0
         return {"type": "text", "text": f"[resource {resource.uri}: {resource.mime_type or 'binary'}, {size} bytes]"}
     if isinstance(content, ResourceLink):

@@ -15,6 +15,8 @@ from mcp.types import (
     TextContent,
 )
 
+from app.openai.schemas import image_part
+
 # Asks the upstream with an OpenAI chat body; returns (text, finish_reason, model).
 Complete = Callable[[dict[str, Any]], Awaitable[tuple[str, str | None, str | None]]]
 
@@ -70,5 +72,5 @@ def _part(block: Any) -> dict[str, Any] | None:
     if isinstance(block, TextContent):
         return {"type": "text", "text": block.text}
     if isinstance(block, ImageContent):
-        return {"type": "image_url", "image_url": {"url": f"data:{block.mime_type};base64,{block.data}"}}
+        return image_part(block.mime_type, block.data)
     return None  # audio and tool blocks have no place in a plain chat request

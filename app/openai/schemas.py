@@ -23,6 +23,11 @@ def content_text(content: Any) -> str:
     return ""
 
 
+def image_part(mime_type: str | None, base64_data: str) -> dict[str, Any]:
+    """An image as a chat message's content part: a `data:` URL of the base64 bytes."""
+    return {"type": "image_url", "image_url": {"url": f"data:{mime_type};base64,{base64_data}"}}
+
+
 def rewrite_model_list(body: bytes, rewrite: Callable[[list[Any]], list[Any]]) -> bytes:
     """A `/models` answer with its `data` list rewritten; the body as it was when it is not such a list."""
     try:
@@ -81,10 +86,6 @@ class ChatCompletionRequest(WireModel):
     stream_options: dict[str, Any] | None = None
     tools: list[ToolDefinition] | None = None
     tool_choice: Any = None
-
-    def to_upstream_body(self) -> dict[str, Any]:
-        """The request as the client sent it: every field it set, none it did not."""
-        return self.model_dump(exclude_unset=True)
 
     @property
     def include_usage(self) -> bool:
