@@ -19,12 +19,12 @@ A POST must say `Content-Type: application/json` (or carry a bearer key): that i
 to another origin without asking it first (a CORS preflight, which only listed origins pass), whereas a
 `text/plain` form or a `no-cors` fetch from any page is sent without asking. The status streams
 (`/ui/events`) live as long as the page is open: they have their own small bound, not the requests' slots.
+
+The checks that need only strings (Host, Origin, content type, declared size) are in app/api/guard_checks.py.
 """
 
 import asyncio
-import base64
 import hmac
-import ipaddress
 from typing import NoReturn
 from urllib.parse import urlsplit
 
@@ -33,13 +33,23 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.guard_checks import (
+    READ_ONLY_METHODS,
+    basic_password,
+    bind_address,
+    content_type_refusal,
+    declared_too_large,
+    for_the_page,
+    host_name,
+    is_loopback,
+    may_change_things,
+    too_large,
+)
 from app.chat.shown import ROUTE as IMAGES_ROUTE
 from app.openai.errors import (
     AuthenticationFailed,
-    BodyTooLarge,
     Forbidden,
     GatewayError,
-    InvalidRequest,
     Overloaded,
     RequestTimeout,
 )
@@ -54,26 +64,19 @@ BODY_FAILURE = "toolbridge.body_failure"  # scope key: why the body could not be
 OVERLOADED_RETRY_AFTER = "1"
 STATUS_STREAMS = frozenset({"/ui/events"})  # open as long as a status page is: bounded apart from requests
 MAX_STATUS_STREAMS = 16
-# Methods that change nothing here; a request with any other may change something.
-_READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-# Origins desktop apps and browser extensions send (Electron: file:// or a custom app://; Tauri: tauri://).
-# A web page never has one of these; it has an http(s) origin or the opaque `null`.
-DESKTOP_SCHEMES = frozenset({"app", "file", "tauri", "vscode-webview", "chrome-extension", "moz-extension",
-                             "safari-web-extension", "capacitor"})
-_ANY_ADDRESS = frozenset({"", "0.0.0.0", "::", "[::]"})
 
 
 class BrowserGuard:
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
-        self._hosts = settings.host_names | _bind_address(settings.host)
+        self._hosts = settings.host_names | bind_address(settings.host)
         self._origins = frozenset(settings.browser_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = Headers(scope=scope)
-            change = scope["method"] not in _READ_ONLY_METHODS
-            page_change = change and _for_the_page(scope["path"])
+            change = scope["method"] not in READ_ONLY_METHODS
+            page_change = change and for_the_page(scope["path"])
             refusal = self._refusal(headers.get("host"), headers.get("origin"), page_change, change)
             if refusal is not None:
                 await reply(refusal, scope, receive, send)
@@ -82,7 +85,7 @@ class BrowserGuard:
 
     def _refusal(self, host: str | None, origin: str | None, page_change: bool, change: bool) -> GatewayError | None:
         """Why not, or None. `change`: the request may change something; `page_change`: on the status page."""
-        if host is not None and not self._host_allowed(_host_name(host)):
+        if host is not None and not self._host_allowed(host_name(host)):
             return Forbidden(
                 f"Host '{host}' is not served here. Add it to TOOLBRIDGE_ALLOWED_HOSTS if you reach the gateway "
                 "by that name.",
@@ -94,7 +97,7 @@ class BrowserGuard:
                 "to let that web app use the gateway.",
                 code="origin_not_allowed",
             )
-        if origin is not None and change and not _may_change_things(origin, page_change):
+        if origin is not None and change and not may_change_things(origin, page_change):
             return Forbidden(
                 f"Requests from the origin '{origin[:100]}' (a sandboxed frame, a local file or an unknown app) may "
                 "not change anything here.",
@@ -128,7 +131,7 @@ class AdmissionGuard:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        page = _for_the_page(scope["path"])
+        page = for_the_page(scope["path"])
         authorised = self._authorised(headers.get("authorization", ""), basic=page)
         scope.setdefault("state", {})["authorised"] = authorised is None
         path = scope["path"]
@@ -136,7 +139,7 @@ class AdmissionGuard:
         counted = not stream and path not in PUBLIC_PATHS and path != "/metrics"
         refusal = None if path in self._public or path.startswith(CAPABILITY_PATHS) else authorised
         if refusal is None and scope["method"] == "POST":
-            refusal = _content_type_refusal(headers.get("content-type"), headers.get("authorization", ""))
+            refusal = content_type_refusal(headers.get("content-type"), headers.get("authorization", ""))
         if refusal is None:
             refusal = self._size_refusal(headers.get("content-length"))
         if refusal is None:
@@ -176,7 +179,7 @@ class AdmissionGuard:
         scheme, _, presented = authorization.partition(" ")
         presented = presented.strip()
         if basic and scheme.lower() == "basic":
-            presented = _basic_password(presented)
+            presented = basic_password(presented)
         elif scheme.lower() != "bearer":
             presented = ""
         if not presented:
@@ -186,11 +189,7 @@ class AdmissionGuard:
         return None
 
     def _size_refusal(self, content_length: str | None) -> GatewayError | None:
-        # ASCII digits only, as HTTP writes them: "²" passes isdigit() and then fails int().
-        if content_length is not None and content_length.isascii() and content_length.isdigit() \
-                and int(content_length) > self._max_body:
-            return _too_large(self._max_body)
-        return None
+        return too_large(self._max_body) if declared_too_large(content_length, self._max_body) else None
 
 
 class _BoundedBody:
@@ -222,7 +221,7 @@ class _BoundedBody:
             return message
         self._received += len(message.get("body", b""))
         if self._received > self._max_body:
-            self._fail(_too_large(self._max_body))
+            self._fail(too_large(self._max_body))
         self._complete = not message.get("more_body", False)
         return message
 
@@ -234,76 +233,3 @@ class _BoundedBody:
 async def reply(error: GatewayError, scope: Scope, receive: Receive, send: Send) -> None:
     """Answers with the error's envelope, without reading the body."""
     await JSONResponse(error.envelope(), error.status_code, headers=error.headers)(scope, receive, send)
-
-
-def _may_change_things(origin: str, on_the_page: bool) -> bool:
-    """Whether a request from `origin` may change something. http(s) origins were checked already; desktop
-    apps' schemes may; unknown schemes may not. The opaque `null` (sandboxed frames, local files) may not on
-    the status page, which no app uses; on the API it is what some desktop apps send, and a page's request
-    must be JSON there, which a browser sends from `null` only when a CORS preflight allowed it."""
-    if origin.strip() == "null":
-        return not on_the_page
-    scheme, colon, _ = origin.strip().partition(":")
-    return bool(colon) and scheme.lower() in DESKTOP_SCHEMES | {"http", "https"}
-
-
-def _content_type_refusal(content_type: str | None, authorization: str) -> GatewayError | None:
-    """None for a POST declared JSON, or sent with a bearer key (a browser page can send neither to another
-    origin without a preflight; SDKs upload files as multipart with their key); else why not."""
-    if content_type is not None and _is_json(content_type):
-        return None
-    if authorization[:7].lower() == "bearer ":
-        return None
-    return InvalidRequest(
-        "The request body must be JSON: send the header 'Content-Type: application/json' (also on a POST "
-        "without a body).",
-        code="invalid_content_type",
-    )
-
-
-def _is_json(content_type: str) -> bool:
-    """application/json or application/*+json, with any parameters."""
-    media_type = content_type.partition(";")[0].strip().lower()
-    return media_type == "application/json" or (media_type.startswith("application/") and media_type.endswith("+json"))
-
-
-def _for_the_page(path: str) -> bool:
-    return path == "/" or path.startswith("/ui/")
-
-
-def _basic_password(credentials: str) -> str:
-    """The password of HTTP Basic credentials (user:password, base64), or "" when they are malformed."""
-    try:
-        decoded = base64.b64decode(credentials, validate=True).decode()
-    except (ValueError, UnicodeDecodeError):
-        return ""
-    _user, colon, password = decoded.partition(":")
-    return password if colon else ""
-
-
-def is_loopback(name: str) -> bool:
-    """localhost, *.localhost (RFC 6761: always loopback, nobody can own it), or a loopback address."""
-    name = name.lower().rstrip(".")
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def _host_name(host: str) -> str:
-    """The name of a Host header, without its port: `[::1]:8000` -> `::1`, `Example.com:80` -> `example.com`."""
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-def _bind_address(host: str) -> frozenset[str]:
-    return frozenset() if host in _ANY_ADDRESS else frozenset({host.lower().strip("[]")})
-
-
-def _too_large(limit: int) -> BodyTooLarge:
-    return BodyTooLarge(f"The request body is larger than {limit} bytes (TOOLBRIDGE_MAX_BODY_BYTES).")
-

@@ -5,17 +5,16 @@ import base64
 
 import pytest
 
-from app.api.guard import (
-    AdmissionGuard,
-    BrowserGuard,
-    _basic_password,
-    _bind_address,
-    _content_type_refusal,
-    _for_the_page,
-    _host_name,
-    _is_json,
-    _may_change_things,
+from app.api.guard import AdmissionGuard, BrowserGuard
+from app.api.guard_checks import (
+    basic_password,
+    bind_address,
+    content_type_refusal,
+    for_the_page,
+    host_name,
+    is_json,
     is_loopback,
+    may_change_things,
 )
 from app.openai.errors import AuthenticationFailed, Forbidden, InvalidRequest
 from app.settings import Settings
@@ -45,7 +44,7 @@ def admission_guard(**settings: str | int) -> AdmissionGuard:
     ("", ""),
 ])
 def test_a_host_headers_name_is_without_its_port_and_lowercased(host: str, name: str) -> None:
-    assert _host_name(host) == name
+    assert host_name(host) == name
 
 
 @pytest.mark.parametrize(("name", "loopback"), [
@@ -88,7 +87,7 @@ def test_loopback_names_and_addresses(name: str, loopback: bool) -> None:
     ("Gateway.LAN", {"gateway.lan"}),
 ])
 def test_the_bind_address_is_a_host_name_unless_it_is_every_address(bind: str, names: set[str]) -> None:
-    assert _bind_address(bind) == names
+    assert bind_address(bind) == names
 
 
 @pytest.mark.parametrize(("host", "allowed_hosts", "bind", "served"), [
@@ -166,7 +165,7 @@ def test_http_origins_are_loopback_or_listed(origin: str, listed: str, allowed: 
     ("", False, False),
 ])
 def test_which_origins_may_change_things(origin: str, on_the_page: bool, may: bool) -> None:
-    assert _may_change_things(origin, on_the_page) is may
+    assert may_change_things(origin, on_the_page) is may
 
 
 @pytest.mark.parametrize(("origin", "page_change", "change", "refused"), [
@@ -205,7 +204,7 @@ def test_an_origins_refusal_depends_on_whether_the_request_changes_something(
     ("", False),
 ])
 def test_json_media_types(content_type: str, json: bool) -> None:
-    assert _is_json(content_type) is json
+    assert is_json(content_type) is json
 
 
 @pytest.mark.parametrize(("content_type", "authorization", "refused"), [
@@ -221,7 +220,7 @@ def test_json_media_types(content_type: str, json: bool) -> None:
     ("application/x-www-form-urlencoded", "Token sk-1", True),
 ])
 def test_a_post_is_json_or_carries_a_bearer_key(content_type: str | None, authorization: str, refused: bool) -> None:
-    refusal = _content_type_refusal(content_type, authorization)
+    refusal = content_type_refusal(content_type, authorization)
     assert (refusal is not None) is refused
     if refused:
         assert isinstance(refusal, InvalidRequest) and refusal.code == "invalid_content_type"
@@ -243,7 +242,7 @@ def basic(credentials: str) -> str:
     ("", ""),
 ])
 def test_the_password_of_basic_credentials(credentials: str, password: str) -> None:
-    assert _basic_password(credentials) == password
+    assert basic_password(credentials) == password
 
 
 @pytest.mark.parametrize(("authorization", "page", "outcome"), [
@@ -311,4 +310,4 @@ def test_the_declared_body_size(content_length: str | None, refused: bool) -> No
     ("", False),
 ])
 def test_which_paths_are_the_status_page(path: str, page: bool) -> None:
-    assert _for_the_page(path) is page
+    assert for_the_page(path) is page
