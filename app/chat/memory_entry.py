@@ -1,0 +1,145 @@
+"""What conversation memory keeps of a turn: its entry, encoded, bounded and read back.
+
+An entry holds a turn's rounds (`before`: the assistant messages with `tool_calls` and the `tool` messages
+with their results), its assistant message, what came after it (a mixed turn's own results), and the
+messages of the MCP prompt its slash line ran, if any. It holds at most MAX_ENTRY_BYTES: past it the turn's
+results are shortened to fit (with the envelope's own cut, handed in), the prompt is left out, and a turn that
+still does not fit is not kept. Large entries are encoded and decoded in a worker thread, off the event loop.
+An entry that does not decode is as good as none: the turn is then restored from its trace, if it has one.
+"""
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio.to_thread
+import structlog
+
+log = structlog.get_logger("toolbridge.memory")
+
+Shorten = Callable[[str, int], str]  # a result's text cut to at most so many characters
+
+ENTRY_VERSION = 1
+ANSWERED = b"1"  # under an answer's key: a turn with this text was stored
+GATEWAY_REPLY = b"gateway"  # under a turn's key: the gateway answered the slash line before it itself
+MAX_ENTRY_BYTES = 1024 * 1024  # one turn's calls and results as stored; results are shortened to fit
+SHORTEST_RESULT_CHARS = 1000  # what a result shortened to fit an entry keeps at least
+DECODE_INLINE_BYTES = 64 * 1024  # found entries past this size are decoded in a worker thread, off the loop
+
+
+def read_room(context_chars: int | None) -> int:
+    """How many bytes of entries a restore reads: what the model's context could hold, at least one whole
+    entry (without a context size, just that)."""
+    return MAX_ENTRY_BYTES if context_chars is None else max(MAX_ENTRY_BYTES, context_chars)
+
+
+async def bounded_entry(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]],
+                        prompt: Sequence[dict[str, Any]], shorten: Shorten) -> bytes | None:
+    """The entry, within MAX_ENTRY_BYTES (its results shortened if need be), encoded in a worker thread
+    when large: a turn's results may be megabytes. None when even shortened results do not fit (logged).
+    A prompt that does not fit beside the calls (their results shortened) is left out: the slash line then
+    stays as typed."""
+    kept = _stored_prompt(prompt)
+    tries = [kept] if kept else []
+    if before or after or not kept:  # without its prompt, an entry is worth keeping for its calls only
+        tries.append([])
+    for with_prompt in tries:
+        parts = [*before, message, *after, *with_prompt]
+        if rough_chars(parts) <= DECODE_INLINE_BYTES:  # a thread hop costs more
+            entry = _within_entry_bound(before, message, after, shorten, with_prompt)
+        else:
+            entry = await anyio.to_thread.run_sync(_within_entry_bound, before, message, after, shorten,
+                                                   with_prompt)
+        if entry is not None:
+            return entry
+        if with_prompt:
+            log.warning("prompt_not_remembered", reason="the prompt's messages take more than an entry may "
+                        "hold", max_entry_bytes=MAX_ENTRY_BYTES)
+    if before or after:
+        log.warning("turn_not_remembered", reason="its calls take more than an entry may hold even with "
+                    "their results shortened", max_entry_bytes=MAX_ENTRY_BYTES)
+    return None
+
+
+def _stored_prompt(prompt: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A prompt's messages as an entry keeps them: images described, as a turn's tool images are not kept
+    either (a picture would take the entry's room; the model saw it when the prompt ran)."""
+    kept = []
+    for message in prompt:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [part if part.get("type") != "image_url" else
+                       {"type": "text", "text": "[an image shown with the prompt, not kept]"} for part in content]
+        kept.append({**message, "content": content})
+    return kept
+
+
+def _encode(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]],
+            prompt: list[dict[str, Any]]) -> bytes:
+    entry: dict[str, Any] = {"v": ENTRY_VERSION, "before": before, "message": message, "after": after}
+    if prompt:  # optional, so that entries without one read the same in every version
+        entry["prompt"] = prompt
+    return json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _within_entry_bound(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]],
+                        shorten: Shorten, prompt: list[dict[str, Any]] | None = None) -> bytes | None:
+    """The encoded entry if it fits MAX_ENTRY_BYTES; else with every result shortened to an equal share of
+    the room (less until it fits, down to SHORTEST_RESULT_CHARS); else None."""
+    prompt = prompt or []
+    entry = _encode(before, message, after, prompt)
+    results = [part for part in (*before, *after)
+               if part.get("role") == "tool" and isinstance(part.get("content"), str)]
+    if len(entry) <= MAX_ENTRY_BYTES or not results:
+        return entry if len(entry) <= MAX_ENTRY_BYTES else None
+    rest = len(entry) - sum(len(part["content"].encode()) for part in results)
+    limit = max(SHORTEST_RESULT_CHARS, (MAX_ENTRY_BYTES - rest) // len(results))
+    while True:
+        cut = {id(part): {**part, "content": shorten(part["content"], limit)} for part in results}
+        entry = _encode([cut.get(id(p), p) for p in before], message, [cut.get(id(p), p) for p in after], prompt)
+        if len(entry) <= MAX_ENTRY_BYTES:
+            return entry
+        if limit <= SHORTEST_RESULT_CHARS:
+            return None
+        # Results are escaped again inside the entry, so they take more than their length: cut in proportion.
+        limit = max(SHORTEST_RESULT_CHARS, min(limit - 1, int(limit * 0.97 * MAX_ENTRY_BYTES / len(entry))))
+
+
+def rough_chars(messages: list[dict[str, Any]]) -> int:
+    """About how many characters the messages' texts and call arguments take, without encoding them."""
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        total += len(content) if isinstance(content, str) else len(str(content or ""))
+        for call in message.get("tool_calls") or []:
+            arguments = call.get("function", {}).get("arguments") if isinstance(call, dict) else None
+            total += len(arguments) if isinstance(arguments, str) else len(str(arguments or ""))
+    return total
+
+
+async def decode_all(found: dict[str, bytes]) -> dict[str, dict[str, Any]]:
+    """The entries that decode; in a worker thread when they are large, so a restore never stalls the loop."""
+    def decode() -> dict[str, dict[str, Any]]:
+        return {key: entry for key, value in found.items() if (entry := _decode(value)) is not None}
+
+    if sum(len(value) for value in found.values()) <= DECODE_INLINE_BYTES:
+        return decode()
+    return await anyio.to_thread.run_sync(decode)
+
+
+def _decode(value: bytes | None) -> dict[str, Any] | None:
+    if value is None or value == ANSWERED:
+        return None
+    try:
+        entry = json.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(entry, dict) or entry.get("v") != ENTRY_VERSION:
+        return None
+    if not (isinstance(entry.get("before"), list) and isinstance(entry.get("message"), dict)
+            and isinstance(entry.get("after"), list)):
+        return None
+    prompt = entry.get("prompt")
+    if prompt is not None and not (isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt)):
+        entry.pop("prompt")  # the turn's calls still stand; the slash line stays as typed
+    return entry

@@ -1,0 +1,118 @@
+"""A client's history rewritten before the upstream sees it: earlier turns given their MCP work back.
+
+Pure: given the history, the keys of its assistant messages and what the store held under them, each
+assistant turn gets, in this order of preference, its stored entry (the rounds, the message as the model
+wrote it, a mixed turn's own results, and the prompt messages in place of its slash line), or nothing at all
+when the gateway answered its slash line itself (the line is left out too), or the rounds its details trace
+recorded, or just its text without the trace. Messages of other roles pass as sent.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from app.chat.memory_entry import GATEWAY_REPLY
+from app.chat.memory_keys import Lookups, call_ids
+from app.chat.ports import RestoredHistory
+from app.chat.trace import RecordedCall, read_back, strip_trace
+
+log = structlog.get_logger("toolbridge.memory")
+
+Recorded = Callable[[RecordedCall], str]  # a traced call's result as the model read it then
+
+
+def rewrite_history(messages: list[dict[str, Any]], lookups: Lookups, found: dict[str, bytes],
+                    entries: dict[str, dict[str, Any]], recorded: Recorded) -> tuple[RestoredHistory, int]:
+    """The history with its earlier turns restored; and how many turns had entries there was no room to read
+    (`found` holds b"" for those)."""
+    rewrite = _Rewrite(found, entries, recorded)
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            rewrite.messages.append(message)  # a client's own `tool` message is no restored result
+            continue
+        # A user message just before: the last of `rewrite.messages`, as sent (user messages pass unchanged).
+        slash_line = index > 0 and messages[index - 1].get("role") == "user"
+        rewrite.turn(message, lookups[index], slash_line)
+    return RestoredHistory(rewrite.messages, rewrite.results, rewrite.turns), rewrite.no_room
+
+
+class _Rewrite:
+    """One history's rewrite as it goes: the messages so far, where the restored results are among them,
+    and how many turns were restored or had no room."""
+
+    def __init__(self, found: dict[str, bytes], entries: dict[str, dict[str, Any]], recorded: Recorded) -> None:
+        self._found, self._entries, self._recorded = found, entries, recorded
+        self.messages: list[dict[str, Any]] = []
+        self.results: list[int] = []
+        self.turns = self.no_room = 0
+
+    def turn(self, message: dict[str, Any], keys: tuple[str, str | None], slash_line: bool) -> None:
+        key, answer_key = keys
+        if self._found.get(key) == GATEWAY_REPLY:
+            if slash_line:
+                self.messages.pop()
+            return
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._from_entry(message, entry, slash_line)
+        else:
+            self._unstored(message, key, answer_key)
+
+    def _from_entry(self, message: dict[str, Any], entry: dict[str, Any], slash_line: bool) -> None:
+        self.turns += 1
+        if entry.get("prompt") and slash_line:
+            self.messages[-1:] = entry["prompt"]
+        for part in entry["before"]:
+            self._append(part)
+        self.messages.append({**message, **entry["message"]})
+        for part in entry["after"]:
+            self._append(part)
+
+    def _unstored(self, message: dict[str, Any], key: str, answer_key: str | None) -> None:
+        """A turn with no entry to read: from its trace if it has one; else why not, when the store says."""
+        from_trace = turn_from_trace(message, self._recorded)
+        if len(from_trace) > 1:
+            self.turns += 1
+        elif self._found.get(key) == b"":
+            self.no_room += 1
+        elif key in self._found:
+            log.warning("turn_not_restored", reason="its stored entry could not be read")
+        elif answer_key is not None and answer_key in self._found:
+            log.warning("turn_not_restored", reason="the messages before it differ from when it was stored",
+                        hint="a client that rewrites earlier messages (a date, RAG context) loses tool memory")
+        for part in from_trace:
+            self._append(part)
+
+    def _append(self, message: dict[str, Any]) -> None:
+        if message.get("role") == "tool":
+            self.results.append(len(self.messages))
+        self.messages.append(message)
+
+
+def turn_from_trace(message: dict[str, Any], recorded: Recorded) -> list[dict[str, Any]]:
+    """An assistant message with no stored entry: the rounds its details trace recorded, then its text;
+    or the message with its trace removed."""
+    content = message.get("content")
+    if not isinstance(content, str) or not content:
+        return [message]
+    parts = read_back(content)
+    if parts is None:
+        stripped = strip_trace(content)
+        return [message if stripped == content else {**message, "content": stripped}]
+    own = set(call_ids(message))  # a mixed turn's own calls, if it kept them
+    messages: list[dict[str, Any]] = []
+    text = ""
+    for part in parts:
+        if isinstance(part, str):
+            text += part
+            continue
+        traced = [call for call in part if call.id not in own]
+        if not traced:
+            continue
+        calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                 for c in traced]
+        messages.append({"role": "assistant", "content": strip_trace(text).strip(), "tool_calls": calls})
+        messages += [{"role": "tool", "tool_call_id": c.id, "content": recorded(c)} for c in traced]
+        text = ""
+    return [*messages, {**message, "content": strip_trace(text).strip()}]
