@@ -43,7 +43,7 @@ import structlog
 from app.chat.context_budget import CHARS_PER_TOKEN, fit_restored
 from app.chat.ports import RestoredHistory
 from app.chat.trace import RecordedCall, read_back, strip_trace
-from app.mcp.results import RenderOptions, omitted_result, recorded_result, shortened_result
+from app.openai.result_format import RenderOptions, omitted_result, recorded_result, shortened_result
 from app.openai.schemas import content_text
 from app.state.store import ANONYMOUS, StateStore, StateStoreError
 
