@@ -1,5 +1,5 @@
 """Restored results fitted into the model's context (app/chat/context_budget.py), and the cut they get
-(app/mcp/results.py): tables of sizes, no gateway."""
+(app/openai/result_format.py): tables of sizes, no gateway."""
 
 import json
 from typing import Any
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from app.chat.context_budget import SHORTENED_CHARS, fit_restored, prompt_allowance
-from app.mcp.results import omitted_result, shortened_result
+from app.openai.result_format import omitted_result, shortened_result
 
 OMITTED = omitted_result("envelope")
 

@@ -13,7 +13,7 @@ from app.chat.open_webui import chat_id, is_background_task
 from app.chat.ports import ALL_TOOLS, BudgetChoice, LoopOptions, ToolSelection
 from app.chat.tool_budget import Budget, budget_for, choose_within
 from app.chat.tool_offer import why_withheld
-from app.mcp.results import RenderOptions, system_hint
+from app.openai.result_format import RenderOptions, system_hint
 from app.ops.recent_requests import RecentRequests
 from app.settings import Settings
 

@@ -46,7 +46,7 @@ from app.chat.memory_keys import ROOT, ConversationKeys, Lookups, memory_owner, 
 from app.chat.memory_restore import rewrite_history
 from app.chat.ports import RestoredHistory
 from app.chat.trace import RecordedCall
-from app.mcp.results import RenderOptions, omitted_result, recorded_result, shortened_result
+from app.openai.result_format import RenderOptions, omitted_result, recorded_result, shortened_result
 from app.state.store import ANONYMOUS, StateStore, StateStoreError
 
 __all__ = ["ConversationMemory", "MemoryStores", "memory_owner"]

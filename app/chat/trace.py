@@ -18,8 +18,8 @@ from app.chat.ports import ToolOutput
 from app.chat.shown import strip_shown
 from app.openai.accumulate import ToolCall
 from app.openai.errors import InvalidRequest
+from app.settings.vocabularies import TraceMode as TraceMode  # spelled with the settings; streaming reads it here
 
-TraceMode = Literal["reasoning", "details", "markdown", "off"]
 TRACE_MODES: tuple[TraceMode, ...] = get_args(TraceMode)
 SUMMARY_CHARS = 200
 DETAILS_RESULT_CHARS = 4000

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from jsonschema.protocols import Validator
@@ -22,14 +22,14 @@ from mcp.types import Tool
 
 from app.mcp.arguments import compile_validator
 from app.mcp.resources import READ_RESOURCE
-from app.mcp.schema import Profile, ProfileSetting, to_profile
+from app.mcp.schema import to_profile
+from app.settings.vocabularies import PrefixMode, Profile, ProfileSetting
 
 MAX_NAME_LENGTH = 64  # OpenAI: ^[a-zA-Z0-9_-]{1,64}$
 _HASH_LENGTH = 8
 _UNSAFE_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 MAX_DESCRIPTION_CHARS = 1000
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
-PrefixMode = Literal["always", "on-conflict"]
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,18 @@
-"""Tool results as the model reads them: one flat JSON envelope (or plain text), capped in size.
-
-    {"status": "success" | "error", "data": ..., "meta": {...}}
-
-`meta` is there only when it tells the model something: `truncated` (what was cut, how to get the rest),
-`attachments`, or a `note`. The tool's name, server and duration are not: the eval measured them as
-tokens that cost small models accuracy (README, Model quality); the logs and the trace carry them.
+"""MCP results made into what the model reads: a tool call's result, a resource read or a listing, and
+failures on the gateway's side, as the envelope or text of app/openai/result_format.py.
 
 `data` is `structuredContent` when the tool gave it, else the content blocks (JSON text parsed),
 one value when there is one block, a list otherwise. Failures on either side carry a kind the model
 can act on (`invalid_arguments` with the fields, `timeout` with `retry_after`, `unknown_tool` with
-the nearest names, `server_unavailable`, `tool_error`).
+the nearest names, `server_unavailable`, `tool_error`). What a result addresses to the person alone
+is kept apart (`shown`), whatever the model sees.
 """
 
 import base64
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal, assert_never
+from typing import Any, assert_never
 
 from mcp.types import (
     AudioContent,
@@ -32,26 +28,8 @@ from mcp.types import (
     TextResourceContents,
 )
 
-ResultFormat = Literal["envelope", "text"]
-_SYSTEM_HINTS = {
-    "envelope": (
-        "Tool results are JSON objects. Read \"status\" first. If it is \"error\", read data.message: fix "
-        "the arguments and call the tool again, or tell the user what failed. Never invent a tool's result."
-    ),
-    "text": (
-        "A tool result that starts with \"Error:\" means the call failed: fix the arguments and call the "
-        "tool again, or tell the user what failed. Never invent a tool's result."
-    ),
-}
-
-
-def system_hint(result_format: "ResultFormat") -> str:
-    """The short instruction added to the system message when tools are offered."""
-    return _SYSTEM_HINTS[result_format]
-CUT_HINT = (
-    "The result was too long for the model and was cut. To see the rest, ask for less: a narrower "
-    "query, fewer fields, a smaller limit, or the next page."
-)
+from app.openai.result_format import RenderOptions as RenderOptions  # the format's; the pool's side names it here
+from app.openai.result_format import cap_text, compact_json, write_envelope
 
 
 @dataclass(frozen=True)
@@ -84,12 +62,6 @@ class FailureKind(StrEnum):
     SERVER_ERROR = "server_error"
 
 
-@dataclass(frozen=True)
-class RenderOptions:
-    result_format: ResultFormat = "envelope"
-    max_chars: int = 25_000
-
-
 def render_result(result: CallToolResult, options: RenderOptions, reader: str | None = None) -> ToolOutcome:
     """`reader`: the tool that reads this server's resources, named in each resource link."""
     visible = [block for block in result.content if _for_assistant(block)]
@@ -98,12 +70,12 @@ def render_result(result: CallToolResult, options: RenderOptions, reader: str | 
     text_format = options.result_format == "text"
     if result.is_error:
         text = "\n".join(b.text for b in visible if isinstance(b, TextContent)) or "The tool failed without a message."
-        content = (_cap_text(_plain_text(result, visible), options.max_chars) if text_format
-                   else _envelope("error", {"error": "tool_error", "message": text}, options, {}))
+        content = (cap_text(_plain_text(result, visible), options.max_chars) if text_format
+                   else write_envelope("error", {"error": "tool_error", "message": text}, options, {}))
         return ToolOutcome(content, True, images, error_kind="tool_error", error_message=text, shown=shown)
     data, meta = _data(result, visible, reader)
-    content = (_cap_text(_plain_text(result, visible, reader), options.max_chars) if text_format
-               else _envelope("success", data, options, meta))
+    content = (cap_text(_plain_text(result, visible, reader), options.max_chars) if text_format
+               else write_envelope("success", data, options, meta))
     return ToolOutcome(content, False, images, data=data, shown=shown)
 
 
@@ -137,10 +109,10 @@ def render_resource(result: ReadResourceResult, options: RenderOptions) -> ToolO
     data = items[0] if len(items) == 1 else items
     meta = {} if items else {"note": "The resource has no content."}
     if options.result_format == "text":
-        text = "\n".join(item if isinstance(item, str) else _dumps(item) for item in items)
-        return ToolOutcome(_cap_text(text or "(the resource has no content)", options.max_chars), False, images,
+        text = "\n".join(item if isinstance(item, str) else compact_json(item) for item in items)
+        return ToolOutcome(cap_text(text or "(the resource has no content)", options.max_chars), False, images,
                            data=data, shown=images)
-    return ToolOutcome(_envelope("success", data, options, meta), False, images, data=data, shown=images)
+    return ToolOutcome(write_envelope("success", data, options, meta), False, images, data=data, shown=images)
 
 
 def render_listing(result: ListResourcesResult, options: RenderOptions) -> ToolOutcome:
@@ -150,8 +122,8 @@ def render_listing(result: ListResourcesResult, options: RenderOptions) -> ToolO
     data: dict[str, Any] = {"resources": listed}
     if result.next_cursor:
         data["next_cursor"] = result.next_cursor
-    content = _cap_text(_dumps(data), options.max_chars) if options.result_format == "text" else (
-        _envelope("success", data, options, {}))
+    content = cap_text(compact_json(data), options.max_chars) if options.result_format == "text" else (
+        write_envelope("success", data, options, {}))
     return ToolOutcome(content, False, data=data)
 
 
@@ -177,109 +149,10 @@ def render_failure(kind: FailureKind, message: str, options: RenderOptions, **de
     """A failure on the gateway's side (bad arguments, timeout, server down) told to the model."""
     retryable = kind in (FailureKind.TIMEOUT, FailureKind.SERVER_UNAVAILABLE)
     if options.result_format == "text":
-        content = _cap_text(f"Error: {message}", options.max_chars)
+        content = cap_text(f"Error: {message}", options.max_chars)
     else:
-        content = _envelope("error", {"error": kind.value, "message": message, **details}, options, {})
+        content = write_envelope("error", {"error": kind.value, "message": message, **details}, options, {})
     return ToolOutcome(content, True, retryable=retryable, error_kind=kind.value, error_message=message)
-
-
-def recorded_result(value: Any, failed: bool, cut: bool, options: RenderOptions) -> str:
-    """An earlier call's result as the model saw it, rebuilt from what a client kept of it (the value its
-    trace showed): the same envelope or text, and a note when only the start of it was kept."""
-    if options.result_format == "text":
-        text = value if isinstance(value, str) else _dumps(value)
-        return _cap_text(f"Error: {text}" if failed else text, options.max_chars)
-    if failed:
-        return _envelope("error", {"message": value}, options, {})
-    meta = {"truncated": {"hint": "Only the start of this earlier result was kept."}} if cut else {}
-    return _envelope("success", value, options, meta)
-
-
-def shortened_result(content: str, limit: int, result_format: ResultFormat) -> str:
-    """A result the model saw, cut to `limit` characters the way a long result is cut when it arrives:
-    whole items or characters of the envelope's data, said in meta.truncated; text gets the cut line."""
-    if len(content) <= limit:
-        return content
-    try:
-        envelope = json.loads(content) if result_format == "envelope" else None
-    except ValueError:
-        envelope = None
-    if not isinstance(envelope, dict) or "data" not in envelope:
-        return _cap_text(content, limit)
-    return _cut(envelope, limit)
-
-
-def omitted_result(result_format: ResultFormat) -> str:
-    """What stands for an earlier result left out to fit the model's context: one line it can act on."""
-    note = "This earlier result was left out to fit the model's context; call the tool again if it is needed."
-    return _dumps({"status": "omitted", "meta": {"note": note}}) if result_format == "envelope" else note
-
-
-def _envelope(status: str, data: Any, options: RenderOptions, meta: dict[str, Any]) -> str:
-    envelope = {"status": status, "data": data, **({"meta": meta} if meta else {})}
-    text = _dumps(envelope)
-    return text if len(text) <= options.max_chars else _cut(envelope, options.max_chars)
-
-
-def _cut(envelope: dict[str, Any], limit: int) -> str:
-    """Cuts whole list items where the data has them, else characters; always valid JSON within `limit`."""
-    data = envelope["data"]
-    if isinstance(data, list):
-        return _fit_items(envelope, limit, key=None)
-    if isinstance(data, dict):
-        lists = [k for k, v in data.items() if isinstance(v, list) and v]
-        if lists:
-            return _fit_items(envelope, limit, key=max(lists, key=lambda k: len(_dumps(data[k]))))
-        texts = [k for k, v in data.items() if isinstance(v, str)]
-        if texts:
-            return _fit_chars(envelope, limit, key=max(texts, key=lambda k: len(data[k])))
-    return _fit_chars(envelope, limit, key=None)
-
-
-def _fit_items(envelope: dict[str, Any], limit: int, key: str | None) -> str:
-    items = envelope["data"] if key is None else envelope["data"][key]
-
-    def build(kept: int) -> str:
-        data = items[:kept] if key is None else {**envelope["data"], key: items[:kept]}
-        truncated = {"kept_items": kept, "total_items": len(items), "hint": CUT_HINT}
-        if key is not None:
-            truncated["list"] = key
-        return _dumps({**envelope, "data": data, "meta": {**envelope.get("meta", {}), "truncated": truncated}})
-
-    best = _largest_fitting(len(items) - 1, lambda kept: len(build(kept)) <= limit)
-    if best is None:
-        return _fit_chars({**envelope, "data": _dumps(envelope["data"])}, limit, key=None)
-    return build(best)
-
-
-def _fit_chars(envelope: dict[str, Any], limit: int, key: str | None) -> str:
-    """Cuts the data's text (or its longest text field, keeping the object) to the largest part that fits."""
-    data = envelope["data"]
-    text = (data if isinstance(data, str) else _dumps(data)) if key is None else data[key]
-
-    def build(kept: int) -> str:
-        truncated: dict[str, Any] = {"kept_chars": kept, "total_chars": len(text), "hint": CUT_HINT}
-        if key is not None:
-            truncated["field"] = key
-        cut = text[:kept] if key is None else {**data, key: text[:kept]}
-        return _dumps({**envelope, "data": cut, "meta": {**envelope.get("meta", {}), "truncated": truncated}})
-
-    best = _largest_fitting(len(text), lambda kept: len(build(kept)) <= limit)
-    return build(best or 0)[:limit] if best is None else build(best)
-
-
-def _largest_fitting(upper: int, fits: Any) -> int | None:
-    """Binary search for the largest n in [0, upper] with fits(n); serialisation makes length non-linear."""
-    if upper < 0 or not fits(0):
-        return None
-    low, high = 0, upper
-    while low < high:
-        middle = (low + high + 1) // 2
-        if fits(middle):
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 def _item(block: ContentBlock, reader: str | None = None) -> Any:
@@ -319,7 +192,7 @@ def _plain_text(result: CallToolResult, visible: list[ContentBlock], reader: str
     parts = [b.text if isinstance(b, TextContent) else _describe(b, reader) for b in visible]
     text = "\n".join(parts)
     if not any(isinstance(b, TextContent) for b in visible) and result.structured_content is not None:
-        text = "\n".join([_dumps(result.structured_content), *parts])
+        text = "\n".join([compact_json(result.structured_content), *parts])
     if result.is_error:
         return f"Error: {text or 'the tool reported an error without a message'}"
     return text or "(the tool returned no content)"
@@ -327,14 +200,7 @@ def _plain_text(result: CallToolResult, visible: list[ContentBlock], reader: str
 
 def _describe(block: ContentBlock, reader: str | None = None) -> str:
     item = _item(block, reader)
-    return item if isinstance(item, str) else _dumps(item)
-
-
-def _cap_text(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    marker = f"\n[cut: {len(text)} characters in all. {CUT_HINT}]"
-    return text[: max(0, limit - len(marker))] + marker
+    return item if isinstance(item, str) else compact_json(item)
 
 
 def _for_assistant(block: ContentBlock) -> bool:
@@ -363,7 +229,3 @@ def _decoded_size(data: str) -> int:
         return len(base64.b64decode(data, validate=False))
     except ValueError:
         return len(data) * 3 // 4
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -9,10 +9,9 @@ OpenAI types: schemas in, schemas out.
 import copy
 import json
 import re
-from typing import Any, Literal
+from typing import Any
 
-Profile = Literal["lmstudio", "llamacpp", "openai", "passthrough"]
-ProfileSetting = Literal["auto", Profile]  # auto: chosen by the upstream (convert.resolve_profile)
+from app.settings.vocabularies import Profile
 
 # Length and item bounds above this make llama.cpp expand huge repetition rules; they are dropped.
 MAX_GRAMMAR_BOUND = 100

@@ -12,8 +12,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
+
+# The URL is a setting; its reading is spelled with the settings, and open.py and the tests find it here too.
+from app.settings.vocabularies import parse_state_url as parse_state_url
 
 OWNER_SHARE = 0.25  # of the size bound, what one owner (an API key) may hold: it evicts its own entries, not others'
 ANONYMOUS = ""  # the owner of entries written without keys: everyone, bound only by the whole store
@@ -117,26 +119,3 @@ class MemoryStore:
         cutoff = time.time() - self._bounds.max_age_seconds
         while self._entries and next(iter(self._entries.values()))[1] < cutoff:
             self._forget(next(iter(self._entries)))
-
-
-def parse_state_url(url: str) -> tuple[str, Path | None]:
-    """("sqlite", its path) | ("redis", None) | ("memory", None) | ("none", None). SQLite URLs follow
-    SQLAlchemy's spelling: three slashes and a relative path, or four slashes for an absolute one; Redis
-    URLs are redis-py's (redis://[:password@]host:port/db, rediss:// for TLS).
-
-    Raises:
-        ValueError: a URL of another kind, or a SQLite URL without a path.
-    """
-    text = url.strip()
-    if text.lower() in ("none", "off", ""):
-        return "none", None
-    if text.lower() in ("memory://", "memory"):
-        return "memory", None
-    if text.lower().startswith(("redis://", "rediss://")):
-        return "redis", None
-    if text.lower().startswith("sqlite:///"):
-        path = text[len("sqlite:///"):]
-        if not path:
-            raise ValueError("a sqlite:/// URL needs a file path, e.g. sqlite:////var/lib/toolbridge/state.db")
-        return "sqlite", Path(path).expanduser()
-    raise ValueError(f"must be sqlite:///PATH, redis://HOST:PORT/DB, memory:// or none; got '{url.split('@')[-1]}'")

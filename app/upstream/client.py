@@ -20,6 +20,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from app.openai.errors import InvalidRequest, UpstreamCutOff, UpstreamError, UpstreamStatusError, upstream_message
 from app.openai.schemas import rewrite_model_list
+from app.settings.vocabularies import TransportKind
 from app.upstream.failures import BROKEN_READ, amount, broken_read, failed_before_answer
 from app.upstream.paths import relative_path, without_credentials
 from app.upstream.relay import read_whole, relay_events, relay_rest
@@ -39,7 +40,6 @@ _RESPONSE_HEADERS_DROPPED = frozenset(
 )
 # What may replace the default HTTP transport (respx in tests, a faster stack in production).
 Transport = httpx.AsyncBaseTransport
-TransportKind = Literal["aiohttp", "httpx"]
 CONNECT_TIMEOUT = 10.0  # a local server either accepts at once or is not running
 PROBE_TIMEOUT = 3.0
 # A read of an unpaced stream can hold a whole answer. Batches of 1, 2, 4... chunks get the first words to

@@ -22,13 +22,12 @@ from mcp.types import (
 from app.mcp.results import (
     FailureKind,
     Image,
-    RenderOptions,
-    recorded_result,
     render_failure,
     render_listing,
     render_resource,
     render_result,
 )
+from app.openai.result_format import RenderOptions, recorded_result
 
 PNG = base64.b64encode(b"\x89PNG" + b"\x00" * 66).decode()
 CALL = RenderOptions()

@@ -5,7 +5,6 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from platformdirs import user_data_dir
 from pydantic import (
     Field,
     HttpUrl,
@@ -18,24 +17,21 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.chat.trace import TraceMode
-
-# Each vocabulary is spelled once, by the module that acts on it.
-from app.mcp.convert import PrefixMode
-from app.mcp.results import ResultFormat
-from app.mcp.schema import ProfileSetting
-from app.state.store import parse_state_url
-from app.upstream.client import TransportKind
+# A leaf: nothing from app but the vocabularies, so reading a setting imports no SDK and no HTTP client.
+from app.settings.vocabularies import (
+    PrefixMode,
+    ProfileSetting,
+    ResultFormat,
+    TraceMode,
+    TransportKind,
+    default_state_url,
+    parse_state_url,
+)
 
 TOOL_BUDGET_DEFAULT = 24  # the smallest that left the eval's 22 tools whole: below it both models lost tasks
 MIN_MCP_TOOLS_DEFAULT = 4  # the eval's Open WebUI tasks at an 8k context: 4 passed 6/11, 8 passed 4/11 (README)
 _TOOLSET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 SECRET_SETTINGS = frozenset({"api_keys", "upstream_api_key"})
-
-
-def default_state_url() -> str:
-    """A SQLite file in the user's data directory (~/.local/share/toolbridge on Linux)."""
-    return "sqlite:///" + str(Path(user_data_dir("toolbridge", appauthor=False)) / "state.db")
 
 
 class Settings(BaseSettings):
