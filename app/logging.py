@@ -29,17 +29,6 @@ def configure_logging(log_format: str, level: str, secrets: Iterable[str] = ()) 
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    renderer: Any = (
-        _chain(structlog.processors.format_exc_info, _bounded, structlog.processors.JSONRenderer())
-        if log_format == "json"
-        else _chain(
-            _bounded,
-            structlog.dev.ConsoleRenderer(
-                colors=sys.stderr.isatty(), exception_formatter=structlog.dev.plain_traceback
-            ),
-        )
-    )
-    renderer = _redacting(renderer, secrets)
     structlog.configure(
         # Below the level, an event is dropped before it is stamped and merged (1.5 % of a chat's time).
         processors=[structlog.stdlib.filter_by_level, *shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
@@ -51,18 +40,34 @@ def configure_logging(log_format: str, level: str, secrets: Iterable[str] = ()) 
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                        _redacting(_renderer(log_format), secrets)],
         )
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    _quiet_libraries(root.level)
+
+
+def _renderer(log_format: str) -> Any:
+    """JSON lines, or the console's; values bounded either way."""
+    if log_format == "json":
+        return _chain(structlog.processors.format_exc_info, _bounded, structlog.processors.JSONRenderer())
+    return _chain(
+        _bounded,
+        structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(), exception_formatter=structlog.dev.plain_traceback),
+    )
+
+
+def _quiet_libraries(level: int) -> None:
+    """What other libraries log that repeats ours or floods the log."""
     # uvicorn's own access log repeats our request line without the tool figures.
     logging.getLogger("uvicorn.access").disabled = True
     for noisy in ("httpx", "httpcore", "httpx2", "httpcore2"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, level))
     # At debug it logs every SSE chunk it sends: the whole of every answer.
-    logging.getLogger("sse_starlette").setLevel(max(logging.INFO, root.level))
+    logging.getLogger("sse_starlette").setLevel(max(logging.INFO, level))
 
 
 def _chain(*processors: Any) -> Any:

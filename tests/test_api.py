@@ -119,12 +119,12 @@ def test_unknown_route_is_a_404_envelope(gateway: Gateway) -> None:
 def test_a_bug_in_the_chat_route_is_a_500_envelope_that_keeps_its_details_in_the_log(
     gateway: Gateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.api import routes
+    from app.chat import service
 
     def broken(*_args: object) -> None:
         raise RuntimeError("internal detail sk-upstream")
 
-    monkeypatch.setattr(routes, "trace_mode", broken)
+    monkeypatch.setattr(service, "trace_mode", broken)  # what the route calls, through the chat service
     response = httpx.post(f"{gateway.url}/v1/chat/completions", json={"model": "m", "messages": ASK})
     error = assert_envelope(response, 500, "server_error")
     assert "internal detail" not in response.text

@@ -15,6 +15,8 @@ from app.chat.shown import ROUTE as IMAGES_ROUTE
 from app.ops.metrics import Metrics
 
 log = structlog.get_logger("toolbridge.http")
+# Logged at debug: health probes (Docker, compose) every few seconds would drown the real traffic.
+_PROBED = frozenset({"/health"})
 
 
 def _logged_path(path: str) -> str:
@@ -56,8 +58,7 @@ class RequestLogMiddleware:
                 message.setdefault("headers", []).append((b"x-request-id", request_id.encode()))
             await send(message)
 
-        client_fields = openwebui_fields({name.decode("latin-1"): value.decode("latin-1")
-                                          for name, value in scope["headers"] if name.startswith(OPENWEBUI_PREFIX)})
+        client_fields = _client_fields(scope)
         structlog.contextvars.bind_contextvars(request_id=request_id, **client_fields)
         try:
             await self.app(scope, receive, send_with_status)
@@ -68,27 +69,42 @@ class RequestLogMiddleware:
                 "path": _logged_path(scope["path"]),
                 "status": status,
                 "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                **_stats_fields(stats),
             }
-            if stats.rounds:
-                fields |= {"rounds": stats.rounds, "tools_called": stats.tools_called}
-            if stats.tools_offered or stats.tools_withheld:
-                fields |= {"tools_offered": stats.tools_offered, "tools_withheld": stats.tools_withheld}
-            if stats.restored_turns:
-                fields["restored_turns"] = stats.restored_turns
-            if stats.prompt:
-                fields["prompt"] = stats.prompt
-            if stats.answered_by_gateway:
-                fields["answered_by_gateway"] = True
-            if stats.usage is not None:
-                usage = stats.usage
-                fields |= {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
             if metrics is not None:
-                metrics.in_flight.dec()
-                route = getattr(scope.get("route"), "path", None) or "unmatched"  # a template: bounded labels
-                metrics.observe_request(route, scope["method"], status, time.perf_counter() - started)
-                if stats.usage is not None:
-                    metrics.observe_tokens(stats.usage.prompt_tokens, stats.usage.completion_tokens)
-            # Health probes (Docker, compose) every few seconds would drown the real traffic.
-            level = logging.DEBUG if scope["path"] == "/health" else logging.INFO
-            log.log(level, "request", **fields)
+                _observe(metrics, scope, status, time.perf_counter() - started, stats)
+            log.log(logging.DEBUG if scope["path"] in _PROBED else logging.INFO, "request", **fields)
             structlog.contextvars.clear_contextvars()
+
+
+def _client_fields(scope: Scope) -> dict[str, str]:
+    """What Open WebUI's headers say of the user and the chat, for the log line."""
+    return openwebui_fields({name.decode("latin-1"): value.decode("latin-1")
+                             for name, value in scope["headers"] if name.startswith(OPENWEBUI_PREFIX)})
+
+
+def _stats_fields(stats: RequestStats) -> dict[str, Any]:
+    """What the request did, as far as it did anything: rounds, tools, memory, a slash command, tokens."""
+    fields: dict[str, Any] = {}
+    if stats.rounds:
+        fields |= {"rounds": stats.rounds, "tools_called": stats.tools_called}
+    if stats.tools_offered or stats.tools_withheld:
+        fields |= {"tools_offered": stats.tools_offered, "tools_withheld": stats.tools_withheld}
+    if stats.restored_turns:
+        fields["restored_turns"] = stats.restored_turns
+    if stats.prompt:
+        fields["prompt"] = stats.prompt
+    if stats.answered_by_gateway:
+        fields["answered_by_gateway"] = True
+    if stats.usage is not None:
+        fields |= {"prompt_tokens": stats.usage.prompt_tokens, "completion_tokens": stats.usage.completion_tokens}
+    return fields
+
+
+def _observe(metrics: Metrics, scope: Scope, status: int, seconds: float, stats: RequestStats) -> None:
+    """The request in the metrics: no longer in flight, its route, status and duration, its tokens."""
+    metrics.in_flight.dec()
+    route = getattr(scope.get("route"), "path", None) or "unmatched"  # a template: bounded labels
+    metrics.observe_request(route, scope["method"], status, seconds)
+    if stats.usage is not None:
+        metrics.observe_tokens(stats.usage.prompt_tokens, stats.usage.completion_tokens)

@@ -4,7 +4,6 @@ and resources."""
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from contextlib import aclosing
-from dataclasses import replace
 from typing import Annotated, Any
 
 import anyio
@@ -18,18 +17,16 @@ from app.api.chat_body import parse_chat_body
 from app.api.deps import AuthorisedDep, ImagesDep, MemoryDep, MetricsDep, PoolDep, SettingsDep, UpstreamDep
 from app.api.health import health_report
 from app.chat.images import StoredImage
-from app.chat.loop import run_tool_loop
-from app.chat.loop_options import conversation_memory, loop_options, tool_budget_for
+from app.chat.loop import LoopEvent
+from app.chat.loop_options import loop_options, tool_budget_for
 from app.chat.ports import RequestStats
+from app.chat.service import ChatNeeds, answer_chat
 from app.chat.shown import ROUTE as IMAGES_ROUTE
 from app.chat.shown import PersonView
-from app.chat.slash_commands import Answer, Expansion, answered, read_command, run_command
-from app.chat.streaming import SHUTTING_DOWN, ShutdownCutoff, collect_completion, stream_payloads
+from app.chat.streaming import SHUTTING_DOWN, ShutdownCutoff
 from app.chat.tool_offer import describe_offer, describe_request
 from app.chat.toolsets import HEADER as TOOLS_HEADER
 from app.chat.toolsets import choose_tools, with_virtual_models
-from app.chat.trace import HEADER as TRACE_HEADER
-from app.chat.trace import trace_mode
 from app.mcp.pool import McpPool
 from app.openai.errors import MethodNotAllowed, Overloaded, RouteNotFound
 from app.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -46,45 +43,43 @@ router = APIRouter()
 
 @router.post("/v1/chat/completions")
 async def chat_completions(raw: Request) -> Response:
+    """The chat service's answer (app/chat/service.py), streamed as server-sent events or sent whole."""
     # Nothing for FastAPI to resolve on the busiest route: its dependency solving cost a tenth of a request.
+    settings: Settings = raw.state.settings
+    body, request = parse_chat_body(await raw.body(), raw.headers.get("content-type"))
+    reply = await answer_chat(body, request, _chat_needs(raw, settings))
+    await _accepted(reply.events)
+    person = _person_view(raw, settings)
+    if request.stream:
+        cutoff = ShutdownCutoff(settings.shutdown_grace)
+        raw.scope[ON_SHUTDOWN] = cutoff.begin  # called by the server (app/serving.py) as it starts shutting down
+        # sse-starlette would end every stream at the first signal; the grace lets answers in flight finish.
+        return EventSourceResponse(_server_sent(cutoff.payloads(reply.payloads(person))), sep="\n",
+                                   ping=SSE_PING_SECONDS, shutdown_grace_period=settings.shutdown_grace)
+    completion = await _unless_client_leaves(raw, reply.completion(person), settings.shutdown_grace)
+    if completion is None:
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    return Response(orjson.dumps(completion), media_type="application/json")
+
+
+def _chat_needs(raw: Request, settings: Settings) -> ChatNeeds:
+    """What the chat service needs of the lifespan's resources and of the request's headers."""
     state = raw.state
-    settings: Settings = state.settings
-    upstream: UpstreamClient = state.upstream
+    upstream: UpstreamClient = state.upstream  # typed here, so that mypy checks they keep the service's ports
     pool: McpPool = state.pool
-    stats: RequestStats = getattr(state, "request_stats", None) or RequestStats()
-    sent, request = parse_chat_body(await raw.body(), raw.headers.get("content-type"))
-    trace = trace_mode(raw.headers.get(TRACE_HEADER), settings.tool_trace)
-    body, selection = choose_tools(sent, raw.headers.get(TOOLS_HEADER), settings.toolsets, pool.knows)
-    options = loop_options(settings, body, upstream, selection, getattr(state, "recent_requests", None))
-    command = read_command(body["messages"]) if settings.prompt_commands else None
-    outcome = await run_command(command, pool, options.sees_images) if command is not None else None
-    if isinstance(outcome, Expansion):
-        options = replace(options, prompt_messages=outcome.messages)
-        stats.prompt = outcome.command
-    stats.answered_by_gateway = isinstance(outcome, Answer)
-    memory = conversation_memory(settings, state.memory, raw.headers)
-    events = answered(outcome.text, body["messages"], memory) if isinstance(outcome, Answer) else run_tool_loop(
-        body, upstream, pool, options, stats=stats, memory=memory)
-    # Wait until the upstream accepted the request, so its failures still get a real HTTP status.
+    stats: RequestStats = getattr(state, "request_stats", None) or RequestStats()  # set by the request log
+    return ChatNeeds(settings=settings, upstream=upstream, pool=pool, memory=state.memory, stats=stats,
+                     headers=raw.headers, recent=getattr(state, "recent_requests", None))
+
+
+async def _accepted(events: AsyncGenerator[LoopEvent, None]) -> None:
+    """Waits for the answer's first event (the loop's Started, which no client sees): the upstream accepted the
+    request, so that its failures still get a real HTTP status."""
     try:
         await anext(events)
     except BaseException:
         await events.aclose()
         raise
-    person = _person_view(raw, settings)
-    if request.stream:
-        payloads = stream_payloads(events, model=request.model, include_usage=request.include_usage, trace=trace,
-                                   person=person)
-        cutoff = ShutdownCutoff(settings.shutdown_grace)
-        raw.scope[ON_SHUTDOWN] = cutoff.begin  # called by the server (app/serving.py) as it starts shutting down
-        # sse-starlette would end every stream at the first signal; the grace lets answers in flight finish.
-        return EventSourceResponse(_server_sent(cutoff.payloads(payloads)), sep="\n", ping=SSE_PING_SECONDS,
-                                   shutdown_grace_period=settings.shutdown_grace)
-    completion = await _unless_client_leaves(
-        raw, collect_completion(events, model=request.model, trace=trace, person=person), settings.shutdown_grace)
-    if completion is None:
-        return Response(status_code=CLIENT_CLOSED_REQUEST)
-    return Response(orjson.dumps(completion), media_type="application/json")
 
 
 def _person_view(raw: Request, settings: Settings) -> PersonView | None:

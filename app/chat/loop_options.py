@@ -3,14 +3,14 @@ the system hint, whether MCP tools are offered at all (not for Open WebUI's back
 the model is shown the images tools return, which tools its user selected, the model's context, and the
 conversation's memory."""
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 import structlog
 
 from app.chat.memory import ConversationMemory, MemoryStores, memory_owner
 from app.chat.open_webui import chat_id, is_background_task
-from app.chat.ports import ALL_TOOLS, BudgetChoice, LoopOptions, ToolSelection
+from app.chat.ports import ALL_TOOLS, BudgetChoice, LoopOptions, ModelFacts, ToolSelection
 from app.chat.tool_budget import Budget, budget_for, choose_within
 from app.chat.tool_offer import why_withheld
 from app.openai.result_format import RenderOptions, system_hint
@@ -19,14 +19,11 @@ from app.settings import Settings
 
 log = structlog.get_logger("toolbridge.tools")
 
-
-class ModelFacts(Protocol):
-    async def supports_vision(self, model: str | None) -> bool: ...
-
-    async def context_length(self, model: str | None) -> int | None: ...
-
-
 DEFAULT_CONTEXT_TOKENS = 8192  # to fit restored results in, when neither the upstream nor the settings say
+
+# The tools to offer when the budget leaves some out: (history, MCP tools, client tools) -> choice, or None.
+ToolBudget = Callable[[list[dict[str, Any]], Sequence[dict[str, Any]], Sequence[dict[str, Any]]],
+                      Awaitable[BudgetChoice | None]]
 
 
 def loop_options(
@@ -44,6 +41,23 @@ def loop_options(
     async def context_tokens() -> int:
         return await known_context(settings, upstream, model) or DEFAULT_CONTEXT_TOKENS
 
+    return LoopOptions(
+        max_tool_rounds=settings.max_tool_rounds,
+        system_hint=system_hint(settings.result_format) if settings.system_hint else None,
+        sees_images=sees_images,
+        offer_tools=not background_task,
+        tool_selection=selection,
+        tool_budget=_tool_budget(settings, upstream, model, recent),
+        context_tokens=context_tokens,
+    )
+
+
+def _tool_budget(
+    settings: Settings, upstream: ModelFacts, model: str | None, recent: RecentRequests | None
+) -> ToolBudget:
+    """The request's tool budget, asked once the history and the tools are known; what it withholds is said
+    in a log line and kept among the recent requests."""
+
     async def tool_budget(
         messages: list[dict[str, Any]], mcp_tools: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]]
     ) -> BudgetChoice | None:
@@ -51,25 +65,23 @@ def loop_options(
         choice = None if budget is None else choose_within(mcp_tools, client_tools, messages, budget)
         why = ""
         if budget is not None and choice is not None and (choice.withheld or choice.compacted_client_tools):
-            why = why_withheld(choice, budget, client_tools)
-            # A warning: a person wonders why the model "cannot see" a tool; this line says.
-            log.warning("tools_withheld", withheld=len(choice.withheld), why=why, offered=len(choice.kept),
-                        names=list(choice.withheld), client_tools=len(client_tools),
-                        client_tools_compacted=len(choice.compacted_client_tools or ()))
+            why = _say_withheld(choice, budget, client_tools)
         if recent is not None:
             offered = len(mcp_tools) + len(client_tools) if choice is None else len(choice.kept)
             recent.add(model, offered, () if choice is None else choice.withheld, why)
         return choice
 
-    return LoopOptions(
-        max_tool_rounds=settings.max_tool_rounds,
-        system_hint=system_hint(settings.result_format) if settings.system_hint else None,
-        sees_images=sees_images,
-        offer_tools=not background_task,
-        tool_selection=selection,
-        tool_budget=tool_budget,
-        context_tokens=context_tokens,
-    )
+    return tool_budget
+
+
+def _say_withheld(choice: BudgetChoice, budget: Budget, client_tools: Sequence[dict[str, Any]]) -> str:
+    """Why tools were withheld, in words, and logged as a warning: a person wonders why the model "cannot
+    see" a tool; this line says."""
+    why = why_withheld(choice, budget, client_tools)
+    log.warning("tools_withheld", withheld=len(choice.withheld), why=why, offered=len(choice.kept),
+                names=list(choice.withheld), client_tools=len(client_tools),
+                client_tools_compacted=len(choice.compacted_client_tools or ()))
+    return why
 
 
 async def known_context(settings: Settings, upstream: ModelFacts, model: str | None) -> int | None:

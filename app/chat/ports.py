@@ -167,3 +167,25 @@ class LoopOptions:
     context_tokens: Callable[[], Awaitable[int]] | None = None
     # A slash command's prompt messages, standing in for the last user message (slash_commands.py).
     prompt_messages: tuple[dict[str, Any], ...] = ()
+
+
+# What the chat service (service.py) needs besides the loop's ports: the upstream's facts about a model, and
+# which names the MCP servers know (for the tools a request's user chose).
+
+
+class ModelFacts(Protocol):
+    async def supports_vision(self, model: str | None) -> bool: ...
+
+    async def context_length(self, model: str | None) -> int | None: ...
+
+
+class ChatModel(ChatUpstream, ModelFacts, Protocol):
+    """The upstream as a chat request uses it: it streams answers and knows its models."""
+
+
+class ToolPool(ToolRunner, Protocol):
+    """The MCP tools as a chat request uses them: the tools of the request, and the names a user may choose."""
+
+    def knows(self, name: str) -> bool:
+        """Whether `name` is a server's name or a tool's name as offered."""
+        ...

@@ -1,0 +1,95 @@
+"""The chat service: one chat request, from its parsed body to the events of its answer.
+
+The route (app/api/routes.py) hands over the body and what the request needs of the app (`ChatNeeds`) and
+gets a `ChatReply` back: the answer's events, which it streams as server-sent events or collects whole. Here
+the request is read (trace mode, the tools its user chose, the loop's options, a slash command, its memory)
+and answered by the gateway itself or by the tool loop. Written against Protocols (app/chat/ports.py), so the
+service never names the upstream's HTTP client or the MCP pool.
+"""
+
+from collections.abc import AsyncGenerator, Awaitable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from app.chat.loop import LoopEvent, run_tool_loop
+from app.chat.loop_options import conversation_memory, loop_options
+from app.chat.memory import MemoryStores
+from app.chat.ports import ChatModel, LoopOptions, RequestStats, ToolPool
+from app.chat.shown import PersonView
+from app.chat.slash_commands import Answer, Expansion, PromptSource, answered, read_command, run_command
+from app.chat.streaming import collect_completion, stream_payloads
+from app.chat.toolsets import HEADER as TOOLS_HEADER
+from app.chat.toolsets import choose_tools
+from app.chat.trace import HEADER as TRACE_HEADER
+from app.chat.trace import TraceMode, trace_mode
+from app.openai.schemas import ChatCompletionRequest
+from app.ops.recent_requests import RecentRequests
+from app.settings import Settings
+
+
+class ChatPool(ToolPool, PromptSource, Protocol):
+    """The MCP servers as a chat request uses them: their tools, and their prompts for slash commands."""
+
+
+@dataclass(frozen=True)
+class ChatNeeds:
+    """What a chat request needs of the app (the lifespan's resources) and of its HTTP request (headers)."""
+
+    settings: Settings
+    upstream: ChatModel
+    pool: ChatPool
+    memory: MemoryStores | None
+    stats: RequestStats  # filled in as the request runs; its log line reads it at the end
+    headers: Mapping[str, str]  # the trace and tools headers, the API key, Open WebUI's chat id
+    recent: RecentRequests | None = None  # the last requests' tool offers, for the status page
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """The answer's events, not yet started, and how the client asked to see them."""
+
+    events: AsyncGenerator[LoopEvent, None]
+    model: str | None  # as the client named it (a virtual model too), for the answer's `model`
+    include_usage: bool
+    trace: TraceMode
+
+    def payloads(self, person: PersonView | None) -> AsyncGenerator[dict[str, Any] | str, None]:
+        """The answer as the `data:` payloads of a stream (chunks, or one error), then DONE."""
+        return stream_payloads(self.events, model=self.model, include_usage=self.include_usage, trace=self.trace,
+                               person=person)
+
+    def completion(self, person: PersonView | None) -> Awaitable[dict[str, Any]]:
+        """The answer as one `chat.completion` object."""
+        return collect_completion(self.events, model=self.model, trace=self.trace, person=person)
+
+
+async def answer_chat(body: dict[str, Any], request: ChatCompletionRequest, needs: ChatNeeds) -> ChatReply:
+    """The answer to one chat request: a slash command the gateway answers itself, or the tool loop's.
+
+    Raises:
+        InvalidRequest: the trace or tools header, or the body's tool metadata, names what does not exist.
+    """
+    settings, headers = needs.settings, needs.headers
+    trace = trace_mode(headers.get(TRACE_HEADER), settings.tool_trace)
+    body, selection = choose_tools(body, headers.get(TOOLS_HEADER), settings.toolsets, needs.pool.knows)
+    options = loop_options(settings, body, needs.upstream, selection, needs.recent)
+    outcome = await _slash_command(body, options, needs)
+    memory = conversation_memory(settings, needs.memory, headers)
+    if isinstance(outcome, Answer):
+        events = answered(outcome.text, body["messages"], memory)
+    else:
+        if outcome is not None:  # the prompt's messages stand in for the slash line
+            options = replace(options, prompt_messages=outcome.messages)
+        events = run_tool_loop(body, needs.upstream, needs.pool, options, stats=needs.stats, memory=memory)
+    return ChatReply(events, request.model, request.include_usage, trace)
+
+
+async def _slash_command(body: dict[str, Any], options: LoopOptions, needs: ChatNeeds) -> Answer | Expansion | None:
+    """The last message as a slash command (TOOLBRIDGE_PROMPT_COMMANDS): answered, expanded, or None (no
+    command: the message goes to the model as typed); the request's stats say which."""
+    command = read_command(body["messages"]) if needs.settings.prompt_commands else None
+    outcome = await run_command(command, needs.pool, options.sees_images) if command is not None else None
+    if isinstance(outcome, Expansion):
+        needs.stats.prompt = outcome.command
+    needs.stats.answered_by_gateway = isinstance(outcome, Answer)
+    return outcome
