@@ -4,6 +4,8 @@ Before an answer's head: nobody listening (start a server), no answer in time, o
 request and closed the connection. After it began: how much of the answer had arrived when it broke off.
 """
 
+from collections.abc import Callable
+
 import aiohttp
 import httpx
 
@@ -11,6 +13,8 @@ from app.openai.errors import UpstreamClosed, UpstreamCutOff, UpstreamError, Ups
 
 # What a broken read of an answer's body raises, from either transport.
 BROKEN_READ = (TimeoutError, httpx.TransportError, aiohttp.ClientError)
+# What to tell the client of a failed read, given the failure and how much of the body had arrived.
+Failure = Callable[[BaseException, str], UpstreamError]
 
 
 def failed_before_answer(exc: BaseException, url: str, timeout: float) -> UpstreamError:

@@ -7,19 +7,16 @@ whole events, and a cut becomes an error event and `[DONE]`. Only a body past WH
 download, never an API answer) is relayed as it comes without a word at a cut: its head is gone by then.
 """
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import orjson
 import structlog
 
-from app.openai.errors import UpstreamError
-from app.upstream.failures import BROKEN_READ, amount
+from app.upstream.failures import BROKEN_READ, Failure, amount
 
 log = structlog.get_logger("toolbridge.upstream")
 
 WHOLE_BODY_LIMIT = 64 * 1024 * 1024  # embeddings of a large batch come to tens of megabytes
-# What to tell the client of a failed read, given the failure and how much of the body had arrived.
-Failure = Callable[[BaseException, str], UpstreamError]
 _EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")
 
 

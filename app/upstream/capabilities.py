@@ -1,0 +1,148 @@
+"""What the upstream is and can do: LM Studio (its REST API), llama.cpp (`/props`) or another server; each
+model's context length; vision.
+
+Asked of the server's own endpoints beside /v1 and remembered for CAPABILITY_TTL: models get loaded and
+unloaded. A server that does not say is no error: the answer is then "cannot tell" (False, None, empty).
+"""
+
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from app.upstream.transport import UpstreamHttp
+
+ServerKind = Literal["lmstudio", "llamacpp", "openai-compatible", "unreachable"]
+CAPABILITY_TTL = 60.0  # models get loaded and unloaded; ask again after this many seconds
+_LMSTUDIO_APIS = ("api/v1/models", "api/v0/models")
+
+
+class Capabilities:
+    """One upstream's kind and its models' capabilities, asked over `http` and remembered a while."""
+
+    def __init__(self, http: UpstreamHttp) -> None:
+        self._http = http
+        self._kind: tuple[ServerKind, float] | None = None
+        self._models: tuple[list[ModelInfo], float] | None = None
+        self._props_context: tuple[int | None, float] | None = None
+
+    async def server_kind(self) -> ServerKind:
+        """What answers at the base URL: LM Studio (its REST API), llama.cpp (`/props`), or another server."""
+        now = time.monotonic()
+        if self._kind is None or (self._kind[0] == "unreachable" and now - self._kind[1] > CAPABILITY_TTL / 4):
+            self._kind = (await self._probe_kind(), now)
+        return self._kind[0]
+
+    async def supports_vision(self, model: str | None) -> bool:
+        """Whether LM Studio reports vision for this model; False when it cannot tell."""
+        for entry in await self._lmstudio_models():
+            if model is None or model in entry.names:
+                return entry.vision
+        return False
+
+    async def context_lengths(self) -> dict[str, int]:
+        """Each model's context length as LM Studio reports it (loaded, else maximum); empty elsewhere."""
+        return {name: e.context_length for e in await self._lmstudio_models() if e.context_length
+                for name in e.names}
+
+    async def context_length(self, model: str | None) -> int | None:
+        """The context a request for `model` gets: LM Studio's loaded context for it (else its maximum), else
+        llama.cpp's (`/props`, which serves one model whatever the request names); None when neither says."""
+        lmstudio = await self.context_lengths()
+        if lmstudio:
+            return lmstudio.get(model or "")
+        return await self._llamacpp_context()
+
+    async def _probe_kind(self) -> ServerKind:
+        for path in _LMSTUDIO_APIS:
+            response = await self._http.probe(path)
+            if response is None:
+                return "unreachable"
+            if response.status_code == 200:
+                return "lmstudio"
+        response = await self._http.probe("props")
+        if response is None:
+            return "unreachable"
+        if response.status_code == 200 and "default_generation_settings" in response.text:
+            return "llamacpp"
+        return "openai-compatible"
+
+    async def _llamacpp_context(self) -> int | None:
+        now = time.monotonic()
+        if self._props_context is None or now - self._props_context[1] >= CAPABILITY_TTL:
+            self._props_context = (await self._fetch_llamacpp_context(), now)
+        return self._props_context[0]
+
+    async def _fetch_llamacpp_context(self) -> int | None:
+        """`default_generation_settings.n_ctx` of llama.cpp's `GET /props`: the context of one slot, which is
+        what one request gets when `--parallel` splits the server's (older builds and some forks put `n_ctx`
+        at the top level)."""
+        response = await self._http.probe("props")
+        if response is None or response.status_code != 200:
+            return None
+        try:
+            props = response.json()
+        except ValueError:
+            return None
+        if not isinstance(props, dict):
+            return None
+        settings = props.get("default_generation_settings")
+        slot = _int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+        return slot or _int(props.get("n_ctx"))
+
+    async def _lmstudio_models(self) -> list["ModelInfo"]:
+        now = time.monotonic()
+        if self._models is not None and now - self._models[1] < CAPABILITY_TTL:
+            return self._models[0]
+        models = await self._fetch_lmstudio_models()
+        self._models = (models, now)
+        return models
+
+    async def _fetch_lmstudio_models(self) -> list["ModelInfo"]:
+        """The models of LM Studio's REST API: v1 where it has one, else v0; none from another server."""
+        for path in _LMSTUDIO_APIS:
+            response = await self._http.probe(path)
+            if response is None:
+                return []
+            if response.status_code == 200:
+                try:
+                    return ModelInfo.listed(path, response.json())
+                except (ValueError, AttributeError):
+                    return []
+        return []
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What LM Studio's REST API says of one model."""
+
+    names: frozenset[str]
+    vision: bool
+    context_length: int | None
+
+    @classmethod
+    def listed(cls, path: str, listing: Any) -> list["ModelInfo"]:
+        """The models of one of `_LMSTUDIO_APIS`' listings (`path` says which)."""
+        if path == "api/v1/models":
+            return [cls.from_v1(entry) for entry in listing.get("models") or []]
+        return [cls.from_v0(entry) for entry in listing.get("data") or []]
+
+    @classmethod
+    def from_v1(cls, entry: dict[str, Any]) -> "ModelInfo":
+        instances = entry.get("loaded_instances") or []
+        loaded = [_int((i.get("config") or {}).get("context_length")) for i in instances]
+        names = {entry.get("key"), entry.get("id"), *(i.get("id") for i in instances)}
+        return cls(
+            names=frozenset(n for n in names if isinstance(n, str)),
+            vision=bool((entry.get("capabilities") or {}).get("vision")),
+            context_length=next((c for c in loaded if c), None) or _int(entry.get("max_context_length")),
+        )
+
+    @classmethod
+    def from_v0(cls, entry: dict[str, Any]) -> "ModelInfo":
+        context = _int(entry.get("loaded_context_length")) or _int(entry.get("max_context_length"))
+        return cls(frozenset([str(entry.get("id"))]), entry.get("type") == "vlm", context)
+
+
+def _int(value: Any) -> int | None:
+    """A positive integer, else None (a count a server left out, zeroed or wrote as text)."""
+    return value if isinstance(value, int) and value > 0 else None

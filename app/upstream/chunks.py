@@ -1,0 +1,140 @@
+"""A chat completion's answer read into batches of chunks, the chunks that arrived in one read.
+
+A stream of events ends with `[DONE]` or a finish_reason; one that ends with neither was cut off, and is
+said to be rather than passed on as a finished answer. A server that ignored `stream: true` answers one
+JSON completion: a turn of one chunk. A read that breaks says how much of the answer had arrived.
+"""
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import orjson
+
+from app.openai.errors import UpstreamCutOff, UpstreamError, upstream_message
+from app.upstream.failures import BROKEN_READ, Failure, amount
+from app.upstream.sse import EventBatcher
+
+# A read of an unpaced stream can hold a whole answer. Batches of 1, 2, 4... chunks get the first words to
+# the client after a few chunks are decoded, not all of them, and still few writes for a long answer.
+MAX_BATCH = 256
+
+
+async def chunk_batches(
+    content_type: str, parts: AsyncIterator[bytes], failure: Failure
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """The chunks of the answer whose body is `parts`, as dicts, in batches.
+
+    Raises:
+        UpstreamError: the stream carried an error event or what is not JSON, ended unfinished, or its read
+            broke off (`failure` says how).
+    """
+    reading = _Reading(streamed=content_type.startswith("text/event-stream"))
+    try:
+        if not reading.streamed:
+            yield [await reading.whole(parts)]
+            return
+        events = EventBatcher()
+        async for data in parts:
+            for batch in reading.batches(events.feed(data)):
+                yield batch
+            if reading.done:
+                return
+        if not reading.finished:
+            # Neither [DONE] nor a finish_reason: the server died mid-answer. Passing that on as a
+            # finished answer would hide that it is cut off.
+            raise UpstreamCutOff("ended its stream unfinished", reading.arrived())
+    except BROKEN_READ as exc:
+        raise failure(exc, reading.arrived()) from exc
+
+
+class _Reading:
+    """One answer being read: how much has arrived (to say where it broke off) and how far the stream got."""
+
+    def __init__(self, *, streamed: bool) -> None:
+        self.streamed = streamed
+        self.received = 0  # bytes of a whole JSON answer
+        self.written = 0  # characters of a streamed answer: what its user saw arrive
+        self.most = 1  # the first chunk goes on at once, then twice as many per batch up to MAX_BATCH
+        self.finished = False  # a finish_reason came
+        self.done = False  # [DONE] came
+
+    def arrived(self) -> str:
+        if self.streamed:
+            return amount(self.written, "characters of the answer")
+        return amount(self.received, "bytes of its answer")
+
+    async def whole(self, parts: AsyncIterator[bytes]) -> dict[str, Any]:
+        """A JSON answer to a stream request, read whole: one chunk."""
+        body = []
+        async for data in parts:
+            self.received += len(data)
+            body.append(data)
+        return decode(b"".join(body))
+
+    def batches(self, events: list[bytes]) -> Iterator[list[dict[str, Any]]]:
+        """The chunks of the events of one read, in batches; stops at `[DONE]`."""
+        batch: list[dict[str, Any]] = []
+        for event in events:
+            if len(batch) >= self.most:
+                yield batch
+                batch, self.most = [], min(self.most * 2, MAX_BATCH)
+            if event == b"[DONE]":
+                self.done = True
+                break
+            if not event.strip():
+                continue
+            chunk = decode(event)
+            if "error" in chunk and not chunk.get("choices"):
+                raise UpstreamError(f"Upstream error: {upstream_message(chunk['error'])}")
+            self.finished = self.finished or _has_finish_reason(chunk)
+            self.written += _answer_characters(chunk)
+            batch.append(chunk)
+        if batch:
+            yield batch
+
+
+def decode(data: str | bytes) -> dict[str, Any]:
+    """One chunk.
+
+    Raises:
+        UpstreamError: it is not JSON, or not an object.
+    """
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        chunk = _decode_leniently(data)  # what orjson refuses and Python reads (NaN, -Infinity in logprobs)
+    if not isinstance(chunk, dict):
+        raise UpstreamError("The upstream sent a chunk that is not a JSON object")
+    return chunk
+
+
+def _decode_leniently(data: str | bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        shown = data.decode(errors="replace") if isinstance(data, bytes) else data
+        raise UpstreamError(f"The upstream sent something that is not JSON: {shown[:200]!r}") from exc
+
+
+def _answer_characters(chunk: dict[str, Any]) -> int:
+    """The characters of answer text a chunk carries: content, reasoning and tool-call arguments (of its first
+    choice: the only one the loop folds). Run on every chunk, so the usual one costs three lookups."""
+    choices = chunk.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    delta = choice.get("delta") if isinstance(choice, dict) else None
+    if not isinstance(delta, dict):
+        return 0
+    count = 0
+    for text in (delta.get("content"), delta.get("reasoning_content") or delta.get("reasoning")):
+        if isinstance(text, str):
+            count += len(text)
+    for call in delta.get("tool_calls") or ():
+        arguments = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+        count += len(arguments) if isinstance(arguments, str) else 0
+    return count
+
+
+def _has_finish_reason(chunk: dict[str, Any]) -> bool:
+    choices = chunk.get("choices")
+    return isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
