@@ -1,0 +1,39 @@
+"""The MCP servers of mcp.json, connected and their tools offered to the loop: the names the rest of the
+gateway uses. Start-up builds a `McpPool` from `load_mcp_configs` and `PoolOptions`; requests take their
+tools from it; the status page and the CLI read its servers' states. How a server is kept connected, a
+call run, a result rendered is inside (docs/architecture.md, the code map)."""
+
+from app.mcp.calling import CallRecord, ToolCallObserver
+from app.mcp.config import McpConfig, McpConfigError, config_paths, load_mcp_config, load_mcp_configs
+from app.mcp.convert import ConversionOptions, resolve_profile
+from app.mcp.options import PoolOptions
+from app.mcp.pool import McpPool
+from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, build_prompt_book, has_images, openai_messages
+from app.mcp.results import RenderOptions
+from app.mcp.sampling import Complete
+from app.mcp.status import ServerState
+from app.mcp.supervisor import first_of
+
+__all__ = [
+    "CallRecord",
+    "Complete",
+    "ConversionOptions",
+    "McpConfig",
+    "McpConfigError",
+    "McpPool",
+    "PoolOptions",
+    "PromptBook",
+    "PromptEntry",
+    "PromptFailed",
+    "RenderOptions",
+    "ServerState",
+    "ToolCallObserver",
+    "build_prompt_book",
+    "config_paths",
+    "first_of",
+    "has_images",
+    "load_mcp_config",
+    "load_mcp_configs",
+    "openai_messages",
+    "resolve_profile",
+]

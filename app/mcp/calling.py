@@ -53,6 +53,12 @@ class CallRecord:
     arguments: str
     result: str
 
+    @classmethod
+    def of(cls, server: str | None, tool: str, ended: "CallEnded", seconds: float, arguments: str) -> "CallRecord":
+        outcome = ended.outcome
+        kind = ended.failure.value if ended.failure else "error" if outcome.is_error else "ok"
+        return cls(server, tool, kind, seconds, outcome.error_message, arguments, outcome.content)
+
 
 ToolCallObserver = Callable[[CallRecord], None]
 log = structlog.get_logger("toolbridge.mcp")
@@ -64,6 +70,14 @@ class CallEnded:
 
     outcome: ToolOutcome
     failure: FailureKind | None = None
+
+
+def unknown_tool(name: str, similar: list[str], rendering: RenderOptions) -> CallEnded:
+    """A call of a name no tool has: the failure to tell the model, with the names it may have meant."""
+    hint = f" Did you mean: {', '.join(similar)}?" if similar else ""
+    outcome = render_failure(FailureKind.UNKNOWN_TOOL, f"There is no tool named '{name}'.{hint}", rendering,
+                             similar_tools=similar)
+    return CallEnded(outcome, FailureKind.UNKNOWN_TOOL)
 
 
 @dataclass(frozen=True)
@@ -99,10 +113,7 @@ class McpCall:
         log.info("tool_call", server=route.server, tool=route.tool, duration_ms=round(self.duration_ms, 1),
                  ok=not ended.outcome.is_error, **({"failure": ended.failure.value} if ended.failure else {}))
         if observer is not None:
-            outcome = ended.outcome
-            kind = ended.failure.value if ended.failure else "error" if outcome.is_error else "ok"
-            observer(CallRecord(route.server, route.tool, kind, self.duration_ms / 1000, outcome.error_message,
-                                arguments, outcome.content))
+            observer(CallRecord.of(route.server, route.tool, ended, self.duration_ms / 1000, arguments))
 
     def fail(self, kind: FailureKind, message: str, **details: Any) -> CallEnded:
         return CallEnded(render_failure(kind, message, self._rendering, **details), kind)
@@ -154,22 +165,30 @@ class McpCall:
                 return self.fail(FailureKind.TIMEOUT, f"The tool ran {limit} {deadline.elapsed:g} s and was stopped.",
                                  retry_after=RETRY_AFTER_SECONDS)
         except MCPError as exc:
-            if exc.code == REQUEST_TIMEOUT:
-                return self.fail(FailureKind.TIMEOUT, f"The tool did not finish within {limits.timeout:g} s.",
-                                 retry_after=RETRY_AFTER_SECONDS)
-            if not connection_gone(exc):
-                return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' refused the call: {exc.message}")
-            # An expired session is refused before the tool runs, like a connection that was never made.
-            return ConnectionLost(never_ran=session_gone(exc) or (limits.tracked and not delivery.reached_server))
+            return self._refused(exc, limits, delivery.reached_server)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return ConnectionLost(never_ran=limits.tracked and not delivery.reached_server)
         except RuntimeError as exc:  # the SDK's outputSchema validation of the result
             return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
+        return CallEnded(self._rendered(result))
+
+    def _refused(self, exc: MCPError, limits: Limits, reached_server: bool) -> CallEnded | ConnectionLost:
+        """An error answer to the call: a timeout, the server's refusal, or the connection's end."""
+        if exc.code == REQUEST_TIMEOUT:
+            return self.fail(FailureKind.TIMEOUT, f"The tool did not finish within {limits.timeout:g} s.",
+                             retry_after=RETRY_AFTER_SECONDS)
+        if not connection_gone(exc):
+            return self.fail(FailureKind.SERVER_ERROR,
+                             f"MCP server '{self.route.server}' refused the call: {exc.message}")
+        # An expired session is refused before the tool runs, like a connection that was never made.
+        return ConnectionLost(never_ran=session_gone(exc) or (limits.tracked and not reached_server))
+
+    def _rendered(self, result: CallToolResult | ReadResourceResult | ListResourcesResult) -> ToolOutcome:
         if isinstance(result, ReadResourceResult):
-            return CallEnded(render_resource(result, self._rendering))
+            return render_resource(result, self._rendering)
         if isinstance(result, ListResourcesResult):
-            return CallEnded(render_listing(result, self._rendering))
-        return CallEnded(render_result(result, self._rendering, self._reader))
+            return render_listing(result, self._rendering)
+        return render_result(result, self._rendering, self._reader)
 
 
 class CallsInFlight:

@@ -8,7 +8,6 @@ serves while slow servers are still starting.
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -18,14 +17,16 @@ import structlog
 from mcp.types import GetPromptResult
 
 from app.chat.ports import ALL_TOOLS, ProgressReport, ToolSelection
-from app.mcp.calling import CallRecord, McpCall, ToolCallObserver
+from app.mcp.calling import CallRecord, McpCall, ToolCallObserver, unknown_tool
 from app.mcp.config import McpConfig, McpConfigError, ServerConfig
 from app.mcp.connect import ConnectionOpener, StartGate
 from app.mcp.convert import Catalogue, build_catalogue
+from app.mcp.live import LiveConnection
+from app.mcp.pinned import PinnedTools
 from app.mcp.processes import end_process_groups
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, build_prompt_book
 from app.mcp.reload import diff_configs, request_on_change
-from app.mcp.results import FailureKind, ToolOutcome, render_failure
+from app.mcp.results import FailureKind, ToolOutcome
 from app.mcp.sampling import Complete
 from app.mcp.status import ServerState, ServerStatus, unrun_statuses
 from app.mcp.supervisor import PoolOptions, ServerSupervisor
@@ -182,7 +183,7 @@ class McpPool:
 
     def tools_for_request(
         self, offered: bool = True, client_tools: frozenset[str] = frozenset(), selection: ToolSelection = ALL_TOOLS
-    ) -> "PinnedTools":
+    ) -> PinnedTools:
         """The catalogue as it is now, kept by one request for its whole life (an empty one if not offered):
         the tools its user selected, with no name that one of the client's own tools has."""
         if not offered:
@@ -204,23 +205,17 @@ class McpPool:
         catalogue = self._catalogue if catalogue is None else catalogue
         route = catalogue.route(name)
         if route is None:
-            similar = catalogue.similar(name)
-            hint = f" Did you mean: {', '.join(similar)}?" if similar else ""
-            outcome = render_failure(
-                FailureKind.UNKNOWN_TOOL, f"There is no tool named '{name}'.{hint}",
-                self._options.rendering, similar_tools=similar,
-            )
+            unknown = unknown_tool(name, catalogue.similar(name), self._options.rendering)
             if self._on_tool_call is not None:  # no server: "my model calls a tool that is not there"
-                self._on_tool_call(CallRecord(None, name, FailureKind.UNKNOWN_TOOL.value, 0.0,
-                                              outcome.error_message, arguments, outcome.content))
-            return outcome
+                self._on_tool_call(CallRecord.of(None, name, unknown, 0.0, arguments))
+            return unknown.outcome
         call = McpCall(route, self._options.rendering, on_progress, reader=catalogue.reader_of(route.server))
         supervisor = self._supervisors.get(route.server)
         if supervisor is None:  # a request from before a reload that removed the server
             removed = f"MCP server '{route.server}' was removed from the config."
             ended = call.fail(FailureKind.SERVER_UNAVAILABLE, removed)
         else:
-            ended = await supervisor.call(call, arguments)
+            ended = await supervisor.live.call(call, arguments)
         call.record(ended, self._on_tool_call, arguments)
         return ended.outcome
 
@@ -248,17 +243,21 @@ class McpPool:
         Raises:
             PromptFailed: the server is down, refused, or did not answer in time.
         """
-        supervisor = self._supervisors.get(entry.server)
-        if supervisor is None:
-            raise PromptFailed(f"MCP server '{entry.server}' was removed from the config.")
-        return await supervisor.get_prompt(entry.prompt.name, arguments)
+        return await self._prompted(entry).get_prompt(entry.prompt.name, arguments)
 
     async def complete(self, entry: PromptEntry, argument: str, partial: str, context: dict[str, str]) -> list[str]:
-        """The server's candidates for a prompt argument's value (none when it offers no completions)."""
+        """The server's candidates for a prompt argument's value (none when it offers no completions).
+
+        Raises:
+            PromptFailed: as `get_prompt`.
+        """
+        return await self._prompted(entry).complete(entry.prompt.name, argument, partial, context)
+
+    def _prompted(self, entry: PromptEntry) -> LiveConnection:
         supervisor = self._supervisors.get(entry.server)
         if supervisor is None:
             raise PromptFailed(f"MCP server '{entry.server}' was removed from the config.")
-        return await supervisor.complete(entry.prompt.name, argument, partial, context)
+        return supervisor.live
 
     def _rebuild_catalogue(self) -> None:
         ordered = {name: s.offer.offered() for name, s in self._supervisors.items() if s.offer.tools is not None}
@@ -286,22 +285,4 @@ class McpPool:
         while not predicate(status := self.health().get(name, {"state": "unknown"})):
             await self.next_change()
         return status
-
-
-@dataclass(frozen=True)
-class PinnedTools:
-    """The tools one request offers and calls, pinned for its whole life (the loop's `RequestTools`)."""
-
-    pool: McpPool
-    catalogue: Catalogue
-
-    @property
-    def openai_tools(self) -> Sequence[dict[str, Any]]:
-        return self.catalogue.openai_tools
-
-    async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None) -> ToolOutcome:
-        return await self.pool.call_tool(name, arguments, on_progress, self.catalogue)
-
-    def only(self, names: frozenset[str]) -> "PinnedTools":
-        return PinnedTools(self.pool, self.catalogue.select(lambda name, _: name in names))
 

@@ -19,6 +19,9 @@ import structlog
 
 log = structlog.get_logger("toolbridge.mcp")
 
+# A server that died has flushed its stderr; this bounds the wait for our reader to catch up.
+STDERR_SETTLE_TIMEOUT = 1.0
+
 SERVER_MARKER = "TOOLBRIDGE_MCP_SERVER"  # in each stdio server's environment: its name and a nonce
 STDERR_TAIL_LINES = 5
 STDERR_LINE_BUFFER = 1 << 20  # a longer stderr line is dropped (a blob, not a message for the operator)
@@ -38,6 +41,12 @@ def resolve_command(command: str) -> str:
 class StderrTail:
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
     closed: anyio.Event = field(default_factory=anyio.Event)
+
+    async def hint(self) -> str:
+        """The last lines, to add to an error (once the pipe closed, or a bounded wait for it)."""
+        with anyio.move_on_after(STDERR_SETTLE_TIMEOUT):
+            await self.closed.wait()
+        return f"; stderr: {' | '.join(self.lines)}" if self.lines else ""
 
 
 async def pump_stderr(server: str, read_fd: int, tail: StderrTail) -> None:

@@ -126,48 +126,53 @@ def _make_safe(node: Any) -> Any:
         return node
     node = _collapse_nullable(dict(node))
     out: dict[str, Any] = {}
-    hints: list[str] = []
-    default_hint: list[str] = []
     for key, value in node.items():
-        if key in _ANNOTATION_KEYS:
-            if key == "default" and value is not None:  # a null default only says "optional"
-                default_hint.append(f"(default: {_literal(value)})")
-            continue
-        if key in _LENGTH_BOUNDS and (not isinstance(value, int) or value > MAX_GRAMMAR_BOUND):
-            continue
-        if key in _NUMERIC_BOUNDS and (not isinstance(value, int | float) or abs(value) > MAX_NUMERIC_BOUND):
-            continue
-        if key == "additionalProperties" and isinstance(value, bool):
-            continue  # false breaks some grammars; true is the default
-        if key == "pattern":
-            anchored = anchor_pattern(value)
-            if anchored is not None:
-                out[key] = anchored
-            continue
-        if key == "enum" and isinstance(value, list):
-            out[key] = value
-            hints.append("One of: " + ", ".join(_literal(v) for v in value) + ".")
-            continue
-        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: _make_safe(sub) for name, sub in value.items() if sub is not False}
-            continue
-        if key in _SUBSCHEMA_LISTS and isinstance(value, list):
-            kept = [_make_safe(sub) for sub in value if sub is not False]
-            if kept:
-                out[key] = kept
-            continue
-        if key in _SUBSCHEMA_SINGLE:
-            if isinstance(value, bool):
-                continue
-            out[key] = _make_safe(value)
-            continue
-        out[key] = value
+        safe = _safe_keyword(key, value)
+        if safe is not _DROPPED:
+            out[key] = safe
     if "required" in out and isinstance(out.get("properties"), dict):
         out["required"] = [name for name in out["required"] if name in out["properties"]]
-    hints += default_hint  # "One of: …" reads before "(default: …)" whatever the key order
+    hints = _hints(node)
     if hints:
         out["description"] = _join(_sentence(out.get("description")), " ".join(hints))
     return out
+
+
+# What `_safe_keyword` returns for a keyword the grammar-safe schema leaves out.
+_DROPPED = object()
+
+
+def _safe_keyword(key: str, value: Any) -> Any:
+    """One keyword's value in the grammar-safe schema (its subschemas made safe too), or `_DROPPED`."""
+    if key in _ANNOTATION_KEYS:
+        return _DROPPED  # `default` lives on in the description (`_hints`)
+    if key in _LENGTH_BOUNDS and (not isinstance(value, int) or value > MAX_GRAMMAR_BOUND):
+        return _DROPPED
+    if key in _NUMERIC_BOUNDS and (not isinstance(value, int | float) or abs(value) > MAX_NUMERIC_BOUND):
+        return _DROPPED
+    if key == "additionalProperties" and isinstance(value, bool):
+        return _DROPPED  # false breaks some grammars; true is the default
+    if key == "pattern":
+        anchored = anchor_pattern(value)
+        return _DROPPED if anchored is None else anchored
+    if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+        return {name: _make_safe(sub) for name, sub in value.items() if sub is not False}
+    if key in _SUBSCHEMA_LISTS and isinstance(value, list):
+        kept = [_make_safe(sub) for sub in value if sub is not False]
+        return kept or _DROPPED
+    if key in _SUBSCHEMA_SINGLE:
+        return _DROPPED if isinstance(value, bool) else _make_safe(value)
+    return value
+
+
+def _hints(node: dict[str, Any]) -> list[str]:
+    """What the dropped keywords said, in words for the description: "One of: …" before "(default: …)"."""
+    hints: list[str] = []
+    if isinstance(node.get("enum"), list):  # the enum itself stays as well
+        hints.append("One of: " + ", ".join(_literal(v) for v in node["enum"]) + ".")
+    if node.get("default") is not None:  # a null default only says "optional"
+        hints.append(f"(default: {_literal(node['default'])})")
+    return hints
 
 
 def _collapse_nullable(node: dict[str, Any]) -> dict[str, Any]:

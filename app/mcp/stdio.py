@@ -30,6 +30,7 @@ from mcp.client.stdio import (
     _stop_server_process,
     get_default_environment,
 )
+from mcp.os.win32.utilities import ServerProcess
 from mcp.shared.message import SessionMessage
 from mcp.types import INTERNAL_ERROR, ErrorData, JSONRPCError
 
@@ -120,24 +121,45 @@ async def stdio_client(
         errlog=errlog, cwd=server.cwd,
     )
     # No awaits from the spawn until the task group is entered: a cancellation there would leak the process.
-    read_stream_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
-    shutting_down = False
-    writer_done = anyio.Event()
-
-    async def stdout_reader() -> None:
-        assert process.stdout, "Opened process is missing stdout"
-
-        async def deliver(message: SessionMessage | Exception) -> None:
-            try:
-                await read_stream_writer.send(message)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                raise _SessionGone from None
-
+    pipes = _Pipes(process, server, name, max_message_bytes)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pipes.read_stdout)
+        tg.start_soon(pipes.write_stdin)
         try:
-            async with read_stream_writer:
+            yield pipes.read_stream, pipes.write_stream
+        finally:
+            pipes.shutting_down = True
+            with anyio.CancelScope(shield=True):  # every wait inside is bounded; the process must not leak
+                await pipes.shutdown()
+            tg.cancel_scope.cancel()
+    await anyio.lowlevel.cancel_shielded_checkpoint()
+
+
+class _Pipes:
+    """The session's streams to and from one server process: its stdout read into messages, messages
+    written to its stdin, and the spec's shutdown of both and of the process."""
+
+    def __init__(self, process: ServerProcess, server: StdioServerParameters, name: str,
+                 max_message_bytes: int) -> None:
+        self._process, self._server, self._name, self._max_bytes = process, server, name, max_message_bytes
+        self._read_writer, self.read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        self.write_stream, self._write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+        self.shutting_down = False
+        self._writer_done = anyio.Event()
+
+    async def _deliver(self, message: SessionMessage | Exception) -> None:
+        try:
+            await self._read_writer.send(message)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise _SessionGone from None
+
+    async def read_stdout(self) -> None:
+        process, server = self._process, self._server
+        assert process.stdout, "Opened process is missing stdout"
+        try:
+            async with self._read_writer:
                 try:
-                    await read_messages(process.stdout, deliver, max_bytes=max_message_bytes, server=name,
+                    await read_messages(process.stdout, self._deliver, max_bytes=self._max_bytes, server=self._name,
                                         encoding=server.encoding, errors=server.encoding_error_handler)
                 except _SessionGone:
                     pass  # only the drain below remains
@@ -146,42 +168,30 @@ async def stdio_client(
         except anyio.ClosedResourceError:
             pass  # our own shutdown closed the stdout stream under the read
         except (anyio.BrokenResourceError, ConnectionError):
-            if not shutting_down:
-                log.exception("mcp_stdout_failed", server=name)
+            if not self.shutting_down:
+                log.exception("mcp_stdout_failed", server=self._name)
 
-    async def stdin_writer() -> None:
+    async def write_stdin(self) -> None:
+        process, server = self._process, self._server
         assert process.stdin, "Opened process is missing stdin"
         try:
-            async with write_stream_reader:
-                async for session_message in write_stream_reader:
+            async with self._write_reader:
+                async for session_message in self._write_reader:
                     text = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await process.stdin.send((text + "\n").encode(server.encoding, server.encoding_error_handler))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             # The server may still be alive: close the read stream so that the session sees the end.
-            await read_stream_writer.aclose()
+            await self._read_writer.aclose()
         finally:
-            writer_done.set()
+            self._writer_done.set()
 
-    async def shutdown() -> None:
-        read_stream.close()  # unblocks the reader into its drain, so that a server stuck writing can exit
-        write_stream.close()
+    async def shutdown(self) -> None:
+        self.read_stream.close()  # unblocks the reader into its drain, so that a server stuck writing can exit
+        self.write_stream.close()
         with anyio.move_on_after(_WRITER_FLUSH_TIMEOUT) as flush_scope:
-            await writer_done.wait()
+            await self._writer_done.wait()
         if flush_scope.cancelled_caught:
             await anyio.lowlevel.cancel_shielded_checkpoint()
-        await _stop_server_process(process)
-        await _aclose_all(read_stream, write_stream, read_stream_writer, write_stream_reader)
+        await _stop_server_process(self._process)
+        await _aclose_all(self.read_stream, self.write_stream, self._read_writer, self._write_reader)
         await anyio.lowlevel.checkpoint()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(stdout_reader)
-        tg.start_soon(stdin_writer)
-        try:
-            yield read_stream, write_stream
-        finally:
-            shutting_down = True
-            with anyio.CancelScope(shield=True):  # every wait inside is bounded; the process must not leak
-                await shutdown()
-            tg.cancel_scope.cancel()
-    await anyio.lowlevel.cancel_shielded_checkpoint()
-

@@ -1,5 +1,6 @@
-"""One MCP server of mcp.json, supervised: its connection's life, restarts with capped backoff, its status,
-and the calls routed to it. What the connection offers (tools, resources, prompts) is its `offer`.
+"""One MCP server of mcp.json, supervised: its connection's life, restarts with capped backoff, and its
+status. What the connection offers (tools, resources, prompts) is its `offer`; the calls routed to it find
+the connection in its `live` (live.py).
 
 The pool runs one supervisor per server, each in its own task of the pool's task group: it connects,
 lists the tools, publishes them, and waits for shutdown. anyio requires a client to be opened and closed
@@ -8,70 +9,34 @@ in one task, and this layout gives that for free. What the whole pool shares (sh
 """
 
 import math
-import os
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import structlog
 from mcp import Client
-from mcp.types import GetPromptResult
 
-from app.mcp.calling import CALL_TIMEOUT_SLACK, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
+from app.mcp.calling import CALL_TIMEOUT_SLACK
 from app.mcp.config import ServerConfig, StdioServerConfig
-from app.mcp.connect import START_TURN_SECONDS, Connection, ConnectionOpener, describe_failure
-from app.mcp.convert import ConversionOptions
+from app.mcp.connect import Connection, ConnectionOpener, describe_failure
+from app.mcp.live import LiveConnection
 from app.mcp.offer import Listing, ServerOffer
+from app.mcp.options import PoolOptions as PoolOptions  # its home before options.py; imported from here still
 from app.mcp.processes import StderrTail
-from app.mcp.prompts import PromptFailed, completions, get_prompt
-from app.mcp.results import FailureKind, RenderOptions
-from app.mcp.status import ServerState, ServerStatus, transport_name, unavailable
-from app.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES
+from app.mcp.status import ServerState, ServerStatus, transport_name
 from app.mcp.watching import keep_alive, pings
 
 log = structlog.get_logger("toolbridge.mcp")
 
-# How often a 2025-era remote session is pinged to learn that it is gone before a call does.
-KEEPALIVE_INTERVAL = 30.0
-# How long a safe call whose remote session expired waits for the reconnection before its one retry.
-RECONNECT_WAIT = 10.0
-# Reconnection after a failed start: 1 s, 2 s, 4 s ... at most a minute apart.
-RETRY_FIRST = 1.0
+# Reconnection after a failed start: 1 s, 2 s, 4 s ... (PoolOptions.retry_first) at most a minute apart.
 RETRY_MAX = 60.0
 # A call for a server that is down cuts its backoff short, but attempts stay at least this far apart.
 RETRY_WHEN_NEEDED = 1.0
-# A server that died has flushed its stderr; this bounds the wait for our reader to catch up.
-STDERR_SETTLE_TIMEOUT = 1.0
-
-
-@dataclass(frozen=True)
-class PoolOptions:
-    """What every server of a pool shares: time limits, restarts, and how tools and results are shown."""
-
-    connect_timeout: float
-    call_timeout: float
-    call_timeout_max: float | None = None  # with progress; `call_timeout` when unset
-    conversion: ConversionOptions = field(default_factory=ConversionOptions)
-    rendering: RenderOptions = field(default_factory=RenderOptions)
-    retry: bool = True
-    retry_first: float = RETRY_FIRST
-    block_changed_tools: bool = False
-    keepalive_interval: float = KEEPALIVE_INTERVAL
-    sampling_model: str | None = None
-    start_slots: int = field(default_factory=lambda: os.cpu_count() or 1)  # stdio servers starting at once
-    start_turn: float = START_TURN_SECONDS  # the longest one of them keeps the next waiting
-    resource_tools: bool = True  # a `read_resource` tool for each server with resources (resources.py)
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # one message a stdio server may send (stdio.py)
-
-    @property
-    def longest_call_timeout(self) -> float:
-        return self.call_timeout_max or self.call_timeout
 
 
 class ServerSupervisor:
-    """Keeps one server connected while the pool runs, and runs the calls routed to it."""
+    """Keeps one server connected while the pool runs; the calls routed to it go to its `live` connection."""
 
     def __init__(
         self,
@@ -89,17 +54,14 @@ class ServerSupervisor:
         self.name, self.config, self._options, self._opener = name, config, options, opener
         self._stopping, self._state_changed = stopping, state_changed
         self.status = ServerStatus(ServerState.STARTING, transport_name(config))
-        self.client: Client | None = None
+        self.live = LiveConnection(name, self.status, self.call_timeout, options.longest_call_timeout)
         self.offer = ServerOffer(name, config, block_changed_tools=options.block_changed_tools,
                                  resource_tools=options.resource_tools, changed=offer_changed)
         self.stop, self.done = anyio.Event(), anyio.Event()
         self._stderr: StderrTail | None = None
         self._start_scope: anyio.CancelScope | None = None
         self._unreadable_start: str | None = None  # why the start was given up before its deadline
-        self._lost = anyio.Event()
-        self._published = anyio.Event()
-        self._needed: anyio.Event | None = None  # set by a call that found the server down, during backoff
-        self._in_flight = CallsInFlight()
+        self._served = False  # this connection published what it offers
         self._restart_asked = False
 
     @property
@@ -125,70 +87,16 @@ class ServerSupervisor:
     def restart(self) -> None:
         """Ends the live connection and starts the server again at once (calls in flight end as on any loss
         of the connection); a server waiting out its backoff after failures tries again now."""
-        if self.client is not None:
+        if self.live.client is not None:
             self._restart_asked = True
-            self._lost.set()
-        elif self._needed is not None:  # down: cut the backoff short (a server still starting is left to it)
-            self._needed.set()
+            self.live.lost.set()
+        elif self.live.needed is not None:  # down: cut the backoff short (a server still starting is left to it)
+            self.live.needed.set()
 
     def cancel_start(self) -> None:
         """Shutdown: a server still starting would otherwise hold it up to its connect timeout."""
         if self._start_scope is not None:
             self._start_scope.cancel()
-
-    # -- calls --------------------------------------------------------------------------------------
-
-    async def call(self, call: McpCall, arguments: str) -> CallEnded:
-        """Runs one call on the live connection; once more on the next connection when it was lost and
-        running it twice does no harm (or it never ran at all)."""
-        client = self.client
-        if client is None:
-            if self._needed is not None:  # it served before: retry it now, not later
-                self._needed.set()
-            return call.fail(FailureKind.SERVER_UNAVAILABLE, unavailable(self.name, self.status.state))
-        parsed = call.checked_arguments(arguments)
-        if isinstance(parsed, CallEnded):
-            return parsed
-        limits = Limits(self.call_timeout, self._options.longest_call_timeout, self.status.transport == "http")
-        with self._in_flight.running():
-            ended = await call.send(client, parsed, limits)
-        if isinstance(ended, ConnectionLost):
-            self._lost.set()
-            if (call.route.safe_to_retry or ended.never_ran) and await self._reconnected(client):
-                assert self.client is not None
-                with self._in_flight.running():
-                    ended = await call.send(self.client, parsed, limits)
-        if isinstance(ended, ConnectionLost):
-            self._lost.set()
-            return call.fail(FailureKind.SERVER_UNAVAILABLE,
-                             f"MCP server '{self.name}' closed the connection; it is being restarted.")
-        return ended
-
-    async def get_prompt(self, name: str, arguments: dict[str, str]) -> GetPromptResult:
-        """Raises: PromptFailed."""
-        return await get_prompt(self._live(), self.name, name, arguments, self.call_timeout)
-
-    async def complete(self, prompt: str, argument: str, partial: str, context: dict[str, str]) -> list[str]:
-        """Raises: PromptFailed."""
-        return await completions(self._live(), self.name, prompt, (argument, partial), context, self.call_timeout)
-
-    def _live(self) -> Client:
-        if self.client is None:
-            raise PromptFailed(unavailable(self.name, self.status.state))
-        return self.client
-
-    async def _reconnected(self, old: Client) -> bool:
-        """Waits, bounded, for the server's next connection after `old` was lost."""
-        with anyio.move_on_after(RECONNECT_WAIT):
-            while self.client in (None, old):
-                await self._next_publication().wait()
-            return True
-        return False
-
-    def _next_publication(self) -> anyio.Event:
-        if self._published.is_set():
-            self._published = anyio.Event()
-        return self._published
 
     # -- the connection's life ----------------------------------------------------------------------
 
@@ -224,7 +132,7 @@ class ServerSupervisor:
         though never less than RETRY_WHEN_NEEDED after the last attempt: a dead server is not hammered."""
         stopped = (self._stopping.wait, self.stop.wait)
         earliest = anyio.current_time() + min(delay, RETRY_WHEN_NEEDED)
-        needed = self._needed = anyio.Event()
+        needed = self.live.needed = anyio.Event()
         with anyio.move_on_after(delay):
             await first_of(*stopped, needed.wait)
         with anyio.move_on_after(earliest - anyio.current_time()):
@@ -232,12 +140,11 @@ class ServerSupervisor:
 
     async def _serve_once(self) -> str:
         """One connection's life: "stopped" (shutdown), "lost" (it died after serving), or "failed"."""
-        status = self.status
         connect_timeout = self.connect_timeout
-        lost = self._lost = anyio.Event()
+        lost = self.live.lost = anyio.Event()
         self._stderr = StderrTail() if isinstance(self.config, StdioServerConfig) else None
         self._unreadable_start = None
-        served = False
+        self._served = False
         try:
             # One scope for the connection's whole life: its deadline covers only the start (from when its
             # turn to start came), and task groups opened inside the client must close inside the same scope.
@@ -254,59 +161,73 @@ class ServerSupervisor:
                         self.name, self.config, read_timeout=connect_timeout,
                         on_message=self._on_message, stderr=self._stderr,
                     ) as connection:
-                        client = connection.client
-                        status.transport = connection.transport
-                        listing = await self.offer.list_everything(client)
-                        ready()  # the next server may start: this one's CPU-bound start is over
-                        scope.deadline = math.inf
-                        self._start_scope = None
-                        self._publish(connection, listing)
-                        served = True
-                        log.info("mcp_server_ready", server=self.name, tools=len(listing.tools),
-                                 protocol=client.protocol_version, seconds=round(time.perf_counter() - started, 2),
-                                 restarts=status.restarts)
-                        async with anyio.create_task_group() as watchers:
-                            watchers.start_soon(self.offer.follow, client, self._lost.set)
-                            if pings(client, status.transport):
-                                watchers.start_soon(keep_alive, self.name, client, lost.set,
-                                                    self._options.keepalive_interval, lambda: self._in_flight.count > 0)
-                            await first_of(self._stopping.wait, self.stop.wait, lost.wait, self._process_exited)
-                            watchers.cancel_scope.cancel()
-                        if self.stop.is_set() and not self._stopping.is_set():
-                            await self._let_calls_finish(lost)
-                        if self._stopping.is_set() or self.stop.is_set():
-                            self._unpublish()
-                            return "stopped"
-                        if self._restart_asked:
-                            self._restart_asked = False
-                            self._lose("restarted on request", asked=True)
-                        else:
-                            self._lose("the server's connection was lost" + await self._stderr_hint())
-                        return "lost"
+                        await self._start(connection, ready, scope, started)
+                        return await self._serve(connection.client, lost)
             if scope.cancelled_caught and self._stopping.is_set():
                 self._fail("stopped while starting")
                 return "stopped"
             self._fail((self._unreadable_start or f"did not start within {connect_timeout:g} s")
                        + await self._stderr_hint())
         except Exception as exc:  # boundary: any failure of one server must leave the others running
-            command = self.config.command if isinstance(self.config, StdioServerConfig) else None
-            reason = describe_failure(exc, command) + await self._stderr_hint()
-            if not served:
-                self._fail(reason)
-            elif self._stopping.is_set() or self.stop.is_set():
-                self._unpublish()
-                return "stopped"
-            else:  # it served, then its transport broke: the same as any other lost connection
-                self._lose(reason)
-                return "lost"
+            return await self._broke(exc)
         return "failed"
+
+    async def _start(self, connection: Connection, ready: Callable[[], None], scope: anyio.CancelScope,
+                     started: float) -> None:
+        """Lists what a new connection offers and publishes it: the start, and its deadline, end here."""
+        client = connection.client
+        self.status.transport = connection.transport
+        listing = await self.offer.list_everything(client)
+        ready()  # the next server may start: this one's CPU-bound start is over
+        scope.deadline = math.inf
+        self._start_scope = None
+        self._publish(connection, listing)
+        self._served = True
+        log.info("mcp_server_ready", server=self.name, tools=len(listing.tools),
+                 protocol=client.protocol_version, seconds=round(time.perf_counter() - started, 2),
+                 restarts=self.status.restarts)
+
+    async def _serve(self, client: Client, lost: anyio.Event) -> str:
+        """Serves until shutdown, a stop, or the connection's loss: "stopped" or "lost"."""
+        async with anyio.create_task_group() as watchers:
+            watchers.start_soon(self.offer.follow, client, lost.set)
+            if pings(client, self.status.transport):
+                watchers.start_soon(keep_alive, self.name, client, lost.set,
+                                    self._options.keepalive_interval, lambda: self.live.in_flight.count > 0)
+            await first_of(self._stopping.wait, self.stop.wait, lost.wait, self._process_exited)
+            watchers.cancel_scope.cancel()
+        if self.stop.is_set() and not self._stopping.is_set():
+            await self._let_calls_finish(lost)
+        if self._stopping.is_set() or self.stop.is_set():
+            self._unpublish()
+            return "stopped"
+        if self._restart_asked:
+            self._restart_asked = False
+            self._lose("restarted on request", asked=True)
+        else:
+            self._lose("the server's connection was lost" + await self._stderr_hint())
+        return "lost"
+
+    async def _broke(self, exc: Exception) -> str:
+        """What an exception in a connection's life means: it failed to start, or it was lost or stopped."""
+        command = self.config.command if isinstance(self.config, StdioServerConfig) else None
+        reason = describe_failure(exc, command) + await self._stderr_hint()
+        if not self._served:
+            self._fail(reason)
+            return "failed"
+        if self._stopping.is_set() or self.stop.is_set():
+            self._unpublish()
+            return "stopped"
+        self._lose(reason)  # it served, then its transport broke: the same as any other lost connection
+        return "lost"
 
     async def _let_calls_finish(self, lost: anyio.Event) -> None:
         """A server stopped by a reload first finishes the calls running on it (each is bounded anyway)."""
-        if self._in_flight.count:
-            log.info("mcp_server_draining", server=self.name, calls=self._in_flight.count)
+        in_flight = self.live.in_flight
+        if in_flight.count:
+            log.info("mcp_server_draining", server=self.name, calls=in_flight.count)
         with anyio.move_on_after(self.longest_call + CALL_TIMEOUT_SLACK):
-            await first_of(self._in_flight.drained, self._stopping.wait, lost.wait)
+            await first_of(in_flight.drained, self._stopping.wait, lost.wait)
 
     async def _on_message(self, message: Any) -> None:
         if self.offer.notified(message):  # 2025-era connections push notifications
@@ -327,16 +248,10 @@ class ServerSupervisor:
             await self._stderr.closed.wait()  # a stdio server's stderr closes when its process exits
 
     async def _stderr_hint(self) -> str:
-        tail = self._stderr
-        if tail is None:
-            return ""
-        with anyio.move_on_after(STDERR_SETTLE_TIMEOUT):
-            await tail.closed.wait()
-        return f"; stderr: {' | '.join(tail.lines)}" if tail.lines else ""
+        return "" if self._stderr is None else await self._stderr.hint()
 
     def _publish(self, connection: Connection, listing: Listing) -> None:
-        self.client = connection.client
-        self._next_publication().set()
+        self.live.publish(connection.client)
         status = self.status
         status.state, status.error, status.ready_since = ServerState.READY, None, time.monotonic()
         status.protocol_version = connection.client.protocol_version
@@ -344,13 +259,13 @@ class ServerSupervisor:
         self._state_changed()
 
     def _unpublish(self) -> None:
-        self.client = None
+        self.live.withdraw()
         self.offer.withdraw()
 
     def _lose(self, reason: str, asked: bool = False) -> None:
         """A served connection died (or a restart was asked for): calls answer `server_unavailable` until the
         restart lists tools again."""
-        self.client = None
+        self.live.withdraw()
         status = self.status
         status.state, status.error = ServerState.RESTARTING, reason
         if not asked:

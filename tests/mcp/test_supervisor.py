@@ -1,6 +1,6 @@
-"""One server's supervisor on its own (app/mcp/supervisor.py), with a fake connection opener: start, loss
-and restart, backoff cut short by a call, a call retried on the next connection, and stopping. In
-milliseconds; the real transports are tested in tests/mcp/test_pool.py."""
+"""One server's supervisor on its own (app/mcp/supervisor.py, and the calls on its connection, app/mcp/live.py)
+with a fake connection opener: start, loss and restart, backoff cut short by a call, a call retried on the
+next connection, and stopping. In milliseconds; the real transports are tested in tests/mcp/test_pool.py."""
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -154,7 +154,7 @@ async def test_a_started_server_publishes_its_tools_and_is_ready() -> None:
     server = supervisor(opener, pool)
     async with serving(server, pool):
         assert [t.name for t in server.offer.offered()] == ["echo"] and pool.tool_changes == 1
-        ended = await server.call(call(server), '{"text": "hi"}')
+        ended = await server.live.call(call(server), '{"text": "hi"}')
         assert (ended.outcome.content, ended.failure) == ("echo: {'text': 'hi'}", None)
     assert server.status.state is ServerState.STOPPED and server.done.is_set()
 
@@ -165,7 +165,7 @@ async def test_a_call_that_loses_its_connection_is_sent_again_on_the_next_one() 
     async with serving(server, pool):
         opener.drop()  # the next call finds the connection closed; echo only reads, so it may run twice
         with anyio.fail_after(LIMIT):
-            ended = await server.call(call(server), '{"text": "again"}')
+            ended = await server.live.call(call(server), '{"text": "again"}')
         assert (ended.outcome.content, ended.failure) == ("echo: {'text': 'again'}", None)
         assert len(opener.opened) == 2 and opener.opened[1].calls == [{"text": "again"}]
         assert server.status.restarts == 1 and server.status.state is ServerState.READY
@@ -177,7 +177,7 @@ async def test_a_call_that_may_not_run_twice_is_not_sent_again() -> None:
     writes = Tool(name="write", input_schema={"type": "object"})
     async with serving(server, pool):
         opener.drop()
-        ended = await server.call(call(server, writes), "{}")
+        ended = await server.live.call(call(server, writes), "{}")
         assert ended.failure is not None and ended.failure.value == "server_unavailable"
         assert all(client.calls == [] for client in opener.opened)
 
@@ -190,7 +190,7 @@ async def test_a_server_that_fails_to_start_backs_off_until_a_call_needs_it() ->
         assert server.status.error == "ConnectionRefusedError: refused" and opener.attempts == 1
         opener.failing = False
         attempted = opener.attempted
-        ended = await server.call(call(server), "{}")
+        ended = await server.live.call(call(server), "{}")
         assert ended.failure is not None and "failed to start" in ended.outcome.content
         assert "refused" not in ended.outcome.content  # the error is the operator's, not the chat's
         with anyio.fail_after(LIMIT):
@@ -207,7 +207,7 @@ async def test_retiring_a_server_withdraws_its_tools_at_once_and_stops_it() -> N
         assert server.offer.offered() == []
         with anyio.fail_after(LIMIT):
             await server.done.wait()
-    assert server.status.state is ServerState.STOPPED and server.client is None
+    assert server.status.state is ServerState.STOPPED and server.live.client is None
 
 
 async def test_shutdown_while_starting_is_not_held_up_by_the_connect_timeout() -> None:

@@ -1,0 +1,92 @@
+"""A server's live connection as its calls see it: the client while a connection is published (none between
+two), a call sent on it and once more on the next one when it was lost under the call and running it twice
+does no harm, the prompts asked of it, and the count of calls running on it, which a reload lets finish.
+
+Which connection is live, and when the next one starts, is the supervisor's business (supervisor.py): it
+publishes each connection here, and learns from `lost` and `needed` that a call found it gone.
+"""
+
+import anyio
+from mcp import Client
+from mcp.types import GetPromptResult
+
+from app.mcp.calling import CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
+from app.mcp.prompts import PromptFailed, completions, get_prompt
+from app.mcp.results import FailureKind
+from app.mcp.status import ServerStatus, unavailable
+
+# How long a safe call whose remote session expired waits for the reconnection before its one retry.
+RECONNECT_WAIT = 10.0
+
+
+class LiveConnection:
+    """One server's current connection, as the calls routed to it find it."""
+
+    def __init__(self, name: str, status: ServerStatus, call_timeout: float, longest_call_timeout: float) -> None:
+        """`status` is the supervisor's: a call for a server that is down is told its state."""
+        self.name, self._status = name, status
+        self._call_timeout, self._longest_call_timeout = call_timeout, longest_call_timeout
+        self.client: Client | None = None
+        self.lost = anyio.Event()  # a call found the connection gone; replaced for each connection
+        self.needed: anyio.Event | None = None  # set by a call that found the server down, during backoff
+        self.in_flight = CallsInFlight()
+        self._published = anyio.Event()
+
+    def publish(self, client: Client) -> None:
+        self.client = client
+        self._next_publication().set()
+
+    def withdraw(self) -> None:
+        self.client = None
+
+    async def call(self, call: McpCall, arguments: str) -> CallEnded:
+        """Runs one call on the live connection; once more on the next connection when it was lost and
+        running it twice does no harm (or it never ran at all)."""
+        client = self.client
+        if client is None:
+            if self.needed is not None:  # it served before: retry it now, not later
+                self.needed.set()
+            return call.fail(FailureKind.SERVER_UNAVAILABLE, unavailable(self.name, self._status.state))
+        parsed = call.checked_arguments(arguments)
+        if isinstance(parsed, CallEnded):
+            return parsed
+        limits = Limits(self._call_timeout, self._longest_call_timeout, self._status.transport == "http")
+        with self.in_flight.running():
+            ended = await call.send(client, parsed, limits)
+        if isinstance(ended, ConnectionLost):
+            self.lost.set()
+            if (call.route.safe_to_retry or ended.never_ran) and await self._reconnected(client):
+                assert self.client is not None
+                with self.in_flight.running():
+                    ended = await call.send(self.client, parsed, limits)
+        if isinstance(ended, ConnectionLost):
+            self.lost.set()
+            return call.fail(FailureKind.SERVER_UNAVAILABLE,
+                             f"MCP server '{self.name}' closed the connection; it is being restarted.")
+        return ended
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> GetPromptResult:
+        """Raises: PromptFailed."""
+        return await get_prompt(self._client(), self.name, name, arguments, self._call_timeout)
+
+    async def complete(self, prompt: str, argument: str, partial: str, context: dict[str, str]) -> list[str]:
+        """Raises: PromptFailed."""
+        return await completions(self._client(), self.name, prompt, (argument, partial), context, self._call_timeout)
+
+    def _client(self) -> Client:
+        if self.client is None:
+            raise PromptFailed(unavailable(self.name, self._status.state))
+        return self.client
+
+    async def _reconnected(self, old: Client) -> bool:
+        """Waits, bounded, for the server's next connection after `old` was lost."""
+        with anyio.move_on_after(RECONNECT_WAIT):
+            while self.client in (None, old):
+                await self._next_publication().wait()
+            return True
+        return False
+
+    def _next_publication(self) -> anyio.Event:
+        if self._published.is_set():
+            self._published = anyio.Event()
+        return self._published

@@ -1,0 +1,36 @@
+"""The tools one request offers and calls, pinned for its whole life: the loop's `RequestTools`
+(app/chat/ports.py). A tool list that changes meanwhile reaches the next request; the pool (pool.py)
+runs the calls, each named as in this request's catalogue."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from app.chat.ports import ProgressReport
+from app.mcp.convert import Catalogue
+from app.mcp.results import ToolOutcome
+
+
+class ToolRunner(Protocol):
+    """What runs a pinned request's calls: the pool."""
+
+    async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None,
+                        catalogue: Catalogue | None = None) -> ToolOutcome: ...
+
+
+@dataclass(frozen=True)
+class PinnedTools:
+    """The tools one request offers and calls, pinned for its whole life (the loop's `RequestTools`)."""
+
+    pool: ToolRunner
+    catalogue: Catalogue
+
+    @property
+    def openai_tools(self) -> Sequence[dict[str, Any]]:
+        return self.catalogue.openai_tools
+
+    async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None) -> ToolOutcome:
+        return await self.pool.call_tool(name, arguments, on_progress, self.catalogue)
+
+    def only(self, names: frozenset[str]) -> "PinnedTools":
+        return PinnedTools(self.pool, self.catalogue.select(lambda name, _: name in names))
