@@ -18,8 +18,7 @@ from pydantic_settings import CliApp, CliPositionalArg, SettingsConfigDict, Sett
 from app.lifespan import build_pool
 from app.logging import configure_logging
 from app.main import create_app
-from app.mcp.config import McpConfigError, config_paths, load_mcp_configs
-from app.mcp.status import ServerState
+from app.mcp import McpConfigError, ServerState, config_paths, load_mcp_configs
 from app.serving import bounded_protocol
 from app.settings import SECRET_SETTINGS, Settings
 

@@ -10,22 +10,27 @@ from app import __version__
 from app.chat.images import ImageStore
 from app.chat.memory import MemoryStores
 from app.chat.tool_budget import load_ranker_in_background
-from app.mcp.calling import CallRecord, ToolCallObserver
-from app.mcp.config import McpConfig, config_paths, load_mcp_configs
-from app.mcp.convert import ConversionOptions, resolve_profile
-from app.mcp.pool import McpPool
-from app.mcp.results import RenderOptions
-from app.mcp.sampling import Complete
-from app.mcp.supervisor import PoolOptions
+from app.mcp import (
+    CallRecord,
+    Complete,
+    ConversionOptions,
+    McpConfig,
+    McpPool,
+    PoolOptions,
+    ToolCallObserver,
+    config_paths,
+    load_mcp_configs,
+    resolve_profile,
+)
 from app.openai.accumulate import TurnAccumulator
+from app.openai.result_format import RenderOptions
 from app.ops.metrics import Metrics
 from app.ops.recent_calls import RecentCalls
 from app.ops.recent_requests import RecentRequests
 from app.ops.telemetry import start_tracing
 from app.settings import Settings
-from app.state.open import open_state_store
-from app.state.store import Bounds, MemoryStore
-from app.upstream.client import Transport, UpstreamClient, make_transport
+from app.state import Bounds, MemoryStore, open_state_store
+from app.upstream import Transport, UpstreamClient, make_transport
 
 PENDING_SECONDS = 3_600.0  # a client coming back with its tools' results later than this starts afresh
 

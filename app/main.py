@@ -21,7 +21,7 @@ from app.api.ui import router as ui_router
 from app.lifespan import build_lifespan
 from app.openai.errors import GatewayError, InvalidRequest, RouteNotFound, error_envelope
 from app.settings import Settings
-from app.upstream.client import Transport
+from app.upstream import Transport
 
 log = structlog.get_logger("toolbridge.app")
 

@@ -14,9 +14,8 @@ from typing import Any
 import anyio
 
 from app.chat.memory import ConversationMemory, MemoryStores
-from app.mcp.results import RenderOptions
-from app.state.sqlite import SqliteStore
-from app.state.store import Bounds, MemoryStore, StateStore
+from app.openai.result_format import RenderOptions
+from app.state import Bounds, MemoryStore, SqliteStore, StateStore
 
 BOUNDS = Bounds(max_bytes=200 * 1024 * 1024, max_age_seconds=30 * 86_400)
 RESULT = '{"status":"success","data":{"timezone":"UTC","datetime":"2026-11-23T16:10:08+00:00"}}'

@@ -14,9 +14,9 @@ from app.chat.loop import Finished, LoopEvent, Started, ToolProgress, ToolsRan, 
 from app.chat.memory import ConversationMemory, MemoryStores
 from app.chat.ports import ALL_TOOLS, LoopOptions, RequestStats, ToolSelection
 from app.chat.trace import render_finished
-from app.mcp.results import RenderOptions
 from app.openai.accumulate import ToolCall
 from app.openai.markup import TextDelta
+from app.openai.result_format import RenderOptions
 from app.state.store import Bounds, MemoryStore
 
 pytestmark = pytest.mark.anyio

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 import app.chat.memory_entry
 from app.chat.memory import ConversationMemory, MemoryStores
-from app.mcp.results import RenderOptions
+from app.openai.result_format import RenderOptions
 from app.state.store import Bounds, MemoryStore
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn

@@ -11,12 +11,12 @@ from fastapi import Depends, Request
 
 from app.chat.images import ImageStore
 from app.chat.memory import MemoryStores
-from app.mcp.pool import McpPool
+from app.mcp import McpPool
 from app.ops.metrics import Metrics
 from app.ops.recent_calls import RecentCalls
 from app.ops.recent_requests import RecentRequests
 from app.settings import Settings
-from app.upstream.client import UpstreamClient
+from app.upstream import UpstreamClient
 
 
 async def get_settings(request: Request) -> Settings:

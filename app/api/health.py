@@ -6,10 +6,9 @@ Servers' errors carry their stderr, which may hold what users sent them or what 
 from typing import Any
 
 from app.chat.memory import MemoryStores
-from app.mcp.convert import resolve_profile
-from app.mcp.pool import McpPool
+from app.mcp import McpPool, resolve_profile
 from app.settings import Settings
-from app.upstream.client import UpstreamClient
+from app.upstream import UpstreamClient
 
 
 async def health_report(

@@ -27,12 +27,12 @@ from app.chat.streaming import SHUTTING_DOWN, ShutdownCutoff
 from app.chat.tool_offer import describe_offer, describe_request
 from app.chat.toolsets import HEADER as TOOLS_HEADER
 from app.chat.toolsets import choose_tools, with_virtual_models
-from app.mcp.pool import McpPool
+from app.mcp import McpPool
 from app.openai.errors import MethodNotAllowed, Overloaded, RouteNotFound
 from app.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.serving import ON_SHUTDOWN
 from app.settings import Settings
-from app.upstream.client import UpstreamClient
+from app.upstream import UpstreamClient
 
 SSE_PING_SECONDS = 15
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for "the client went away first"; only the log sees it

@@ -29,8 +29,7 @@ from app.api.deps import (
     UpstreamDep,
 )
 from app.api.health import health_report
-from app.mcp.pool import McpPool
-from app.mcp.supervisor import first_of
+from app.mcp import McpPool, first_of
 from app.openai.errors import InvalidRequest, RouteNotFound
 from app.ops.recent_calls import RecentCalls
 from app.ops.recent_requests import RecentRequests

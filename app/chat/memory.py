@@ -47,7 +47,7 @@ from app.chat.memory_restore import rewrite_history
 from app.chat.ports import RestoredHistory
 from app.chat.trace import RecordedCall
 from app.openai.result_format import RenderOptions, omitted_result, recorded_result, shortened_result
-from app.state.store import ANONYMOUS, StateStore, StateStoreError
+from app.state import ANONYMOUS, StateStore, StateStoreError
 
 __all__ = ["ConversationMemory", "MemoryStores", "memory_owner"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from app.chat.trace import strip_trace
 from app.openai.schemas import content_text
-from app.state.store import ANONYMOUS
+from app.state import ANONYMOUS
 
 # Each assistant message's index: its key, and its answer's key (None for a mixed turn).
 Lookups = dict[int, tuple[str, str | None]]

@@ -9,7 +9,6 @@ from app.mcp.convert import ConversionOptions, resolve_profile
 from app.mcp.options import PoolOptions
 from app.mcp.pool import McpPool
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, build_prompt_book, has_images, openai_messages
-from app.mcp.results import RenderOptions
 from app.mcp.sampling import Complete
 from app.mcp.status import ServerState
 from app.mcp.supervisor import first_of
@@ -25,7 +24,6 @@ __all__ = [
     "PromptBook",
     "PromptEntry",
     "PromptFailed",
-    "RenderOptions",
     "ServerState",
     "ToolCallObserver",
     "build_prompt_book",

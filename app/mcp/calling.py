@@ -24,7 +24,6 @@ from app.mcp.convert import ToolRoute
 from app.mcp.resources import read_or_list, wants_something
 from app.mcp.results import (
     FailureKind,
-    RenderOptions,
     ToolOutcome,
     render_failure,
     render_listing,
@@ -32,6 +31,7 @@ from app.mcp.results import (
     render_result,
 )
 from app.mcp.watching import connection_gone, session_gone
+from app.openai.result_format import RenderOptions
 
 # The SDK's own read timeout is a backstop a little past our cap; our deadline normally acts first.
 CALL_TIMEOUT_SLACK = 5.0

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from app.mcp.connect import START_TURN_SECONDS
 from app.mcp.convert import ConversionOptions
-from app.mcp.results import RenderOptions
 from app.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES
+from app.openai.result_format import RenderOptions
 
 # How often a 2025-era remote session is pinged to learn that it is gone before a call does.
 KEEPALIVE_INTERVAL = 30.0

@@ -28,8 +28,7 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from app.openai.result_format import RenderOptions as RenderOptions  # the format's; the pool's side names it here
-from app.openai.result_format import cap_text, compact_json, write_envelope
+from app.openai.result_format import RenderOptions, cap_text, compact_json, write_envelope
 
 
 @dataclass(frozen=True)

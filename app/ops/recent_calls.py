@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import structlog
 
-from app.mcp.calling import CallRecord
+from app.mcp import CallRecord
 
 RECENT_CALLS = 200
 

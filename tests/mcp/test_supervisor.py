@@ -24,9 +24,9 @@ from app.mcp.calling import McpCall
 from app.mcp.config import HttpServerConfig
 from app.mcp.connect import Connection, StartGate
 from app.mcp.convert import build_catalogue
-from app.mcp.results import RenderOptions
 from app.mcp.status import ServerState
 from app.mcp.supervisor import PoolOptions, ServerSupervisor
+from app.openai.result_format import RenderOptions
 
 pytestmark = pytest.mark.anyio
 LIMIT = 5  # seconds; every wait below is bounded, none is a guess at how long something takes
