@@ -4,7 +4,7 @@
 
 `meta` is there only when it tells the model something: `truncated` (what was cut, how to get the rest),
 `attachments`, or a `note`. The tool's name, server and duration are not: the eval measured them as
-tokens that cost small models accuracy (README, Model quality); the logs and the trace carry them.
+tokens that cost small models accuracy (docs/eval.md); the logs and the trace carry them.
 
 `data` is `structuredContent` when the tool gave it, else the content blocks (JSON text parsed),
 one value when there is one block, a list otherwise. Failures on either side carry a kind the model
