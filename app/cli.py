@@ -38,7 +38,7 @@ class CommandLine(Settings):
 ONE_PROCESS = (
     "--workers is not supported, toolbridge runs as one process: each worker would start its own copy of every "
     "stdio MCP server, and a turn's pending client tool calls live in the process. One core serves about 2,500 chats "
-    "a second; for more, run replicas behind a proxy that share TOOLBRIDGE_STATE_URL (README: Replicas)."
+    "a second; for more, run replicas behind a proxy that share TOOLBRIDGE_STATE_URL (docs/operations.md: Replicas)."
 )
 
 

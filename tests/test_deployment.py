@@ -63,12 +63,12 @@ def test_dockerfile_is_non_root_with_node_uv_and_a_health_check() -> None:
     assert set(re.findall(r"(TOOLBRIDGE_[A-Z_]+)=", dockerfile)) <= SETTING_NAMES
 
 
-def test_every_setting_is_documented_in_env_example_and_readme() -> None:
+def test_every_setting_is_documented_in_env_example_and_the_configuration_docs() -> None:
     example = (ROOT / "config" / ".env.example").read_text()
-    readme = (ROOT / "README.md").read_text()
+    table = (ROOT / "docs" / "configuration.md").read_text()
     for name in SETTING_NAMES:
         assert f"{name}=" in example, name
-        assert f"`{name}`" in readme, name
+        assert f"| `{name}` |" in table, name  # a row of the settings table, not a mention in passing
     assert set(re.findall(r"^(TOOLBRIDGE_[A-Z_]+)=", example, re.MULTILINE)) <= SETTING_NAMES
 
 
@@ -269,9 +269,13 @@ def test_nginx_leaves_a_scaled_away_replica_after_a_short_connect_timeout_and_as
 def test_ci_runs_the_readmes_test_command() -> None:
     """.ci/run is the README's test command (pip quiet), so what CI checks (ruff, mypy, the suite) is what a
     contributor runs."""
-    readme = (ROOT / "README.md").read_text()
-    command = next(line for line in readme.splitlines()
-                   if line.startswith("python3 -m venv .venv && ") and '".[dev]"' in line)
+    def test_command(page: str) -> str:
+        text = (ROOT / page).read_text()
+        return next(line for line in text.splitlines()
+                    if line.startswith("python3 -m venv .venv && ") and '".[dev]"' in line)
+
+    command = test_command("README.md")
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert command.replace("pip install -e", "pip install -q -e") in ci
     assert ".venv/bin/ruff check . && .venv/bin/mypy && .venv/bin/pytest" in command
+    assert test_command("docs/development.md") == command  # the contributors' page says the same

@@ -26,7 +26,7 @@ Bounds: an entry holds at most MAX_ENTRY_BYTES (past it the turn's results are s
 turn that still does not fit is not kept); a restore reads, newest turns first, only what the model's
 context could hold (at least one whole entry), and decodes it in a worker thread when it is large.
 
-Keys are digests; the store holds the calls and results, so it is private (README, Privacy). Nothing
+Keys are digests; the store holds the calls and results, so it is private (docs/memory.md, Privacy). Nothing
 here logs what a message or a result says.
 
 This module reads and writes the stores for one request; how a conversation is recognised is in

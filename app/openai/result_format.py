@@ -6,7 +6,7 @@ left out, for conversation memory.
 
 `meta` is there only when it tells the model something: `truncated` (what was cut, how to get the rest),
 `attachments`, or a `note`. The tool's name, server and duration are not: the eval measured them as
-tokens that cost small models accuracy (README, Model quality); the logs and the trace carry them.
+tokens that cost small models accuracy (docs/eval.md); the logs and the trace carry them.
 
 No MCP types here: app/mcp/results.py makes an MCP result into `data` and `meta` and writes it with this
 module, and the chat wing (memory, the system hint) writes results again without the SDK.

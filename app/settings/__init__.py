@@ -29,7 +29,7 @@ from app.settings.vocabularies import (
 )
 
 TOOL_BUDGET_DEFAULT = 24  # the smallest that left the eval's 22 tools whole: below it both models lost tasks
-MIN_MCP_TOOLS_DEFAULT = 4  # the eval's Open WebUI tasks at an 8k context: 4 passed 6/11, 8 passed 4/11 (README)
+MIN_MCP_TOOLS_DEFAULT = 4  # the eval's Open WebUI tasks at an 8k context: 4 passed 6/11, 8 passed 4/11 (docs/eval.md)
 _TOOLSET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 SECRET_SETTINGS = frozenset({"api_keys", "upstream_api_key"})
 
