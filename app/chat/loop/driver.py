@@ -95,7 +95,7 @@ async def _rounds(state: LoopState, request: _Request) -> AsyncGenerator[LoopEve
         calls = turn.tool_calls()
         mcp_calls, client_calls = split_calls(calls, state.offer.client_tool_names)
         done = Round(number, max_rounds, state.answering_now, turn.finish_reason, mcp_calls, client_calls,
-                     state.answered)
+                     frozenset(state.answered))
         decision = decide(done)
         if decision.action is Action.ANSWER_NOW:
             state.answering_now = True
