@@ -54,7 +54,7 @@ async def run_tool_loop(
     finished: Finished | None = None
     failure: BaseException | None = None
     try:
-        async with aclosing(_rounds(state, _Request(upstream, options, stats, memory, span))) as events:
+        async with aclosing(_rounds(state, _Context(upstream, options, stats, memory, span))) as events:
             async for event in events:
                 if isinstance(event, Finished):
                     finished = event
@@ -68,7 +68,7 @@ async def run_tool_loop(
 
 
 @dataclass(frozen=True)
-class _Request:
+class _Context:
     """What the rounds of one request work with, the same in every round."""
 
     upstream: ChatUpstream
@@ -78,20 +78,20 @@ class _Request:
     span: Span
 
 
-async def _rounds(state: LoopState, request: _Request) -> AsyncGenerator[LoopEvent, None]:
+async def _rounds(state: LoopState, context: _Context) -> AsyncGenerator[LoopEvent, None]:
     """Round after round: ask, fold the turn, decide, act, until a decision ends the request (in the round
     past the limit at the latest)."""
-    max_rounds = request.options.max_tool_rounds
+    max_rounds = context.options.max_tool_rounds
     for number in range(1, max_rounds + 2):
         if is_last_round(number, max_rounds, state.answering_now):
             forbid_calls(state.request)
         turn = TurnAccumulator(state.offer.offered_names)
         asked = {**state.request, "messages": state.messages}
-        async for event in _ask(request.upstream, asked, turn, first=number == 1):
+        async for event in _ask(context.upstream, asked, turn, first=number == 1):
             if isinstance(event, TextDelta):
                 state.shown.append(event.content)
             yield event
-        _count(request.stats, number, turn)
+        _count(context.stats, number, turn)
         calls = turn.tool_calls()
         mcp_calls, client_calls = split_calls(calls, state.offer.client_tool_names)
         done = Round(number, max_rounds, state.answering_now, turn.finish_reason, mcp_calls, client_calls,
@@ -101,9 +101,9 @@ async def _rounds(state: LoopState, request: _Request) -> AsyncGenerator[LoopEve
             state.answering_now = True
             continue
         if isinstance(decision, End) and decision.action is not Action.HAND_BACK:
-            step = _answer(decision, turn.content, state, request)
+            step = _answer(decision, turn.content, state, context)
         else:
-            step = _run_calls(decision, turn.content, calls, mcp_calls, client_calls, state, request)
+            step = _run_calls(decision, turn.content, calls, mcp_calls, client_calls, state, context)
         async with aclosing(step) as acting:
             async for acted in acting:
                 yield acted
@@ -139,44 +139,44 @@ def _count(stats: RequestStats, round_number: int, turn: TurnAccumulator) -> Non
         stats.usage.add(turn.usage)
 
 
-async def _answer(end: End, content: str, state: LoopState, request: _Request) -> AsyncGenerator[LoopEvent, None]:
+async def _answer(end: End, content: str, state: LoopState, context: _Context) -> AsyncGenerator[LoopEvent, None]:
     """The turn's text is the answer; stopped at the limit without any, a note says why."""
     final = content
     if end.action is Action.STOP and not final:
-        final = stopped_note(request.options.max_tool_rounds)
+        final = stopped_note(context.options.max_tool_rounds)
         state.shown.append(final)
         yield TextDelta(final)
-    if request.memory is not None:
-        await request.memory.remember_turn(state.our_rounds(), final, "".join(state.shown),
-                                           request.options.prompt_messages)
-    yield Finished(end.finish_reason, request.stats.usage)
+    if context.memory is not None:
+        await context.memory.remember_turn(state.our_rounds(), final, "".join(state.shown),
+                                           context.options.prompt_messages)
+    yield Finished(end.finish_reason, context.stats.usage)
 
 
 async def _run_calls(
     decision: Decision, content: str, calls: list[ToolCall], mcp_calls: list[ToolCall], client_calls: list[ToolCall],
-    state: LoopState, request: _Request,
+    state: LoopState, context: _Context,
 ) -> AsyncGenerator[LoopEvent, None]:
     """Runs the round's MCP calls; then hands the client its own calls, or feeds the results back."""
     outputs: list[ToolOutput] = []
     if mcp_calls:
-        async with aclosing(run_tools(state.offer.mcp_tools, mcp_calls, request.span)) as running:
+        async with aclosing(run_tools(state.offer.mcp_tools, mcp_calls, context.span)) as running:
             async for tool_event in running:
                 if isinstance(tool_event, ToolsRan):
                     outputs = tool_event.outputs
                 yield tool_event
-        request.stats.tools_called.extend(call.name for call in mcp_calls)
+        context.stats.tools_called.extend(call.name for call in mcp_calls)
         state.answered.update(same_call(c) for c, o in zip(mcp_calls, outputs, strict=True) if not o.retryable)
     if isinstance(decision, End):
         # Ours ran; the client gets its own. Remember ours so the model sees the whole turn again when
         # the client comes back with its results.
-        if mcp_calls and request.memory is not None:
-            await request.memory.remember_mixed_turn(state.our_rounds(), assistant_message(content, calls),
+        if mcp_calls and context.memory is not None:
+            await context.memory.remember_mixed_turn(state.our_rounds(), assistant_message(content, calls),
                                                      tool_messages(mcp_calls, outputs), [c.id for c in client_calls],
-                                                     request.options.prompt_messages)
-        yield Finished(decision.finish_reason, request.stats.usage, client_calls)
+                                                     context.options.prompt_messages)
+        yield Finished(decision.finish_reason, context.stats.usage, client_calls)
         return
     state.messages = round_messages(state.messages, content, mcp_calls, outputs,
-                                    images_seen=await _sees_images(outputs, request.options))
+                                    images_seen=await _sees_images(outputs, context.options))
     release_forced_choice(state.request)
 
 
