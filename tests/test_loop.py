@@ -1,4 +1,4 @@
-"""The tool loop on its own (app/chat/loop.py), driven by scripted fakes of its Protocols (app/chat/ports.py): a model
+"""The tool loop on its own (app/chat/loop/), driven by scripted fakes of its Protocols (app/chat/ports.py): a model
 that plays back turns, tools that return set outcomes. Every loop rule in milliseconds; the same rules
 through HTTP, real MCP servers and the openai SDK are tested in test_chat.py and test_mixed_tools.py."""
 

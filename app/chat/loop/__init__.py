@@ -1,0 +1,11 @@
+"""The tool loop: ask the upstream, run the MCP tools it calls, feed the results back, until it answers.
+
+Its face: `run_tool_loop` and the events it yields. Inside: `driver.py` runs the rounds, `decision.py`
+decides what follows each (pure), `state.py` holds what the rounds carry, `messages.py` builds what the
+model is sent, `tool_runs.py` runs one round's MCP calls.
+"""
+
+from app.chat.loop.driver import run_tool_loop
+from app.chat.loop.events import Finished, LoopEvent, Started, ToolProgress, ToolsRan, ToolsStarted
+
+__all__ = ["Finished", "LoopEvent", "Started", "ToolProgress", "ToolsRan", "ToolsStarted", "run_tool_loop"]

@@ -1,0 +1,187 @@
+"""The tool loop: ask the upstream, run the MCP tools it calls, feed the results back, until it answers.
+
+Written against the Protocols of `ports.py` (an upstream that streams chunks, a runner that owns tools),
+so it imports no web framework and no SDK. It yields events; `streaming.py` turns them into what the
+client receives. For a streaming client every round is streamed from the upstream: content is relayed
+as it arrives and tool-call deltas are folded, never passed on, unless they call the client's own
+tools. For a non-streaming client each round is one whole upstream answer, folded the same way.
+What follows a round is decided by `decision.py`; this module asks, acts on the decision and reports.
+"""
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+from app.chat.loop.decision import (
+    Action,
+    Decision,
+    End,
+    Round,
+    decide,
+    is_last_round,
+    same_call,
+    split_calls,
+    stopped_note,
+)
+from app.chat.loop.events import Finished, LoopEvent, Started, ToolsRan
+from app.chat.loop.messages import assistant_message, forbid_calls, release_forced_choice, round_messages, tool_messages
+from app.chat.loop.state import LoopState, start_state
+from app.chat.loop.tool_runs import run_tools
+from app.chat.ports import ChatUpstream, LoopOptions, RequestStats, ToolOutput, ToolRunner, TurnMemory
+from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
+from app.openai.markup import TextDelta
+from app.ops.telemetry import Span, end_chat_span, start_chat_span
+
+
+async def run_tool_loop(
+    body: dict[str, Any],
+    upstream: ChatUpstream,
+    tools: ToolRunner,
+    options: LoopOptions,
+    *,
+    stats: RequestStats | None = None,
+    memory: TurnMemory | None = None,
+) -> AsyncGenerator[LoopEvent, None]:
+    """Runs one chat completion with MCP tools to its end, yielding what the client should learn.
+
+    Raises:
+        GatewayError: from the upstream; before `Started` when the first request fails.
+    """
+    stats = stats if stats is not None else RequestStats()
+    state = await start_state(body, tools, options, stats, memory)
+    span = start_chat_span(body.get("model"), bool(body.get("stream")))
+    finished: Finished | None = None
+    failure: BaseException | None = None
+    try:
+        async with aclosing(_rounds(state, _Context(upstream, options, stats, memory, span))) as events:
+            async for event in events:
+                if isinstance(event, Finished):
+                    finished = event
+                yield event
+    except BaseException as exc:  # the span says how the request ended, whatever ended it
+        failure = exc
+        raise
+    finally:
+        end_chat_span(span, rounds=stats.rounds, usage=stats.usage, error=failure,
+                      finish_reason=finished.finish_reason if finished else None)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What the rounds of one request work with, the same in every round."""
+
+    upstream: ChatUpstream
+    options: LoopOptions
+    stats: RequestStats
+    memory: TurnMemory | None
+    span: Span
+
+
+async def _rounds(state: LoopState, context: _Context) -> AsyncGenerator[LoopEvent, None]:
+    """Round after round: ask, fold the turn, decide, act, until a decision ends the request (in the round
+    past the limit at the latest)."""
+    max_rounds = context.options.max_tool_rounds
+    for number in range(1, max_rounds + 2):
+        if is_last_round(number, max_rounds, state.answering_now):
+            forbid_calls(state.request)
+        turn = TurnAccumulator(state.offer.offered_names)
+        asked = {**state.request, "messages": state.messages}
+        async for event in _ask(context.upstream, asked, turn, first=number == 1):
+            if isinstance(event, TextDelta):
+                state.shown.append(event.content)
+            yield event
+        _count(context.stats, number, turn)
+        calls = turn.tool_calls()
+        mcp_calls, client_calls = split_calls(calls, state.offer.client_tool_names)
+        done = Round(number, max_rounds, state.answering_now, turn.finish_reason, mcp_calls, client_calls,
+                     frozenset(state.answered))
+        decision = decide(done)
+        if decision.action is Action.ANSWER_NOW:
+            state.answering_now = True
+            continue
+        if isinstance(decision, End) and decision.action is not Action.HAND_BACK:
+            step = _answer(decision, turn.content, state, context)
+        else:
+            step = _run_calls(decision, turn.content, calls, mcp_calls, client_calls, state, context)
+        async with aclosing(step) as acting:
+            async for acted in acting:
+                yield acted
+        if isinstance(decision, End):
+            return
+
+
+async def _ask(
+    upstream: ChatUpstream, request: dict[str, Any], turn: TurnAccumulator, *, first: bool
+) -> AsyncIterator[Started | TextDelta]:
+    """One round: the upstream's answer folded into `turn`, its visible text passed on as it comes."""
+    async with upstream.stream_chat(request) as batches:
+        if first:
+            yield Started()
+        async for batch in batches:
+            # What arrived together goes on together: a read of an unpaced stream holds hundreds of tokens.
+            content, reasoning = [], []
+            for chunk in batch:
+                delta = turn.add(chunk)
+                content.append(delta.content)
+                reasoning.append(delta.reasoning)
+            if any(content) or any(reasoning):
+                yield TextDelta("".join(content), "".join(reasoning))
+    tail = turn.finish()
+    if tail.content or tail.reasoning:
+        yield tail
+
+
+def _count(stats: RequestStats, round_number: int, turn: TurnAccumulator) -> None:
+    stats.rounds = round_number
+    if turn.usage is not None:  # summed over every round
+        stats.usage = stats.usage or Usage()
+        stats.usage.add(turn.usage)
+
+
+async def _answer(end: End, content: str, state: LoopState, context: _Context) -> AsyncGenerator[LoopEvent, None]:
+    """The turn's text is the answer; stopped at the limit without any, a note says why."""
+    final = content
+    if end.action is Action.STOP and not final:
+        final = stopped_note(context.options.max_tool_rounds)
+        state.shown.append(final)
+        yield TextDelta(final)
+    if context.memory is not None:
+        await context.memory.remember_turn(state.our_rounds(), final, "".join(state.shown),
+                                           context.options.prompt_messages)
+    yield Finished(end.finish_reason, context.stats.usage)
+
+
+async def _run_calls(
+    decision: Decision, content: str, calls: list[ToolCall], mcp_calls: list[ToolCall], client_calls: list[ToolCall],
+    state: LoopState, context: _Context,
+) -> AsyncGenerator[LoopEvent, None]:
+    """Runs the round's MCP calls; then hands the client its own calls, or feeds the results back."""
+    outputs: list[ToolOutput] = []
+    if mcp_calls:
+        async with aclosing(run_tools(state.offer.mcp_tools, mcp_calls, context.span)) as running:
+            async for tool_event in running:
+                if isinstance(tool_event, ToolsRan):
+                    outputs = tool_event.outputs
+                yield tool_event
+        context.stats.tools_called.extend(call.name for call in mcp_calls)
+        state.answered.update(same_call(c) for c, o in zip(mcp_calls, outputs, strict=True) if not o.retryable)
+    if isinstance(decision, End):
+        # Ours ran; the client gets its own. Remember ours so the model sees the whole turn again when
+        # the client comes back with its results.
+        if mcp_calls and context.memory is not None:
+            await context.memory.remember_mixed_turn(state.our_rounds(), assistant_message(content, calls),
+                                                     tool_messages(mcp_calls, outputs), [c.id for c in client_calls],
+                                                     context.options.prompt_messages)
+        yield Finished(decision.finish_reason, context.stats.usage, client_calls)
+        return
+    state.messages = round_messages(state.messages, content, mcp_calls, outputs,
+                                    images_seen=await _sees_images(outputs, context.options))
+    release_forced_choice(state.request)
+
+
+async def _sees_images(outputs: list[ToolOutput], options: LoopOptions) -> bool:
+    """Whether the model is shown the images the calls returned; the model is only asked when there are some."""
+    if not any(output.images for output in outputs):
+        return False
+    return options.sees_images is not None and await options.sees_images()

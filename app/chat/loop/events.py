@@ -1,0 +1,43 @@
+"""What the tool loop tells its consumers, in the order it happens: `streaming.py` turns these into what the
+client receives, `trace.py` into what people are shown of the tool work."""
+
+from dataclasses import dataclass, field
+
+from app.chat.ports import ToolOutput
+from app.openai.accumulate import ToolCall, Usage
+from app.openai.markup import TextDelta
+
+
+@dataclass(frozen=True)
+class Started:
+    """The upstream accepted the first request: the response can be committed to a 200."""
+
+
+@dataclass(frozen=True)
+class ToolsStarted:
+    calls: list[ToolCall]
+
+
+@dataclass(frozen=True)
+class ToolProgress:
+    call: ToolCall
+    progress: float
+    total: float | None
+    message: str | None
+
+
+@dataclass(frozen=True)
+class ToolsRan:
+    calls: list[ToolCall]
+    outputs: list[ToolOutput]
+    durations_ms: list[float]
+
+
+@dataclass(frozen=True)
+class Finished:
+    finish_reason: str
+    usage: Usage | None
+    client_tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+LoopEvent = Started | TextDelta | ToolsStarted | ToolProgress | ToolsRan | Finished

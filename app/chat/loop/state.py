@@ -1,0 +1,98 @@
+"""What one request's rounds carry from one to the next, and where it starts: the client's history restored
+(or cleaned of our traces), the tools fitted into the tool budget, the first request built."""
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from app.chat.context_budget import prompt_allowance
+from app.chat.loop.decision import CallKey
+from app.chat.loop.messages import first_request, rounds, with_system_hint, without_traces
+from app.chat.ports import LoopOptions, RequestStats, RequestTools, RestoredHistory, ToolRunner, TurnMemory
+
+
+@dataclass(frozen=True)
+class Offer:
+    """The tools of the request, the same in every round."""
+
+    mcp_tools: RequestTools
+    client_tool_names: set[str]  # every client tool, the withheld too: the model may call one anyway
+    offered_names: set[str]  # the names the model may print as a call into its content
+
+
+@dataclass
+class LoopState:
+    """What the rounds of one request carry from one to the next."""
+
+    offer: Offer
+    request: dict[str, Any]  # sent every round, its tool choice forced or released between rounds
+    messages: list[dict[str, Any]]  # the history the model sees next
+    first_count: int  # the history as the request brought it ends here; our rounds follow
+    shown: list[str] = field(default_factory=list)  # the text the client is shown, which it sends back next time
+    answered: set[CallKey] = field(default_factory=set)  # calls run whose result another try would not change
+    answering_now: bool = False  # the model repeated answered calls and was asked to answer from what it has
+
+    def our_rounds(self) -> list[dict[str, Any]]:
+        """This request's rounds as memory keeps them."""
+        return rounds(self.messages[self.first_count:])
+
+
+async def start_state(
+    body: dict[str, Any], tools: ToolRunner, options: LoopOptions, stats: RequestStats, memory: TurnMemory | None
+) -> LoopState:
+    """The state before the first round: the tools offered and the history the model sees first."""
+    client_tool_names = _tool_names(body.get("tools") or [])
+    mcp_tools = tools.tools_for_request(offered=options.offer_tools, client_tools=frozenset(client_tool_names),
+                                        selection=options.tool_selection)
+    history = (await memory.restore(body["messages"], options.context_tokens) if memory is not None
+               else without_traces(body["messages"]))
+    stats.restored_turns = history.turns
+    if options.prompt_messages:  # after the memory read the history as the client keeps it
+        history = replace(history, messages=[*history.messages[:-1], *options.prompt_messages])
+    mcp_tools, client_tools = await _within_budget(history.messages, mcp_tools, body.get("tools") or [], options,
+                                                   stats)
+    request = first_request(body, mcp_tools.openai_tools, client_tool_names, client_tools)
+    # A withheld client tool the model calls anyway still goes back to the client.
+    offered_names = client_tool_names | {tool["function"]["name"] for tool in mcp_tools.openai_tools}
+    messages = await _first_messages(body, request, history, mcp_tools, options, memory)
+    return LoopState(Offer(mcp_tools, client_tool_names, offered_names), request, messages, len(messages))
+
+
+async def _within_budget(
+    messages: list[dict[str, Any]], mcp_tools: RequestTools, client_tools: list[dict[str, Any]], options: LoopOptions,
+    stats: RequestStats,
+) -> tuple[RequestTools, list[dict[str, Any]]]:
+    """The MCP tools and client tools to offer: all of them, unless the tool budget leaves some out."""
+    choice = None
+    if options.tool_budget is not None and mcp_tools.openai_tools:
+        choice = await options.tool_budget(messages, mcp_tools.openai_tools, client_tools)
+    if choice is not None:
+        mcp_tools = mcp_tools.only(choice.kept)
+        sent = choice.compacted_client_tools if choice.compacted_client_tools is not None else client_tools
+        client_tools = [tool for tool in sent if _tool_name(tool) in choice.kept]
+        stats.tools_withheld = len(choice.withheld)
+    stats.tools_offered = len(mcp_tools.openai_tools) + len(client_tools)
+    return mcp_tools, client_tools
+
+
+async def _first_messages(
+    body: dict[str, Any], request: dict[str, Any], history: RestoredHistory, mcp_tools: RequestTools,
+    options: LoopOptions, memory: TurnMemory | None,
+) -> list[dict[str, Any]]:
+    """The client's history as the model should see it: earlier turns given back their MCP calls and
+    results (fitted into the context), our traces removed, and the system hint added when there are MCP
+    tools to read results of."""
+    messages = history.messages
+    if memory is not None and history.restored_results and options.context_tokens is not None:
+        allowance = prompt_allowance(await options.context_tokens(), body, request.get("tools") or [])
+        messages = memory.fit(history, allowance)
+    if options.system_hint and mcp_tools.openai_tools:
+        messages = with_system_hint(messages, options.system_hint)
+    return messages
+
+
+def _tool_names(tools: list[dict[str, Any]]) -> set[str]:
+    return {name for tool in tools if isinstance(name := _tool_name(tool), str)}
+
+
+def _tool_name(tool: dict[str, Any]) -> str | None:
+    return (tool.get("function") or {}).get("name")
