@@ -39,8 +39,12 @@ def broken_read(exc: BaseException, url: str, timeout: float, received: str) -> 
 
 
 def amount(count: int, unit: str) -> str:
-    """`1 character`, `1,024 characters`: a count in words."""
-    return f"{count:,} {unit}" if count != 1 else f"1 {unit.removesuffix('s')}"
+    """`1 character of the answer`, `1,024 characters of the answer`: a count in words (`unit` in the plural;
+    its first word loses the s for one)."""
+    if count != 1:
+        return f"{count:,} {unit}"
+    noun, space, rest = unit.partition(" ")
+    return f"1 {noun.removesuffix('s')}{space}{rest}"
 
 
 def _closed(exc: BaseException) -> bool:
