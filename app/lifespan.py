@@ -11,19 +11,18 @@ from app.chat.images import ImageStore
 from app.chat.memory import MemoryStores
 from app.chat.tool_budget import load_ranker_in_background
 from app.mcp import (
-    CallRecord,
     Complete,
     ConversionOptions,
     McpConfig,
     McpPool,
     PoolOptions,
-    ToolCallObserver,
     config_paths,
     load_mcp_configs,
     resolve_profile,
 )
 from app.openai.accumulate import TurnAccumulator
 from app.openai.result_format import RenderOptions
+from app.ops.call_record import CallRecord, ToolCallObserver
 from app.ops.metrics import Metrics
 from app.ops.recent_calls import RecentCalls
 from app.ops.recent_requests import RecentRequests

@@ -3,7 +3,6 @@ gateway uses. Start-up builds a `McpPool` from `load_mcp_configs` and `PoolOptio
 tools from it; the status page and the CLI read its servers' states. How a server is kept connected, a
 call run, a result rendered is inside (docs/architecture.md, the code map)."""
 
-from app.mcp.calling import CallRecord, ToolCallObserver
 from app.mcp.config import McpConfig, McpConfigError, config_paths, load_mcp_config, load_mcp_configs
 from app.mcp.convert import ConversionOptions, resolve_profile
 from app.mcp.options import PoolOptions
@@ -14,7 +13,6 @@ from app.mcp.status import ServerState
 from app.mcp.supervisor import first_of
 
 __all__ = [
-    "CallRecord",
     "Complete",
     "ConversionOptions",
     "McpConfig",
@@ -25,7 +23,6 @@ __all__ = [
     "PromptEntry",
     "PromptFailed",
     "ServerState",
-    "ToolCallObserver",
     "build_prompt_book",
     "config_paths",
     "first_of",

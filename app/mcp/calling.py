@@ -7,7 +7,7 @@ whether to try again after a loss, is the server's supervisor's business (superv
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +32,7 @@ from app.mcp.results import (
 )
 from app.mcp.watching import connection_gone, session_gone
 from app.openai.result_format import RenderOptions
+from app.ops.call_record import CallRecord, ToolCallObserver
 
 # The SDK's own read timeout is a backstop a little past our cap; our deadline normally acts first.
 CALL_TIMEOUT_SLACK = 5.0
@@ -39,28 +40,13 @@ CALL_TIMEOUT_SLACK = 5.0
 RETRY_AFTER_SECONDS = 5
 
 
-@dataclass(frozen=True)
-class CallRecord:
-    """One call, as the metrics and the recent calls learn of it. `server` is None for a name no tool has;
-    `outcome` is ok, error, or how it failed; `arguments` as the model sent them and `result` as the model
-    read it."""
-
-    server: str | None
-    tool: str
-    outcome: str
-    seconds: float
-    error: str | None
-    arguments: str
-    result: str
-
-    @classmethod
-    def of(cls, server: str | None, tool: str, ended: "CallEnded", seconds: float, arguments: str) -> "CallRecord":
-        outcome = ended.outcome
-        kind = ended.failure.value if ended.failure else "error" if outcome.is_error else "ok"
-        return cls(server, tool, kind, seconds, outcome.error_message, arguments, outcome.content)
+def call_record(server: str | None, tool: str, ended: "CallEnded", seconds: float, arguments: str) -> CallRecord:
+    """What the metrics and the recent calls learn of an ended call."""
+    outcome = ended.outcome
+    kind = ended.failure.value if ended.failure else "error" if outcome.is_error else "ok"
+    return CallRecord(server, tool, kind, seconds, outcome.error_message, arguments, outcome.content)
 
 
-ToolCallObserver = Callable[[CallRecord], None]
 log = structlog.get_logger("toolbridge.mcp")
 
 
@@ -113,7 +99,7 @@ class McpCall:
         log.info("tool_call", server=route.server, tool=route.tool, duration_ms=round(self.duration_ms, 1),
                  ok=not ended.outcome.is_error, **({"failure": ended.failure.value} if ended.failure else {}))
         if observer is not None:
-            observer(CallRecord.of(route.server, route.tool, ended, self.duration_ms / 1000, arguments))
+            observer(call_record(route.server, route.tool, ended, self.duration_ms / 1000, arguments))
 
     def fail(self, kind: FailureKind, message: str, **details: Any) -> CallEnded:
         return CallEnded(render_failure(kind, message, self._rendering, **details), kind)

@@ -17,7 +17,7 @@ import structlog
 from mcp.types import GetPromptResult
 
 from app.chat.ports import ALL_TOOLS, ProgressReport, ToolSelection
-from app.mcp.calling import CallRecord, McpCall, ToolCallObserver, unknown_tool
+from app.mcp.calling import McpCall, call_record, unknown_tool
 from app.mcp.config import McpConfig, McpConfigError, ServerConfig
 from app.mcp.connect import ConnectionOpener, StartGate
 from app.mcp.convert import Catalogue, build_catalogue
@@ -30,6 +30,7 @@ from app.mcp.results import FailureKind, ToolOutcome
 from app.mcp.sampling import Complete
 from app.mcp.status import ServerState, ServerStatus, unrun_statuses
 from app.mcp.supervisor import PoolOptions, ServerSupervisor
+from app.ops.call_record import ToolCallObserver
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -207,7 +208,7 @@ class McpPool:
         if route is None:
             unknown = unknown_tool(name, catalogue.similar(name), self._options.rendering)
             if self._on_tool_call is not None:  # no server: "my model calls a tool that is not there"
-                self._on_tool_call(CallRecord.of(None, name, unknown, 0.0, arguments))
+                self._on_tool_call(call_record(None, name, unknown, 0.0, arguments))
             return unknown.outcome
         call = McpCall(route, self._options.rendering, on_progress, reader=catalogue.reader_of(route.server))
         supervisor = self._supervisors.get(route.server)

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from app.mcp import CallRecord
+from app.ops.call_record import CallRecord
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Request and upstream latencies: a local model takes from milliseconds (relay) to minutes (long answers).

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import structlog
 
-from app.mcp import CallRecord
+from app.ops.call_record import CallRecord
 
 RECENT_CALLS = 200
 
