@@ -19,7 +19,9 @@ def test_import_contracts_are_kept() -> None:
     assert "0 broken" in result.stdout
 
 
-@pytest.mark.parametrize("module", ["app.settings", "app.openai.result_format", "app.ops.recent_calls", "app.ops.metrics"])
+@pytest.mark.parametrize(
+    "module", ["app.settings", "app.openai.result_format", "app.ops.recent_calls", "app.ops.metrics"]
+)
 def test_settings_and_the_result_format_load_no_sdk_and_no_http_client(module: str) -> None:
     """Leaves at run time too, where import-linter sees only the imports written: whatever reads a setting
     or writes a tool result for the model loads neither the MCP SDK nor an HTTP client."""
