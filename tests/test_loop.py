@@ -50,6 +50,7 @@ class Tools:
     progress: list[float] = field(default_factory=list)
     selections: list[ToolSelection] = field(default_factory=list)
     offer: bool = True
+    confirm: set[str] = field(default_factory=set)  # the tools whose calls wait for the person's yes
 
     @property
     def openai_tools(self) -> Sequence[dict[str, Any]]:
@@ -61,6 +62,12 @@ class Tools:
         self.offered.append(offered)
         self.selections.append(selection)
         return self if offered else Tools(offer=False)
+
+    def asks_first(self, name: str) -> bool:
+        return name in self.confirm
+
+    def server_of(self, name: str) -> str | None:
+        return "web" if name == "fetch" else None
 
     async def call_tool(self, name: str, arguments: str, on_progress: Any = None) -> Outcome:
         self.calls.append((name, arguments))

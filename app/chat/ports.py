@@ -66,6 +66,15 @@ class RequestTools(Protocol):
         """The same tools, less those not named."""
         ...
 
+    def asks_first(self, name: str) -> bool:
+        """Whether a call of this tool waits for the person's yes (TOOLBRIDGE_CONFIRM, mcp.json's `confirm`);
+        False for a name the request does not offer."""
+        ...
+
+    def server_of(self, name: str) -> str | None:
+        """The name of the MCP server the tool belongs to, as mcp.json names it; None for an unknown name."""
+        ...
+
 
 @dataclass(frozen=True)
 class ToolSelection:

@@ -49,6 +49,7 @@ class ToolRoute:
     idempotent: bool = False
     description: str = field(default="", compare=False, repr=False)  # the server's, before any shortening
     reads_resources: bool = False  # the gateway's own tool for the server's resources (resources.py)
+    asks_first: bool = False  # a call waits for the person's yes (TOOLBRIDGE_CONFIRM, mcp.json's `confirm`)
 
     @property
     def safe_to_retry(self) -> bool:

@@ -34,3 +34,11 @@ class PinnedTools:
 
     def only(self, names: frozenset[str]) -> "PinnedTools":
         return PinnedTools(self.pool, self.catalogue.select(lambda name, _: name in names))
+
+    def asks_first(self, name: str) -> bool:
+        route = self.catalogue.route(name)
+        return route is not None and route.asks_first
+
+    def server_of(self, name: str) -> str | None:
+        route = self.catalogue.route(name)
+        return None if route is None else route.server
