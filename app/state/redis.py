@@ -3,8 +3,9 @@
 Entries live under `toolbridge:v1:` with a TTL of the age bound; the bounds are kept the way the SQLite
 store keeps them (a key written once keeps its value; an owner past its share forgets its own oldest;
 past the size bound the oldest of all go) by one Lua script per write (an index of keys by time, their
-sizes and owners, byte counts), so replicas writing at once stay within them. A single Redis (or one
-behind Sentinel): the scripts touch keys they do not declare, which Redis Cluster refuses.
+sizes and owners, byte counts), so replicas writing at once stay within them. The script says how many keys
+it wrote, which makes `claim` atomic across replicas. A single Redis (or one behind Sentinel): the scripts
+touch keys they do not declare, which Redis Cluster refuses.
 
 Every call is bounded by SOCKET_TIMEOUT. A Redis that does not answer in time opens a circuit breaker:
 for BREAKER_SECONDS every call fails at once without asking it, then one call at a time probes it again
@@ -22,7 +23,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeout
 
-from app.state.store import ANONYMOUS, Bounds, StateStoreError
+from app.state.store import ANONYMOUS, CLAIMED, Bounds, StateStoreError
 
 PREFIX = "toolbridge:v1:"
 SOCKET_TIMEOUT = 2.0
@@ -53,6 +54,7 @@ local function forget(key)
 end
 for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - age)) do forget(key) end
 local mine = prefix .. 'owner:' .. owner
+local written = 0
 for i = 7, #ARGV, 2 do
   local key, value = ARGV[i], ARGV[i + 1]
   -- NX: never over another request's entry; the first writer of a key keeps it.
@@ -63,6 +65,7 @@ for i = 7, #ARGV, 2 do
     redis.call('HSET', KEYS[4], key, owner)
     redis.call('ZADD', mine, now, key)
     redis.call('HINCRBY', KEYS[5], owner, #value)
+    written = written + 1
   end
 end
 if share > 0 then
@@ -79,7 +82,7 @@ while total > cap do
   forget(oldest[1])
   total = tonumber(redis.call('GET', KEYS[3]) or '0')
 end
-return total
+return written
 """
 
 # The values of the keys in ARGV (after the room, in bytes), in that order while they fit in the room:
@@ -156,12 +159,20 @@ class RedisStore:
         return {key: value for key, value in zip(unique, values, strict=True) if value is not None}
 
     async def put_many(self, items: Mapping[str, bytes], owner: str = ANONYMOUS) -> None:
-        if not items:
-            return
+        if items:
+            await self._put_new(items, owner)
+
+    async def claim(self, key: str, owner: str = ANONYMOUS) -> bool:
+        # The write script runs atomically in Redis: of two replicas claiming at once, one writes the key.
+        return await self._put_new({key: CLAIMED}, owner) == 1
+
+    async def _put_new(self, items: Mapping[str, bytes], owner: str) -> int:
+        """Stores what is not there yet; how many keys were new."""
         pairs = [part for key, value in items.items() for part in (key, value)]
         share = self._bounds.owner_bytes(owner) or 0
-        await self._call(lambda: self._put(keys=[_INDEX, _SIZES, _BYTES, _OWNERS, _OWNED], args=[
+        written = await self._call(lambda: self._put(keys=[_INDEX, _SIZES, _BYTES, _OWNERS, _OWNED], args=[
             time.time(), self._bounds.max_age_seconds, self._bounds.max_bytes, PREFIX, owner, share, *pairs]))
+        return int(cast(int, written))
 
     async def problem(self) -> str | None:
         """None when Redis answers; else why not, for /health. Bounded well below an orchestrator's probe

@@ -18,7 +18,7 @@ from typing import Self, TypeVar
 
 import anyio.to_thread
 
-from app.state.store import ANONYMOUS, Bounds, StateStoreError
+from app.state.store import ANONYMOUS, CLAIMED, Bounds, StateStoreError
 
 SCHEMA_VERSION = 2  # 2: the owner and size of each entry; keys of 1 are never asked for again
 PRUNE_EVERY_SECONDS = 60.0
@@ -52,6 +52,10 @@ class SqliteStore:
 
     async def put_many(self, items: Mapping[str, bytes], owner: str = ANONYMOUS) -> None:
         await self._run(lambda: self._put_many(items, owner), "write")
+
+    async def claim(self, key: str, owner: str = ANONYMOUS) -> bool:
+        # One transaction (BEGIN IMMEDIATE): of two processes sharing the file, one inserts, the other finds it.
+        return await self._run(lambda: self._put_many({key: CLAIMED}, owner), "write") == 1
 
     async def problem(self) -> str | None:
         """Why memory does not work, in SQLite's words and without the file's path (/health shows it)."""
@@ -160,9 +164,11 @@ class SqliteStore:
                 no_room.append(key)
         return chosen, no_room
 
-    def _put_many(self, items: Mapping[str, bytes], owner: str) -> None:
+    def _put_many(self, items: Mapping[str, bytes], owner: str) -> int:
+        """Stores what is not there yet; how many keys were new."""
         db = self._db()
         now = time.time()
+        written = 0
         db.execute("BEGIN IMMEDIATE")
         try:
             for key, value in items.items():
@@ -170,6 +176,7 @@ class SqliteStore:
                 added = db.execute("INSERT OR IGNORE INTO entries (key, value, stored_at, owner, size) "
                                    "VALUES (?, ?, ?, ?, ?)", (key, value, now, owner, len(value))).rowcount
                 self._bytes += len(value) if added else 0
+                written += added
             self._keep_share(owner)
             db.execute("COMMIT")
         except BaseException:
@@ -180,6 +187,7 @@ class SqliteStore:
             raise
         if self._bytes > self._bounds.max_bytes or now - self._pruned_at > PRUNE_EVERY_SECONDS:
             self._prune()
+        return written
 
     def _keep_share(self, owner: str) -> None:
         """An owner past its share forgets its own oldest entries, so one API key cannot evict the others'."""

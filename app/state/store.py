@@ -18,6 +18,7 @@ from typing import Protocol
 from app.settings.vocabularies import parse_state_url as parse_state_url
 
 OWNER_SHARE = 0.25  # of the size bound, what one owner (an API key) may hold: it evicts its own entries, not others'
+CLAIMED = b"1"  # the mark `claim` writes
 ANONYMOUS = ""  # the owner of entries written without keys: everyone, bound only by the whole store
 
 
@@ -48,6 +49,11 @@ class StateStore(Protocol):
 
     async def put_many(self, items: Mapping[str, bytes], owner: str = ANONYMOUS) -> None:
         """Stores what is not there yet (a key already there keeps its value), as `owner`'s."""
+        ...
+
+    async def claim(self, key: str, owner: str = ANONYMOUS) -> bool:
+        """Writes a mark under `key` if none is there: True for the one caller that wrote it, in this process or
+        any other sharing the store. What runs once only (an approved call) claims its key first."""
         ...
 
     async def problem(self) -> str | None:
@@ -99,6 +105,13 @@ class MemoryStore:
                     break
         while self._bytes > self._bounds.max_bytes and self._entries:
             self._forget(next(iter(self._entries)))
+
+    async def claim(self, key: str, owner: str = ANONYMOUS) -> bool:
+        self._forget_old()
+        if key in self._entries:
+            return False
+        await self.put_many({key: CLAIMED}, owner)
+        return True
 
     async def problem(self) -> str | None:
         return None

@@ -4,6 +4,7 @@ import socket
 import time
 from collections.abc import Iterator
 
+import anyio
 import pytest
 
 import app.state.redis
@@ -131,4 +132,22 @@ async def test_after_a_timeout_calls_skip_redis_until_a_probe_gets_an_answer(
             await store.get_many(["turn:a"])
         with pytest.raises(StateStoreError, match="skipped"):  # the probe failed: open again
             await store.get_many(["turn:a"])
+        await store.aclose()
+
+
+async def test_two_replicas_claiming_one_key_at_once_one_wins(server: RedisServer) -> None:
+    bounds = Bounds(max_bytes=10_000, max_age_seconds=3600)
+    replicas = [RedisStore(server.url, bounds), RedisStore(server.url, bounds)]
+    won: list[bool] = []
+
+    async def claim(store: RedisStore) -> None:
+        won.append(await store.claim("resumed:turn", "alice"))
+
+    async with anyio.create_task_group() as group:
+        for _ in range(4):
+            for store in replicas:
+                group.start_soon(claim, store)
+    assert sorted(won) == [False] * 7 + [True]
+    assert await replicas[1].get_many(["resumed:turn"]) == {"resumed:turn": b"1"}
+    for store in replicas:
         await store.aclose()

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from app.state.open import open_state_store
@@ -141,3 +142,25 @@ def test_state_urls_that_are_refused(url: str) -> None:
     with pytest.raises(ValueError) as refused:
         parse_state_url(url)
     assert "hunter2" not in str(refused.value)  # a URL's password is never repeated back
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_key_is_claimed_once_even_by_claims_at_the_same_time(kind: str, tmp_path: Path) -> None:
+    async with opened(kind, tmp_path) as store:
+        await store.put_many({"taken": b"x"})
+        results = await _all_at_once([lambda: store.claim("once", "alice") for _ in range(8)])
+        assert sorted(results) == [False] * 7 + [True]
+        assert await store.claim("taken") is False  # a key written by put_many is claimed already
+        assert await store.get_many(["taken"]) == {"taken": b"x"}  # and keeps its value
+
+
+async def _all_at_once(calls: list[Any]) -> list[Any]:
+    results: list[Any] = []
+
+    async def one(call: Any) -> None:
+        results.append(await call())
+
+    async with anyio.create_task_group() as group:
+        for call in calls:
+            group.start_soon(one, call)
+    return results
