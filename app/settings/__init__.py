@@ -1,7 +1,5 @@
 """Every setting of the gateway: TOOLBRIDGE_* environment variables, a .env file, and matching flags."""
 
-import re
-from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -17,7 +15,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# A leaf: nothing from app but the vocabularies, so reading a setting imports no SDK and no HTTP client.
+# A leaf: nothing from app but its vocabularies and checks, so reading a setting imports no SDK and no HTTP client.
+from app.settings.checks import LogLevel, PathsText, StateUrl, Toolsets, WebAddress
 from app.settings.vocabularies import (
     PrefixMode,
     ProfileSetting,
@@ -25,12 +24,10 @@ from app.settings.vocabularies import (
     TraceMode,
     TransportKind,
     default_state_url,
-    parse_state_url,
 )
 
 TOOL_BUDGET_DEFAULT = 24  # the smallest that left the eval's 22 tools whole: below it both models lost tasks
 MIN_MCP_TOOLS_DEFAULT = 4  # the eval's Open WebUI tasks at an 8k context: 4 passed 6/11, 8 passed 4/11 (docs/eval.md)
-_TOOLSET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 SECRET_SETTINGS = frozenset({"api_keys", "upstream_api_key"})
 
 
@@ -54,7 +51,7 @@ class Settings(BaseSettings):
     upstream_timeout: PositiveFloat = Field(
         600.0, description="Seconds to wait for the upstream to answer (read timeout per chunk)."
     )
-    mcp_config: str = Field(
+    mcp_config: PathsText = Field(
         "mcp.json",
         description="The mcp.json files listing the MCP servers, comma-separated; later files win. "
         "The word lmstudio stands for LM Studio's own mcp.json.",
@@ -168,7 +165,7 @@ class Settings(BaseSettings):
         False, description="Rank the client's own tools (Open WebUI sends 36) with the MCP tools under the budget, "
         "instead of always offering them all."
     )
-    toolsets: dict[str, list[str]] = Field(
+    toolsets: Toolsets = Field(
         default_factory=dict,
         description='Named sets of MCP tools, as JSON: {"clock": ["time"], "files": ["fs", "fetch"]} (server names, '
         "or tool names as offered). /v1/models then also lists MODEL+NAME for every model, which offers only "
@@ -183,7 +180,7 @@ class Settings(BaseSettings):
         True, description="Show the person, in the answer, the images tool results return and the content a server "
         "addresses to the user alone, in every trace mode (the model's view does not change)."
     )
-    public_url: str = Field(
+    public_url: WebAddress = Field(
         "", description="The gateway's address as people's browsers reach it (http://127.0.0.1:8000 when Open WebUI "
         "runs in Docker and calls it http://toolbridge:8000), for the links to images in answers. Empty: the address "
         "the client used."
@@ -199,7 +196,7 @@ class Settings(BaseSettings):
         16_384, description="Images up to this size go into Open WebUI's tool widget (details trace) as data: URLs, "
         "which last as long as the chat; larger ones are linked. 0: always linked."
     )
-    state_url: str = Field(
+    state_url: StateUrl = Field(
         default_factory=default_state_url,
         description="Where conversation memory is kept (earlier turns' MCP calls and results, restored for the model): "
         "sqlite:///relative.db or sqlite:////absolute.db, redis://[:password@]host:port/db (shared by replicas), "
@@ -223,41 +220,7 @@ class Settings(BaseSettings):
         "over OTLP to OTEL_EXPORTER_OTLP_ENDPOINT. Needs the otel extra.",
     )
     log_format: Literal["console", "json"] = Field("console", description="Log lines for people or machines.")
-    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Lowest level logged.")
-
-    @field_validator("mcp_config", mode="before")
-    @classmethod
-    def _path_as_text(cls, value: object) -> object:
-        return str(value) if isinstance(value, Path) else value
-
-    @field_validator("public_url")
-    @classmethod
-    def _web_address(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if value and (parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment):
-            raise ValueError("must be an http(s) address such as http://127.0.0.1:8000, or empty")
-        return value.rstrip("/")
-
-    @field_validator("state_url")
-    @classmethod
-    def _known_store(cls, value: str) -> str:
-        parse_state_url(value)
-        return value
-
-    @field_validator("toolsets")
-    @classmethod
-    def _usable_toolsets(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-        for name, members in value.items():
-            if not _TOOLSET_NAME.fullmatch(name):
-                raise ValueError(f"toolset name '{name}' must be 1-64 letters, digits, '_', '-' or '.'")
-            if not members:
-                raise ValueError(f"toolset '{name}' lists no server or tool")
-        return value
-
-    @field_validator("log_level", mode="before")
-    @classmethod
-    def _lowercase_level(cls, value: object) -> object:
-        return value.lower() if isinstance(value, str) else value
+    log_level: LogLevel = Field("info", description="Lowest level logged.")
 
     @property
     def upstream_base(self) -> str:

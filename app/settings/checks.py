@@ -1,0 +1,50 @@
+"""The checks some settings' values pass, as annotated types the settings' fields are declared with: a web
+address, a state URL, toolsets, a log level in any case, a path given as text. A failed check is a clear
+message naming the setting (pydantic adds the name)."""
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BeforeValidator
+
+from app.settings.vocabularies import parse_state_url
+
+_TOOLSET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def _web_address(value: str) -> str:
+    parts = urlsplit(value)
+    if value and (parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment):
+        raise ValueError("must be an http(s) address such as http://127.0.0.1:8000, or empty")
+    return value.rstrip("/")
+
+
+def _known_store(value: str) -> str:
+    parse_state_url(value)
+    return value
+
+
+def _usable_toolsets(value: dict[str, list[str]]) -> dict[str, list[str]]:
+    for name, members in value.items():
+        if not _TOOLSET_NAME.fullmatch(name):
+            raise ValueError(f"toolset name '{name}' must be 1-64 letters, digits, '_', '-' or '.'")
+        if not members:
+            raise ValueError(f"toolset '{name}' lists no server or tool")
+    return value
+
+
+def _lowercase(value: object) -> object:
+    return value.lower() if isinstance(value, str) else value
+
+
+def _path_as_text(value: object) -> object:
+    return str(value) if isinstance(value, Path) else value
+
+
+WebAddress = Annotated[str, AfterValidator(_web_address)]  # http(s)://host[:port][/path], no trailing slash
+StateUrl = Annotated[str, AfterValidator(_known_store)]
+Toolsets = Annotated[dict[str, list[str]], AfterValidator(_usable_toolsets)]
+LogLevel = Annotated[Literal["debug", "info", "warning", "error"], BeforeValidator(_lowercase)]
+PathsText = Annotated[str, BeforeValidator(_path_as_text)]  # a Path given in code reads as its text
