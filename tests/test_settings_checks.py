@@ -22,6 +22,7 @@ def settings(**values: Any) -> Settings:
     ("toolsets", {"bad name!": ["time"]}, "toolset name 'bad name!'"),
     ("toolsets", {"empty": []}, "toolset 'empty' lists no server or tool"),
     ("log_level", "LOUD", "log_level"),
+    ("confirm_timeout", 0, "confirm_timeout"),
 ])
 def test_a_bad_value_is_refused_naming_the_setting(field: str, value: Any, message: str) -> None:
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")) as refused:

@@ -49,6 +49,7 @@ def loop_options(
         tool_selection=selection,
         tool_budget=_tool_budget(settings, upstream, model, recent),
         context_tokens=context_tokens,
+        confirm_timeout=settings.confirm_timeout,
     )
 
 

@@ -33,6 +33,7 @@ This module reads and writes the stores for one request; how a conversation is r
 memory_keys.py, what an entry holds in memory_entry.py, and the history's rewrite in memory_restore.py.
 """
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,7 @@ from app.chat.context_budget import CHARS_PER_TOKEN, fit_restored
 from app.chat.memory_entry import ANSWERED, GATEWAY_REPLY, bounded_entry, decode_all, read_room, rough_chars
 from app.chat.memory_keys import ROOT, ConversationKeys, Lookups, memory_owner, normal
 from app.chat.memory_restore import rewrite_history
-from app.chat.ports import RestoredHistory
+from app.chat.ports import RestoredHistory, WaitingTurn
 from app.chat.trace import RecordedCall
 from app.openai.result_format import RenderOptions, omitted_result, recorded_result, shortened_result
 from app.state import ANONYMOUS, StateStore, StateStoreError
@@ -83,6 +84,7 @@ class ConversationMemory:
         self._owner = owner
         self._keys = ConversationKeys(owner, chat_id)
         self._chain = ROOT  # of the history as the client sent it, set by `restore`
+        self._conversation = ""  # which of the caller's conversations this is, set by `restore`
 
     async def restore(self, messages: list[dict[str, Any]],
                       context_tokens: Callable[[], Awaitable[int]] | None = None) -> RestoredHistory:
@@ -90,6 +92,7 @@ class ConversationMemory:
         ran in their place, the gateway's own answers and their lines left out, and traces removed. Stored
         turns are read newest first while they could fit in `context_tokens` (at least one whole entry)."""
         lookups, self._chain = await self._keys_off_loop(messages)
+        self._conversation = self._keys.conversation(messages)
         context_chars = None
         if context_tokens is not None and lookups and self._stores is not None:
             context_chars = await context_tokens() * CHARS_PER_TOKEN
@@ -146,6 +149,49 @@ class ConversationMemory:
         if entry is None:
             return
         await self._put(self._stores.pending, {self._keys.mixed(self._chain, client_call_ids): entry})
+
+    async def remember_waiting_turn(
+        self, rounds: list[dict[str, Any]], assistant: dict[str, Any], asks: list[str], shown: str,
+        prompt: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """A turn whose calls wait for the person's yes: kept where mixed turns wait (with replicas, in the
+        shared store), under the key its question will have in the next request's history."""
+        if self._stores is None:
+            return
+        message = {"content": assistant["content"], "tool_calls": assistant["tool_calls"]}
+        entry = await bounded_entry(rounds, message, [], prompt, self._shorten,
+                                    waiting={"asks": asks, "at": time.time()})
+        if entry is None:
+            return
+        text = normal(shown, assistant=True)
+        await self._put(self._stores.pending, {self._keys.turn(self._chain, text): entry})
+
+    async def claim(self, waiting: WaitingTurn) -> bool:
+        """True once per waiting turn, in every process sharing the store; False after, or when the store
+        cannot say (then nothing runs: a yes that may have acted already never acts twice)."""
+        if self._stores is None:
+            return False
+        try:
+            return await self._stores.pending.claim(self._keys.resumed(waiting.key), self._owner)
+        except StateStoreError as exc:
+            log.warning("memory_unavailable", store=self._stores.pending.kind, error=str(exc),
+                        consequence="a waiting call is not run, since it cannot be known to run once")
+            return False
+
+    async def always_approved(self, names: set[str]) -> set[str]:
+        if self._stores is None or not names:
+            return set()
+        keys = {self._keys.always(self._conversation, name): name for name in names}
+        try:
+            found = await self._stores.pending.get_many(list(keys))
+        except StateStoreError:
+            return set()  # asked again rather than run unasked
+        return {keys[key] for key in found}
+
+    async def approve_always(self, names: set[str]) -> None:
+        if self._stores is not None and names:
+            await self._put(self._stores.pending,
+                            {self._keys.always(self._conversation, name): ANSWERED for name in names})
 
     async def remember_reply(self, messages: list[dict[str, Any]], text: str) -> None:
         """The gateway answered the slash line that ends `messages` itself: marked, under the key its answer

@@ -34,7 +34,8 @@ def read_room(context_chars: int | None) -> int:
 
 
 async def bounded_entry(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]],
-                        prompt: Sequence[dict[str, Any]], shorten: Shorten) -> bytes | None:
+                        prompt: Sequence[dict[str, Any]], shorten: Shorten,
+                        waiting: dict[str, Any] | None = None) -> bytes | None:
     """The entry, within MAX_ENTRY_BYTES (its results shortened if need be), encoded in a worker thread
     when large: a turn's results may be megabytes. None when even shortened results do not fit (logged).
     A prompt that does not fit beside the calls (their results shortened) is left out: the slash line then
@@ -46,10 +47,10 @@ async def bounded_entry(before: list[dict[str, Any]], message: dict[str, Any], a
     for with_prompt in tries:
         parts = [*before, message, *after, *with_prompt]
         if rough_chars(parts) <= DECODE_INLINE_BYTES:  # a thread hop costs more
-            entry = _within_entry_bound(before, message, after, shorten, with_prompt)
+            entry = _within_entry_bound(before, message, after, shorten, with_prompt, waiting)
         else:
             entry = await anyio.to_thread.run_sync(_within_entry_bound, before, message, after, shorten,
-                                                   with_prompt)
+                                                   with_prompt, waiting)
         if entry is not None:
             return entry
         if with_prompt:
@@ -75,19 +76,22 @@ def _stored_prompt(prompt: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _encode(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]],
-            prompt: list[dict[str, Any]]) -> bytes:
+            prompt: list[dict[str, Any]], waiting: dict[str, Any] | None = None) -> bytes:
     entry: dict[str, Any] = {"v": ENTRY_VERSION, "before": before, "message": message, "after": after}
     if prompt:  # optional, so that entries without one read the same in every version
         entry["prompt"] = prompt
+    if waiting:  # the turn's calls wait for the person's yes (approvals.py): which ones, since when
+        entry["waiting"] = waiting
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _within_entry_bound(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]],
-                        shorten: Shorten, prompt: list[dict[str, Any]] | None = None) -> bytes | None:
+                        shorten: Shorten, prompt: list[dict[str, Any]] | None = None,
+                        waiting: dict[str, Any] | None = None) -> bytes | None:
     """The encoded entry if it fits MAX_ENTRY_BYTES; else with every result shortened to an equal share of
     the room (less until it fits, down to SHORTEST_RESULT_CHARS); else None."""
     prompt = prompt or []
-    entry = _encode(before, message, after, prompt)
+    entry = _encode(before, message, after, prompt, waiting)
     results = [part for part in (*before, *after)
                if part.get("role") == "tool" and isinstance(part.get("content"), str)]
     if len(entry) <= MAX_ENTRY_BYTES or not results:
@@ -96,7 +100,8 @@ def _within_entry_bound(before: list[dict[str, Any]], message: dict[str, Any], a
     limit = max(SHORTEST_RESULT_CHARS, (MAX_ENTRY_BYTES - rest) // len(results))
     while True:
         cut = {id(part): {**part, "content": shorten(part["content"], limit)} for part in results}
-        entry = _encode([cut.get(id(p), p) for p in before], message, [cut.get(id(p), p) for p in after], prompt)
+        entry = _encode([cut.get(id(p), p) for p in before], message, [cut.get(id(p), p) for p in after], prompt,
+                        waiting)
         if len(entry) <= MAX_ENTRY_BYTES:
             return entry
         if limit <= SHORTEST_RESULT_CHARS:
@@ -142,4 +147,17 @@ def _decode(value: bytes | None) -> dict[str, Any] | None:
     prompt = entry.get("prompt")
     if prompt is not None and not (isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt)):
         entry.pop("prompt")  # the turn's calls still stand; the slash line stays as typed
+    if "waiting" in entry and waiting_of(entry) is None:
+        return None  # a held call that cannot be read is never run
     return entry
+
+
+def waiting_of(entry: dict[str, Any]) -> tuple[frozenset[str], float] | None:
+    """A waiting turn's entry: the ids of the calls that wait for the yes, and when it asked; None for others."""
+    waiting = entry.get("waiting")
+    if not isinstance(waiting, dict):
+        return None
+    asks, asked_at = waiting.get("asks"), waiting.get("at")
+    if not (isinstance(asks, list) and all(isinstance(a, str) for a in asks) and isinstance(asked_at, int | float)):
+        return None
+    return frozenset(asks), float(asked_at)

@@ -87,6 +87,26 @@ class ConversationKeys:
     def mixed(self, chain: str, call_ids: list[str]) -> str:
         return "mixed:" + digest(self._scope, chain, *sorted(call_ids))
 
+    def resumed(self, turn_key: str) -> str:
+        """Claimed when a waiting turn's calls are run or refused, so that its reply acts once."""
+        return "resumed:" + digest(self._scope, turn_key)
+
+    def always(self, conversation: str, tool: str) -> str:
+        """Written when the person answers "always" for a tool in this conversation."""
+        return "always:" + digest(self._scope, conversation, tool)
+
+    def conversation(self, messages: list[dict[str, Any]]) -> str:
+        """What tells this conversation apart from the caller's others (besides Open WebUI's chat id, in the
+        scope): its system messages and its first user message."""
+        parts: list[bytes] = []
+        for message in messages:
+            role = message.get("role")
+            if role in ("system", "developer", "user"):
+                parts.append(normal(content_text(message.get("content")), assistant=False))
+            if role == "user":
+                break
+        return digest(*parts)
+
 
 def call_ids(message: dict[str, Any]) -> list[str]:
     return [str(call["id"]) for call in message.get("tool_calls") or [] if isinstance(call, dict) and call.get("id")]

@@ -5,6 +5,11 @@ assistant turn gets, in this order of preference, its stored entry (the rounds, 
 wrote it, a mixed turn's own results, and the prompt messages in place of its slash line), or nothing at all
 when the gateway answered its slash line itself (the line is left out too), or the rounds its details trace
 recorded, or just its text without the trace. Messages of other roles pass as sent.
+
+A turn that asked the person to approve its calls (approvals.py) is given back as the model's message with its
+calls. Last in the history, with the person's reply after it, it is the `waiting` turn the loop resumes.
+Earlier, a reply of yes, always or no is left out (the model never saw it) and the turn after it holds the
+calls' results; any other reply stays, after results saying the calls did not run.
 """
 
 from collections.abc import Callable
@@ -12,10 +17,13 @@ from typing import Any
 
 import structlog
 
-from app.chat.memory_entry import GATEWAY_REPLY
+from app.chat.approvals import NOT_ANSWERED, NOT_KEPT, Reply, read_reply
+from app.chat.memory_entry import GATEWAY_REPLY, waiting_of
 from app.chat.memory_keys import Lookups, call_ids
-from app.chat.ports import RestoredHistory
+from app.chat.ports import RestoredHistory, WaitingTurn
 from app.chat.trace import RecordedCall, read_back, strip_trace
+from app.openai.accumulate import ToolCall
+from app.openai.schemas import content_text
 
 log = structlog.get_logger("toolbridge.memory")
 
@@ -29,12 +37,14 @@ def rewrite_history(messages: list[dict[str, Any]], lookups: Lookups, found: dic
     rewrite = _Rewrite(found, entries, recorded)
     for index, message in enumerate(messages):
         if message.get("role") != "assistant":
-            rewrite.messages.append(message)  # a client's own `tool` message is no restored result
+            rewrite.other(message)  # a client's own `tool` message is no restored result
             continue
         # A user message just before: the last of `rewrite.messages`, as sent (user messages pass unchanged).
         slash_line = index > 0 and messages[index - 1].get("role") == "user"
-        rewrite.turn(message, lookups[index], slash_line)
-    return RestoredHistory(rewrite.messages, rewrite.results, rewrite.turns), rewrite.no_room
+        reply = messages[index + 1] if index + 1 < len(messages) else None
+        rewrite.turn(message, lookups[index], slash_line, reply, last=index + 2 == len(messages))
+    rewrite.settle()
+    return RestoredHistory(rewrite.messages, rewrite.results, rewrite.turns, rewrite.waiting), rewrite.no_room
 
 
 class _Rewrite:
@@ -46,18 +56,68 @@ class _Rewrite:
         self.messages: list[dict[str, Any]] = []
         self.results: list[int] = []
         self.turns = self.no_room = 0
+        self.waiting: WaitingTurn | None = None
+        self._skip_reply = False  # the next user message answered a question: the model never saw it
+        self._owed: list[str] = []  # ids of a decided turn's calls, whose results the next turn's entry holds
 
-    def turn(self, message: dict[str, Any], keys: tuple[str, str | None], slash_line: bool) -> None:
+    def other(self, message: dict[str, Any]) -> None:
+        """A message of another role than the assistant's: passed as sent, unless it answered a question."""
+        if self._skip_reply and message.get("role") == "user":
+            self._skip_reply = False
+            return
+        self.settle()
+        self.messages.append(message)
+
+    def turn(self, message: dict[str, Any], keys: tuple[str, str | None], slash_line: bool,
+             reply: dict[str, Any] | None, *, last: bool) -> None:
         key, answer_key = keys
+        start, owed = len(self.messages), self._owed
+        self._skip_reply, self._owed = False, []
         if self._found.get(key) == GATEWAY_REPLY:
             if slash_line:
                 self.messages.pop()
-            return
-        entry = self._entries.get(key)
-        if entry is not None:
-            self._from_entry(message, entry, slash_line)
+                start -= 1
         else:
-            self._unstored(message, key, answer_key)
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._from_entry(message, entry, slash_line)
+                self._held(key, entry, reply, last=last)
+            else:
+                self._unstored(message, key, answer_key)
+        self._pay(owed, start)
+
+    def _held(self, key: str, entry: dict[str, Any], reply: dict[str, Any] | None, *, last: bool) -> None:
+        """A turn that asked the person: waiting for the reply that ends the history, or decided earlier."""
+        waiting = waiting_of(entry)
+        if waiting is None:
+            return
+        held = self.messages[-1]
+        calls = tuple(ToolCall(str(c["id"]), str(c["function"]["name"]), str(c["function"]["arguments"]))
+                      for c in held.get("tool_calls") or [])
+        answer = read_reply(content_text(reply.get("content"))) if reply and reply.get("role") == "user" else None
+        if last and answer is not None:
+            self.waiting = WaitingTurn(key, calls, *waiting)
+        elif answer in (Reply.YES, Reply.ALWAYS, Reply.NO):
+            self._skip_reply, self._owed = True, [call.id for call in calls]
+        else:
+            for call in calls:
+                self._append({"role": "tool", "tool_call_id": call.id, "content": NOT_ANSWERED})
+
+    def _pay(self, owed: list[str], start: int) -> None:
+        """Results for a decided turn's calls that the turn after it does not hold (its entry is gone): the
+        model must not see calls without results."""
+        given = {m.get("tool_call_id") for m in self.messages[start:] if m.get("role") == "tool"}
+        missing = [{"role": "tool", "tool_call_id": i, "content": NOT_KEPT} for i in owed if i not in given]
+        if missing:
+            self.messages[start:start] = missing
+            self.results = [i + len(missing) if i >= start else i for i in self.results]
+            self.results += range(start, start + len(missing))
+            self.results.sort()
+
+    def settle(self) -> None:
+        """A decided turn's calls still owed results when no turn follows it: they are paid here."""
+        owed, self._owed = self._owed, []
+        self._pay(owed, len(self.messages))
 
     def _from_entry(self, message: dict[str, Any], entry: dict[str, Any], slash_line: bool) -> None:
         self.turns += 1

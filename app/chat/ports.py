@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from app.openai.accumulate import Usage
+from app.openai.accumulate import ToolCall, Usage
 
 
 class ChatUpstream(Protocol):
@@ -112,12 +112,24 @@ class ToolRunner(Protocol):
 
 
 @dataclass(frozen=True)
+class WaitingTurn:
+    """A round held for the person's yes (approvals.py), restored as the history's last assistant message
+    with its calls; the person's reply follows it."""
+
+    key: str  # where memory keeps it; claimed once, so that a yes sent twice runs the calls once
+    calls: tuple[ToolCall, ...]
+    asks: frozenset[str]  # the ids of the calls that wait for the yes; the others need none
+    asked_at: float  # seconds since the epoch
+
+
+@dataclass(frozen=True)
 class RestoredHistory:
     """A client's history with earlier turns' MCP calls and results given back (`memory.py`)."""
 
     messages: list[dict[str, Any]]
     restored_results: list[int]  # where the `tool` messages given back are, oldest first
     turns: int  # assistant turns that got their calls back
+    waiting: WaitingTurn | None = None  # the last turn waits for the person's reply, which ends the history
 
 
 class TurnMemory(Protocol):
@@ -136,6 +148,21 @@ class TurnMemory(Protocol):
         self, rounds: list[dict[str, Any]], assistant: dict[str, Any], results: list[dict[str, Any]],
         client_call_ids: list[str], prompt: Sequence[dict[str, Any]] = (),
     ) -> None: ...
+
+    async def remember_waiting_turn(
+        self, rounds: list[dict[str, Any]], assistant: dict[str, Any], asks: list[str], shown: str,
+        prompt: Sequence[dict[str, Any]] = (),
+    ) -> None: ...
+
+    async def claim(self, waiting: WaitingTurn) -> bool:
+        """True the first time a waiting turn is resumed, False after: its calls run once."""
+        ...
+
+    async def always_approved(self, names: set[str]) -> set[str]:
+        """Those of the tools the person answered "always" for in this chat."""
+        ...
+
+    async def approve_always(self, names: set[str]) -> None: ...
 
 
 class ReplyMemory(Protocol):
@@ -176,6 +203,7 @@ class LoopOptions:
     context_tokens: Callable[[], Awaitable[int]] | None = None
     # A slash command's prompt messages, standing in for the last user message (slash_commands.py).
     prompt_messages: tuple[dict[str, Any], ...] = ()
+    confirm_timeout: float = 3600.0  # seconds a call waits for the person's yes (TOOLBRIDGE_CONFIRM_TIMEOUT)
 
 
 # What the chat service (service.py) needs besides the loop's ports: the upstream's facts about a model, and

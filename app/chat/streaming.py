@@ -15,9 +15,9 @@ from typing import Any
 
 import structlog
 
-from app.chat.loop import Finished, LoopEvent, ToolProgress, ToolsRan, ToolsStarted
+from app.chat.loop import Finished, LoopEvent, ToolProgress, ToolsRan, ToolsStarted, ToolsWaiting
 from app.chat.shown import PersonView
-from app.chat.trace import TraceMode, TraceText, render_finished, render_progress, render_started
+from app.chat.trace import TraceMode, TraceText, render_finished, render_progress, render_started, render_waiting
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.errors import GatewayError, error_envelope
 from app.openai.markup import TextDelta
@@ -76,7 +76,7 @@ async def stream_payloads(
             async for event in events:
                 if isinstance(event, TextDelta):
                     yield chunks.chunk(_text_delta(event))
-                elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan):
+                elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting):
                     for shown in _trace_texts(trace, event, person):
                         yield chunks.chunk({_CHANNEL_FIELD[shown.channel]: shown.text})
                 elif isinstance(event, Finished):
@@ -167,7 +167,7 @@ async def collect_completion(
             if isinstance(event, TextDelta):
                 content.append(event.content)
                 reasoning.append(event.reasoning)
-            elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan):
+            elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting):
                 for shown in _trace_texts(trace, event, person):
                     (content if shown.channel == "content" else reasoning).append(shown.text)
             elif isinstance(event, Finished):
@@ -194,7 +194,7 @@ _CHANNEL_FIELD = {"content": "content", "reasoning": "reasoning_content"}
 
 
 def _trace_texts(
-    mode: TraceMode, event: ToolsStarted | ToolProgress | ToolsRan, person: PersonView | None
+    mode: TraceMode, event: ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting, person: PersonView | None
 ) -> list[TraceText]:
     """What the client is shown of tool work: the trace, and after a round what its results address to the
     person, in every trace mode (off included: that turns off the account of the work, not its results)."""
@@ -202,6 +202,8 @@ def _trace_texts(
         texts = [render_started(mode, event.calls)]
     elif isinstance(event, ToolProgress):
         texts = [render_progress(mode, event.call, event.progress, event.total, event.message)]
+    elif isinstance(event, ToolsWaiting):
+        texts = [render_waiting(mode, event.calls)]
     else:
         shown = person.show(event.calls, event.outputs, in_widget=mode == "details") if person else None
         texts = [render_finished(mode, event.calls, event.outputs, event.durations_ms, shown.files if shown else ()),

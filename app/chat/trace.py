@@ -31,6 +31,8 @@ _DETAILS_CLOSING = "</details>"
 _ATTRIBUTE = re.compile(r'(?<![\w-])([\w-]+)="([^"]*)"')
 _FAILED_PREFIX = "Error: "
 _FAILED_STATUS = "failed"
+_NOT_DONE = "false"
+_NOT_DONE_ATTRIBUTE = f'done="{_NOT_DONE}"'
 _MARKDOWN_BLOCK = re.compile(rf"\n?(?:^{re.escape(MARKDOWN_MARK)}.*(?:\n|$))+\n?", re.MULTILINE)
 
 
@@ -93,6 +95,26 @@ def render_progress(
     return None
 
 
+def render_waiting(mode: TraceMode, calls: Sequence[ToolCall]) -> TraceText | None:
+    """Calls that wait for the person's yes: in Open WebUI's widget as calls not done yet (read back as none)."""
+    if mode == "reasoning":
+        return TraceText("reasoning", "".join(f"Waiting for your approval: {c.name}({_short(c.arguments)})\n"
+                                              for c in calls))
+    if mode == "details":
+        return TraceText("content", "".join(_waiting_block(call) for call in calls))
+    if mode == "markdown":
+        lines = [f"{MARKDOWN_MARK}`{c.name}` {_short(c.arguments)} → waiting for your approval\n" for c in calls]
+        return TraceText("content", "\n" + "".join(lines) + "\n")
+    return None
+
+
+def _waiting_block(call: ToolCall) -> str:
+    attributes = {"type": "tool_calls", "done": _NOT_DONE, "id": call.id, "name": call.name,
+                  "arguments": call.arguments or "{}"}
+    rendered = " ".join(f'{key}="{_attribute(value)}"' for key, value in attributes.items())
+    return f"\n<details {rendered}>\n<summary>Waiting for your approval</summary>\n</details>\n"
+
+
 def strip_trace(text: str) -> str:
     """An assistant message as the model wrote it: our details blocks, markdown lines and what results showed
     the person removed."""
@@ -120,6 +142,8 @@ def read_back(text: str) -> list[str | list[RecordedCall]] | None:
     position = 0
     for start, end in _details_blocks(text):
         between = text[position:start]
+        if _NOT_DONE_ATTRIBUTE in text[start:text.index(">", start)]:
+            continue  # a call that waited for the person's yes: it had not run, it has no result to give back
         call = _recorded_call(text[start:end])
         if parts and isinstance(parts[-1], list) and not between.strip():
             parts[-1].append(call)

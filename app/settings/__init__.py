@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     max_tool_rounds: PositiveInt = Field(
         8, description="Tool rounds before the model is asked to answer without calling tools."
     )
+    confirm_timeout: PositiveFloat = Field(
+        3600.0, description="Seconds a call that asks first waits for the person's yes; a later yes does not run it."
+    )
     tool_timeout: PositiveFloat = Field(
         60.0, description="Seconds a tool call may go without finishing or reporting progress."
     )

@@ -2,10 +2,13 @@
 
 Its face: `run_tool_loop` and the events it yields. Inside: `driver.py` runs the rounds, `decision.py`
 decides what follows each (pure), `state.py` holds what the rounds carry, `messages.py` builds what the
-model is sent, `tool_runs.py` runs one round's MCP calls.
+model is sent, `tool_runs.py` runs one round's MCP calls, `asking.py` holds a round for the person's yes
+and resumes it with their reply.
 """
 
 from app.chat.loop.driver import run_tool_loop
-from app.chat.loop.events import Finished, LoopEvent, Started, ToolProgress, ToolsRan, ToolsStarted
+from app.chat.loop.events import Finished, LoopEvent, Started, ToolProgress, ToolsRan, ToolsStarted, ToolsWaiting
 
-__all__ = ["Finished", "LoopEvent", "Started", "ToolProgress", "ToolsRan", "ToolsStarted", "run_tool_loop"]
+__all__ = [
+    "Finished", "LoopEvent", "Started", "ToolProgress", "ToolsRan", "ToolsStarted", "ToolsWaiting", "run_tool_loop",
+]

@@ -18,6 +18,7 @@ class Action(Enum):
     ANSWER_NOW = "answer_now"  # nothing new asked for: ask again with the tools kept but not callable
     RUN_TOOLS = "run_tools"  # run the MCP calls and feed their results back
     HAND_BACK = "hand_back"  # run the MCP calls if any, then hand the client its own calls
+    ASK = "ask"  # some calls wait for the person's yes: ask, and end the response; nothing runs
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Round:
     mcp_calls: Sequence[ToolCall]  # calls not for the client's tools, including names nobody owns
     client_calls: Sequence[ToolCall]
     answered: Collection[CallKey]  # calls already run whose result another try would not change
+    waiting: Sequence[ToolCall] = ()  # MCP calls that wait for the person's yes (approvals.py)
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class GoOn:
 class End:
     """The request ends with this round."""
 
-    action: Literal[Action.ANSWER, Action.STOP, Action.HAND_BACK]
+    action: Literal[Action.ANSWER, Action.STOP, Action.HAND_BACK, Action.ASK]
     finish_reason: str  # what the answer's `Finished` says
 
 
@@ -60,12 +62,16 @@ def decide(done: Round) -> Decision:
     """The next step after `done`."""
     if not done.mcp_calls and not done.client_calls:
         return End(Action.ANSWER, plain_finish_reason(done.finish_reason))
+    repeated = all(same_call(call) in done.answered for call in done.mcp_calls)
+    if done.waiting and not repeated:
+        # Before anything runs, even at the limit: the person answers, and the next request goes on from there.
+        return End(Action.ASK, "stop")
     if done.client_calls:
         # Ours run even in the last round: the client gets its own and comes back with their results.
         return End(Action.HAND_BACK, "tool_calls")
     if is_last_round(done.number, done.max_rounds, done.answering_now):
         return End(Action.STOP, "stop")
-    if all(same_call(call) in done.answered for call in done.mcp_calls):
+    if repeated:
         # Small models repeat a call they already have the result of, round after round. Running it again
         # would tell them nothing new: they are asked to answer from the results they have.
         return GoOn(Action.ANSWER_NOW)

@@ -13,6 +13,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from app.chat.loop.asking import asking_text, waiting_calls
 from app.chat.loop.decision import (
     Action,
     Decision,
@@ -24,8 +25,15 @@ from app.chat.loop.decision import (
     split_calls,
     stopped_note,
 )
-from app.chat.loop.events import Finished, LoopEvent, Started, ToolsRan
-from app.chat.loop.messages import assistant_message, forbid_calls, release_forced_choice, round_messages, tool_messages
+from app.chat.loop.events import Finished, LoopEvent, Started, ToolsRan, ToolsWaiting
+from app.chat.loop.messages import (
+    assistant_message,
+    forbid_calls,
+    image_message,
+    release_forced_choice,
+    round_messages,
+    tool_messages,
+)
 from app.chat.loop.state import LoopState, start_state
 from app.chat.loop.tool_runs import run_tools
 from app.chat.ports import ChatUpstream, LoopOptions, RequestStats, ToolOutput, ToolRunner, TurnMemory
@@ -54,7 +62,7 @@ async def run_tool_loop(
     finished: Finished | None = None
     failure: BaseException | None = None
     try:
-        async with aclosing(_rounds(state, _Context(upstream, options, stats, memory, span))) as events:
+        async with aclosing(_request(state, _Context(upstream, options, stats, memory, span))) as events:
             async for event in events:
                 if isinstance(event, Finished):
                     finished = event
@@ -78,6 +86,19 @@ class _Context:
     span: Span
 
 
+async def _request(state: LoopState, context: _Context) -> AsyncGenerator[LoopEvent, None]:
+    """A round that waited for the person's yes first, if there is one; then the rounds."""
+    if state.held is not None:
+        async with aclosing(_resume(state, context)) as resuming:
+            async for event in resuming:
+                yield event
+        if state.held.notice is not None:
+            return
+    async with aclosing(_rounds(state, context)) as rounds:
+        async for event in rounds:
+            yield event
+
+
 async def _rounds(state: LoopState, context: _Context) -> AsyncGenerator[LoopEvent, None]:
     """Round after round: ask, fold the turn, decide, act, until a decision ends the request (in the round
     past the limit at the latest)."""
@@ -87,20 +108,23 @@ async def _rounds(state: LoopState, context: _Context) -> AsyncGenerator[LoopEve
             forbid_calls(state.request)
         turn = TurnAccumulator(state.offer.offered_names)
         asked = {**state.request, "messages": state.messages}
-        async for event in _ask(context.upstream, asked, turn, first=number == 1):
+        async for event in _ask(context.upstream, asked, turn, first=number == 1 and state.held is None):
             if isinstance(event, TextDelta):
                 state.shown.append(event.content)
             yield event
         _count(context.stats, number, turn)
         calls = turn.tool_calls()
         mcp_calls, client_calls = split_calls(calls, state.offer.client_tool_names)
+        waiting = await waiting_calls(mcp_calls, state.offer.mcp_tools, context.memory)
         done = Round(number, max_rounds, state.answering_now, turn.finish_reason, mcp_calls, client_calls,
-                     frozenset(state.answered))
+                     frozenset(state.answered), waiting)
         decision = decide(done)
         if decision.action is Action.ANSWER_NOW:
             state.answering_now = True
             continue
-        if isinstance(decision, End) and decision.action is not Action.HAND_BACK:
+        if decision.action is Action.ASK:
+            step = _ask_person(turn.content, mcp_calls, waiting, state, context)
+        elif isinstance(decision, End) and decision.action is not Action.HAND_BACK:
             step = _answer(decision, turn.content, state, context)
         else:
             step = _run_calls(decision, turn.content, calls, mcp_calls, client_calls, state, context)
@@ -178,6 +202,53 @@ async def _run_calls(
     state.messages = round_messages(state.messages, content, mcp_calls, outputs,
                                     images_seen=await _sees_images(outputs, context.options))
     release_forced_choice(state.request)
+
+
+async def _ask_person(
+    content: str, mcp_calls: list[ToolCall], waiting: list[ToolCall], state: LoopState, context: _Context
+) -> AsyncGenerator[LoopEvent, None]:
+    """Nothing runs: the response ends with the question, and memory keeps the round (its MCP calls; the
+    client's own, if any, are left for the model to make again) for the person's reply."""
+    text = asking_text(content, waiting, state.offer.mcp_tools)
+    yield ToolsWaiting(waiting)
+    state.shown.append(text)
+    yield TextDelta(text)
+    if context.memory is not None:
+        await context.memory.remember_waiting_turn(state.our_rounds(), assistant_message(content, mcp_calls),
+                                                   [call.id for call in waiting], "".join(state.shown),
+                                                   context.options.prompt_messages)
+    yield Finished("stop", context.stats.usage)
+
+
+async def _resume(state: LoopState, context: _Context) -> AsyncGenerator[LoopEvent, None]:
+    """The waiting round taken up: its calls run or refused, their results after them; or the notice that
+    nothing waits any more, which ends the request."""
+    held = state.held
+    assert held is not None
+    yield Started()
+    if held.notice is not None:
+        state.shown.append(held.notice)
+        yield TextDelta(held.notice)
+        yield Finished("stop", None)
+        return
+    outputs: dict[str, ToolOutput] = dict(held.refused)
+    if run := held.to_run():
+        async with aclosing(run_tools(state.offer.mcp_tools, run, context.span)) as running:
+            async for tool_event in running:
+                if isinstance(tool_event, ToolsRan):
+                    outputs.update(zip([call.id for call in run], tool_event.outputs, strict=True))
+                yield tool_event
+        context.stats.tools_called.extend(call.name for call in run)
+    if held.refused:
+        yield held.not_run()
+    calls, ordered = list(held.calls), [outputs[call.id] for call in held.calls]
+    state.answered.update(same_call(c) for c, o in zip(calls, ordered, strict=True) if not o.retryable)
+    state.messages = [*state.messages, *tool_messages(calls, ordered)]
+    if await _sees_images(ordered, context.options):
+        state.messages.append(image_message([image for output in ordered for image in output.images]))
+    if held.reply is not None:  # answered as a new message, after the calls' results
+        state.messages.append(held.reply)
+        state.first_count = len(state.messages)
 
 
 async def _sees_images(outputs: list[ToolOutput], options: LoopOptions) -> bool:

@@ -34,10 +34,17 @@ class ToolsRan:
 
 
 @dataclass(frozen=True)
+class ToolsWaiting:
+    """Calls the person is asked to approve; the response ends after the question."""
+
+    calls: list[ToolCall]
+
+
+@dataclass(frozen=True)
 class Finished:
     finish_reason: str
     usage: Usage | None
     client_tool_calls: list[ToolCall] = field(default_factory=list)
 
 
-LoopEvent = Started | TextDelta | ToolsStarted | ToolProgress | ToolsRan | Finished
+LoopEvent = Started | TextDelta | ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting | Finished

@@ -1,10 +1,12 @@
 """What one request's rounds carry from one to the next, and where it starts: the client's history restored
-(or cleaned of our traces), the tools fitted into the tool budget, the first request built."""
+(or cleaned of our traces), a round that waited for the person's yes taken up, the tools fitted into the tool
+budget, the first request built."""
 
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.chat.context_budget import prompt_allowance
+from app.chat.loop.asking import Held, held_round
 from app.chat.loop.decision import CallKey
 from app.chat.loop.messages import first_request, rounds, with_system_hint, without_traces
 from app.chat.ports import LoopOptions, RequestStats, RequestTools, RestoredHistory, ToolRunner, TurnMemory
@@ -30,6 +32,7 @@ class LoopState:
     shown: list[str] = field(default_factory=list)  # the text the client is shown, which it sends back next time
     answered: set[CallKey] = field(default_factory=set)  # calls run whose result another try would not change
     answering_now: bool = False  # the model repeated answered calls and was asked to answer from what it has
+    held: Held | None = None  # a round that waited for the person's yes, run or refused before the first round
 
     def our_rounds(self) -> list[dict[str, Any]]:
         """This request's rounds as memory keeps them."""
@@ -46,7 +49,8 @@ async def start_state(
     history = (await memory.restore(body["messages"], options.context_tokens) if memory is not None
                else without_traces(body["messages"]))
     stats.restored_turns = history.turns
-    if options.prompt_messages:  # after the memory read the history as the client keeps it
+    history, held = await held_round(history, body["messages"], memory, options.confirm_timeout)
+    if options.prompt_messages and held is None:  # after the memory read the history as the client keeps it
         history = replace(history, messages=[*history.messages[:-1], *options.prompt_messages])
     mcp_tools, client_tools = await _within_budget(history.messages, mcp_tools, body.get("tools") or [], options,
                                                    stats)
@@ -54,7 +58,7 @@ async def start_state(
     # A withheld client tool the model calls anyway still goes back to the client.
     offered_names = client_tool_names | {tool["function"]["name"] for tool in mcp_tools.openai_tools}
     messages = await _first_messages(body, request, history, mcp_tools, options, memory)
-    return LoopState(Offer(mcp_tools, client_tool_names, offered_names), request, messages, len(messages))
+    return LoopState(Offer(mcp_tools, client_tool_names, offered_names), request, messages, len(messages), held=held)
 
 
 async def _within_budget(

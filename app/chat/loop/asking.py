@@ -1,0 +1,122 @@
+"""A round held for the person's yes: the question that ends the response, and the next request resuming it.
+
+When a round calls tools that ask first, nothing of it runs: the response ends with the question
+(approvals.py) and memory keeps the round waiting, keyed by the question as the client will send it back.
+The next request's history then ends with the round's calls and the person's reply (memory_restore.py). A yes
+(or always) claims the round, so that it acts once across retries and replicas, and runs its calls; a no runs
+those that needed no yes and tells the model the others were declined; any other reply runs none of them and
+is answered as a new message. Without a waiting round, a yes or no that follows one of our questions is told
+that nothing waits any more.
+"""
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.chat.approvals import (
+    DECLINED,
+    NOT_ANSWERED,
+    AskedCall,
+    Reply,
+    looks_like_question,
+    no_longer_waiting,
+    question,
+    read_reply,
+    too_late,
+)
+from app.chat.loop.events import ToolsRan
+from app.chat.ports import ImagePart, RequestTools, RestoredHistory, TurnMemory, WaitingTurn
+from app.openai.accumulate import ToolCall
+from app.openai.schemas import content_text
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """The result the model is given for a call that did not run (a `ToolOutput`)."""
+
+    content: str
+    retryable: bool  # a call refused for lateness or another reply may be asked about again; a declined one not
+    is_error: bool = True
+    images: Sequence[ImagePart] = ()
+    data: Any = None
+    shown: Sequence[ImagePart | str] = ()
+
+    @property
+    def error_message(self) -> str:
+        return self.content
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the request does before its first round: run or refuse a waiting round's calls, or say that
+    nothing waits any more (`notice`: then nothing else happens)."""
+
+    calls: tuple[ToolCall, ...] = ()
+    refused: dict[str, NotRun] = field(default_factory=dict)  # by call id; the others run
+    reply: dict[str, Any] | None = None  # the person's message, answered after the calls' results
+    notice: str | None = None
+
+    def to_run(self) -> list[ToolCall]:
+        return [call for call in self.calls if call.id not in self.refused]
+
+    def not_run(self) -> ToolsRan:
+        refused = [call for call in self.calls if call.id in self.refused]
+        return ToolsRan(refused, [self.refused[call.id] for call in refused], [0.0] * len(refused))
+
+
+async def held_round(
+    history: RestoredHistory, sent: list[dict[str, Any]], memory: TurnMemory | None, confirm_timeout: float
+) -> tuple[RestoredHistory, Held | None]:
+    """The history the rounds start from, and what to do first: None when no round waited for this reply."""
+    waiting = history.waiting
+    if waiting is None or memory is None:
+        return history, _stale_answer(sent)
+    reply = history.messages[-1]
+    before_reply = RestoredHistory(history.messages[:-1], history.restored_results, history.turns)
+    answer = read_reply(content_text(reply.get("content")))
+    if answer is Reply.OTHER:
+        refused = {call.id: NotRun(NOT_ANSWERED, retryable=True) for call in waiting.calls}
+        return before_reply, Held(waiting.calls, refused, reply=reply)
+    if not await memory.claim(waiting):
+        return history, Held(notice=no_longer_waiting())
+    return before_reply, Held(waiting.calls, await _refusals(waiting, answer, memory, confirm_timeout))
+
+
+async def _refusals(
+    waiting: WaitingTurn, answer: Reply, memory: TurnMemory, confirm_timeout: float
+) -> dict[str, NotRun]:
+    """The calls that do not run, and what the model is told of each."""
+    asked = [call for call in waiting.calls if call.id in waiting.asks]
+    if answer is Reply.NO:
+        return {call.id: NotRun(DECLINED, retryable=False) for call in asked}
+    if time.time() - waiting.asked_at > confirm_timeout:
+        return {call.id: NotRun(too_late(confirm_timeout), retryable=True) for call in asked}
+    if answer is Reply.ALWAYS:
+        await memory.approve_always({call.name for call in asked})
+    return {}
+
+
+def _stale_answer(sent: list[dict[str, Any]]) -> Held | None:
+    """A yes or no after one of our questions with no round waiting under this key: said so, nothing run."""
+    if len(sent) < 2 or sent[-1].get("role") != "user" or sent[-2].get("role") != "assistant":
+        return None
+    if read_reply(content_text(sent[-1].get("content"))) is Reply.OTHER:
+        return None
+    return Held(notice=no_longer_waiting()) if looks_like_question(content_text(sent[-2].get("content"))) else None
+
+
+async def waiting_calls(calls: list[ToolCall], tools: RequestTools, memory: TurnMemory | None) -> list[ToolCall]:
+    """The calls that wait for the person's yes: their tools ask first, and the person has not said "always"
+    for them in this chat."""
+    asking = [call for call in calls if tools.asks_first(call.name)]
+    if not asking or memory is None:
+        return asking
+    approved = await memory.always_approved({call.name for call in asking})
+    return [call for call in asking if call.name not in approved]
+
+
+def asking_text(content: str, waiting: list[ToolCall], tools: RequestTools) -> str:
+    """The question, after whatever the model said in the round."""
+    text = question([AskedCall(call, tools.server_of(call.name)) for call in waiting])
+    return f"\n\n{text}" if content.strip() else text

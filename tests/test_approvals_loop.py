@@ -1,0 +1,209 @@
+"""The loop asks the person (app/chat/loop/asking.py): a call whose tool asks first does not run; the response
+ends with the question; the next request's reply decides. Driven by the scripted fakes of tests/test_loop.py
+over a real MemoryStore, so every rule runs in milliseconds; through HTTP, real MCP servers and the openai SDK
+in tests/test_approvals.py."""
+
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from app.chat.approvals import DECLINED, NOT_ANSWERED, NOT_KEPT, Reply, read_reply
+from app.chat.loop import Finished, LoopEvent, ToolsRan, ToolsWaiting, run_tool_loop
+from app.chat.memory import ConversationMemory, MemoryStores
+from app.chat.memory_keys import memory_owner
+from app.chat.ports import LoopOptions
+from app.openai.accumulate import ToolCall
+from app.openai.markup import TextDelta
+from app.openai.result_format import RenderOptions
+from app.state.store import Bounds, MemoryStore
+from tests.test_loop import Model, Tools, call
+
+pytestmark = pytest.mark.anyio
+ASK = {"role": "user", "content": "Delete the page about cats."}
+DELETE = call("fetch", '{"url": "https://example.com/cats", "method": "DELETE"}', "c1")
+DELETE_CALL = ToolCall("c1", "fetch", DELETE["function"]["arguments"])
+
+
+def new_store() -> MemoryStore:
+    return MemoryStore(Bounds(max_bytes=10**7, max_age_seconds=3600))
+
+
+async def turn(
+    model: Model, tools: Tools, store: MemoryStore, messages: list[dict[str, Any]], *, key: str = "alice",
+    **options: Any,
+) -> list[LoopEvent]:
+    memory = ConversationMemory(MemoryStores(turns=store, pending=store), RenderOptions(result_format="text"),
+                                owner=memory_owner(key))
+    body = {"model": "m", "messages": messages}
+    with anyio.fail_after(5):
+        events = run_tool_loop(body, model, tools, LoopOptions(**({"max_tool_rounds": 5} | options)), memory=memory)
+        return [event async for event in events]
+
+
+def shown(events: list[LoopEvent]) -> str:
+    return "".join(e.content for e in events if isinstance(e, TextDelta))
+
+
+def finished(events: list[LoopEvent]) -> Finished:
+    last = events[-1]
+    assert isinstance(last, Finished)
+    return last
+
+
+async def asked(store: MemoryStore, tools: Tools | None = None) -> tuple[list[dict[str, Any]], Tools]:
+    """The first request: the model calls `fetch`, which asks first. The history as the client keeps it."""
+    tools = tools or Tools(confirm={"fetch"})
+    events = await turn(Model([[DELETE]]), tools, store, [ASK])
+    return [ASK, {"role": "assistant", "content": shown(events)}], tools
+
+
+async def test_a_call_that_asks_first_does_not_run_and_the_response_asks_the_person() -> None:
+    store = new_store()
+    tools = Tools(confirm={"fetch"})
+    events = await turn(Model([[DELETE]]), tools, store, [ASK])
+    assert tools.calls == []
+    assert finished(events).finish_reason == "stop"
+    question = shown(events)
+    assert "**fetch** on the server **web**" in question and '"https://example.com/cats"' in question
+    assert "Reply **yes** to run it, **no** to refuse, or **always**" in question
+    assert [e.calls for e in events if isinstance(e, ToolsWaiting)] == [[DELETE_CALL]]
+
+
+async def test_yes_runs_the_call_and_the_model_sees_only_the_call_and_its_result() -> None:
+    store = new_store()
+    history, tools = await asked(store)
+    model = Model(["Deleted."])
+    events = await turn(model, tools, store, [*history, {"role": "user", "content": "Yes!"}])
+    assert tools.calls == [("fetch", DELETE["function"]["arguments"])]
+    assert shown(events) == "Deleted. "
+    seen = model.requests[0]["messages"]
+    assert [m["role"] for m in seen] == ["user", "assistant", "tool"]
+    assert seen[1]["tool_calls"][0]["id"] == "c1" and seen[2]["tool_call_id"] == "c1"
+    assert "approval" not in str(seen) and "Yes" not in str(seen)
+
+
+async def test_no_runs_nothing_and_the_model_is_told_the_person_declined() -> None:
+    store = new_store()
+    history, tools = await asked(store)
+    model = Model(["Fine, I left it."])
+    events = await turn(model, tools, store, [*history, {"role": "user", "content": "no"}])
+    assert tools.calls == []
+    assert model.requests[0]["messages"][-1] == {"role": "tool", "tool_call_id": "c1", "content": DECLINED}
+    ran = [e for e in events if isinstance(e, ToolsRan)]
+    assert ran and ran[0].outputs[0].is_error  # the trace shows the call, refused
+
+
+async def test_another_reply_runs_nothing_and_is_answered_as_a_new_message() -> None:
+    store = new_store()
+    history, tools = await asked(store)
+    model = Model(["It is sunny."])
+    reply = {"role": "user", "content": "Wait, what is the weather like first?"}
+    await turn(model, tools, store, [*history, reply])
+    assert tools.calls == []
+    seen = model.requests[0]["messages"]
+    assert [m["role"] for m in seen] == ["user", "assistant", "tool", "user"]
+    assert seen[2]["content"] == NOT_ANSWERED and seen[3] == reply
+
+
+async def test_a_yes_sent_twice_runs_the_call_once() -> None:
+    store = new_store()
+    history, tools = await asked(store)
+    answer = [*history, {"role": "user", "content": "yes"}]
+    await turn(Model(["Deleted."]), tools, store, answer)
+    model = Model(["Deleted again?"])
+    events = await turn(model, tools, store, answer)  # a client's retry, or a replay
+    assert len(tools.calls) == 1
+    assert model.requests == [] and "Nothing was run" in shown(events)
+
+
+async def test_a_yes_under_another_key_finds_nothing_waiting_and_runs_nothing() -> None:
+    store = new_store()
+    history, tools = await asked(store)
+    model = Model(["Deleted."])
+    events = await turn(model, tools, store, [*history, {"role": "user", "content": "yes"}], key="mallory")
+    assert tools.calls == [] and model.requests == []
+    assert "asked under another API key" in shown(events)
+
+
+async def test_a_yes_past_the_timeout_does_not_run_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = new_store()
+    history, tools = await asked(store)
+    later = time.time() + 120
+    monkeypatch.setattr(time, "time", lambda: later)
+    model = Model(["Too late, I will ask again."])
+    await turn(model, tools, store, [*history, {"role": "user", "content": "yes"}], confirm_timeout=60)
+    assert tools.calls == []
+    assert "came after the 1 minutes" in model.requests[0]["messages"][-1]["content"]
+
+
+async def test_always_runs_it_and_stops_asking_for_that_tool_in_this_chat() -> None:
+    store = new_store()
+    history, tools = await asked(store)
+    first = await turn(Model(["Deleted."]), tools, store, [*history, {"role": "user", "content": "always"}])
+    again = call("fetch", '{"url": "https://example.com/dogs", "method": "DELETE"}', "c2")
+    later = [*history, {"role": "user", "content": "always"}, {"role": "assistant", "content": shown(first)},
+             {"role": "user", "content": "And the dogs page."}]
+    events = await turn(Model([[again], "Deleted that too."]), tools, store, later)
+    assert [name for name, _ in tools.calls] == ["fetch", "fetch"]
+    assert not any(isinstance(e, ToolsWaiting) for e in events)
+    other_chat = await turn(Model([[again]]), tools, store, [{"role": "user", "content": "Delete the dogs page."}])
+    assert any(isinstance(e, ToolsWaiting) for e in other_chat)  # "always" is for that chat only
+
+
+async def test_later_turns_see_the_approved_call_and_its_result_never_the_question() -> None:
+    store = new_store()
+    history, tools = await asked(store)
+    answer = await turn(Model(["Deleted."]), tools, store, [*history, {"role": "user", "content": "ok"}])
+    model = Model(["You asked me to delete it."])
+    later = [*history, {"role": "user", "content": "ok"}, {"role": "assistant", "content": shown(answer)},
+             {"role": "user", "content": "What did you do?"}]
+    await turn(model, tools, store, later)
+    seen = model.requests[0]["messages"]
+    assert [m["role"] for m in seen] == ["user", "assistant", "tool", "assistant", "user"]
+    assert seen[2]["content"].startswith("result of") and seen[3]["content"] == "Deleted. "
+    assert "approval" not in str(seen)
+
+
+async def test_a_decided_turn_whose_answer_was_not_kept_still_gets_results_for_its_calls() -> None:
+    store = new_store()
+    history, tools = await asked(store)
+    model = Model(["Hello."])
+    later = [*history, {"role": "user", "content": "yes"}, {"role": "assistant", "content": "Done (not stored)."},
+             {"role": "user", "content": "Thanks"}]
+    await turn(model, tools, store, later)
+    seen = model.requests[0]["messages"]
+    assert [m["role"] for m in seen] == ["user", "assistant", "tool", "assistant", "user"]
+    assert seen[2]["content"] == NOT_KEPT
+
+
+async def test_no_runs_the_calls_that_needed_no_yes() -> None:
+    store = new_store()
+    tools = Tools(confirm={"fetch"})
+    both = [DELETE, call("lookup", "{}", "c2")]  # `lookup` asks nobody (nor does any server own it)
+    events = await turn(Model([both]), tools, store, [ASK])
+    history = [ASK, {"role": "assistant", "content": shown(events)}]
+    model = Model(["Only looked."])
+    await turn(model, tools, store, [*history, {"role": "user", "content": "no"}])
+    assert tools.calls == [("lookup", "{}")]
+    results = {m["tool_call_id"]: m["content"] for m in model.requests[0]["messages"] if m["role"] == "tool"}
+    assert results == {"c1": DECLINED, "c2": "result of {}"}
+
+
+async def test_without_asking_tools_nothing_changes() -> None:
+    tools = Tools()
+    model = Model([[DELETE], "Deleted."])
+    events = await turn(model, tools, new_store(), [ASK])
+    assert len(tools.calls) == 1 and shown(events) == "Deleted. "
+
+
+@pytest.mark.parametrize(("reply", "expected"), [
+    ("yes", Reply.YES), ("Yes!", Reply.YES), ("  OK. ", Reply.YES), ("go ahead", Reply.YES),
+    ("always", Reply.ALWAYS), ("Always allow", Reply.ALWAYS),
+    ("no", Reply.NO), ("No.", Reply.NO), ("don't", Reply.NO), ("cancel", Reply.NO),
+    ("yes, but first tell me what it does", Reply.OTHER), ("What is the weather?", Reply.OTHER), ("", Reply.OTHER),
+    ("yes " * 30, Reply.OTHER),
+])
+def test_a_reply_is_read_as_yes_always_no_or_something_else(reply: str, expected: Reply) -> None:
+    assert read_reply(reply) is expected
