@@ -17,7 +17,6 @@ from app.api.chat_body import parse_chat_body
 from app.api.deps import AuthorisedDep, ImagesDep, MemoryDep, MetricsDep, PoolDep, SettingsDep, UpstreamDep
 from app.api.health import health_report
 from app.chat.images import StoredImage
-from app.chat.loop import LoopEvent
 from app.chat.loop_options import loop_options, tool_budget_for
 from app.chat.ports import RequestStats
 from app.chat.service import ChatNeeds, answer_chat
@@ -48,7 +47,6 @@ async def chat_completions(raw: Request) -> Response:
     settings: Settings = raw.state.settings
     body, request = parse_chat_body(await raw.body(), raw.headers.get("content-type"))
     reply = await answer_chat(body, request, _chat_needs(raw, settings))
-    await _accepted(reply.events)
     person = _person_view(raw, settings)
     if request.stream:
         cutoff = ShutdownCutoff(settings.shutdown_grace)
@@ -70,16 +68,6 @@ def _chat_needs(raw: Request, settings: Settings) -> ChatNeeds:
     stats: RequestStats = getattr(state, "request_stats", None) or RequestStats()  # set by the request log
     return ChatNeeds(settings=settings, upstream=upstream, pool=pool, memory=state.memory, stats=stats,
                      headers=raw.headers, recent=getattr(state, "recent_requests", None))
-
-
-async def _accepted(events: AsyncGenerator[LoopEvent, None]) -> None:
-    """Waits for the answer's first event (the loop's Started, which no client sees): the upstream accepted the
-    request, so that its failures still get a real HTTP status."""
-    try:
-        await anext(events)
-    except BaseException:
-        await events.aclose()
-        raise
 
 
 def _person_view(raw: Request, settings: Settings) -> PersonView | None:

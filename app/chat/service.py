@@ -46,7 +46,7 @@ class ChatNeeds:
 
 @dataclass(frozen=True)
 class ChatReply:
-    """The answer's events, not yet started, and how the client asked to see them."""
+    """The answer's events, begun (the upstream accepted the request), and how the client asked to see them."""
 
     events: AsyncGenerator[LoopEvent, None]
     model: str | None  # as the client named it (a virtual model too), for the answer's `model`
@@ -64,9 +64,11 @@ class ChatReply:
 
 
 async def answer_chat(body: dict[str, Any], request: ChatCompletionRequest, needs: ChatNeeds) -> ChatReply:
-    """The answer to one chat request: a slash command the gateway answers itself, or the tool loop's.
+    """The answer to one chat request: a slash command the gateway answers itself, or the tool loop's, returned
+    once it has begun (the upstream accepted the request).
 
     Raises:
+        GatewayError: the upstream refused the first request or could not be reached.
         InvalidRequest: the trace or tools header, or the body's tool metadata, names what does not exist.
     """
     settings, headers = needs.settings, needs.headers
@@ -81,7 +83,18 @@ async def answer_chat(body: dict[str, Any], request: ChatCompletionRequest, need
         if outcome is not None:  # the prompt's messages stand in for the slash line
             options = replace(options, prompt_messages=outcome.messages)
         events = run_tool_loop(body, needs.upstream, needs.pool, options, stats=needs.stats, memory=memory)
+    await _accepted(events)
     return ChatReply(events, request.model, request.include_usage, trace)
+
+
+async def _accepted(events: AsyncGenerator[LoopEvent, None]) -> None:
+    """Waits for the answer's first event (the loop's Started, which no client sees): the upstream accepted the
+    request, so that the route can still answer its failures with a real HTTP status."""
+    try:
+        await anext(events)
+    except BaseException:
+        await events.aclose()
+        raise
 
 
 async def _slash_command(body: dict[str, Any], options: LoopOptions, needs: ChatNeeds) -> Answer | Expansion | None:
