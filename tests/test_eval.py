@@ -68,7 +68,7 @@ def test_a_tool_conversation_is_shown_as_plain_turns() -> None:
 CATEGORIES = {"the user names the tool", "the user describes the need", "arguments copied from the user",
               "a bad first call fixed from the invalid_arguments hint", "a tool error reported honestly",
               "two tools in sequence", "plain chat, no tool", "a follow-up that needs an earlier turn's result",
-              "with Open WebUI's 36 tools"}
+              "with Open WebUI's 36 tools", "the person approves a call (a pause for a yes)"}
 
 
 def test_the_task_files_hold_forty_tasks_of_every_category_the_issue_names() -> None:
@@ -78,6 +78,8 @@ def test_the_task_files_hold_forty_tasks_of_every_category_the_issue_names() -> 
     assert len([t for t in tasks if t.client_tools is None]) >= 40
     assert all(t.turns for t in tasks)
     assert all(len(t.turns) > 1 for t in tasks if t.category.startswith("a follow-up"))
+    # the person's reply is a turn of its own, after the request that made the model ask
+    assert all(len(t.turns) > 1 and t.turns[1] in ("yes", "no") for t in tasks if t.category.startswith("the person"))
     assert all(t.calls is not None and len(t.calls) >= 2 for t in tasks if t.category == "two tools in sequence")
 
 
