@@ -1,4 +1,5 @@
-"""`toolbridge` runs the gateway; `toolbridge tools` prints the OpenAI tools the model will be given.
+"""`toolbridge` runs the gateway; `toolbridge tools` prints the OpenAI tools the model will be given (and, on
+stderr, those that ask the person first).
 
 Every setting is a TOOLBRIDGE_* variable and a matching flag (`--upstream-url`, `--port`, ...).
 """
@@ -119,13 +120,18 @@ def _tune_garbage_collection() -> None:
 
 
 async def print_tools(settings: Settings) -> int:
-    """Prints the tools as JSON on stdout; servers that failed are named on stderr (exit status 1)."""
+    """Prints the tools as JSON on stdout; on stderr, the tools whose calls wait for the person's yes
+    (TOOLBRIDGE_CONFIRM, mcp.json's "confirm"), and the servers that failed (exit status 1)."""
     pool = build_pool(settings, load_mcp_configs(config_paths(settings.mcp_config)), retry=False)
     async with pool:
         await pool.wait_settled()
-        tools = list(pool.catalogue.openai_tools)
+        catalogue = pool.catalogue
         health = pool.health()
-    print(json.dumps(tools, indent=2, ensure_ascii=False))
+    print(json.dumps(list(catalogue.openai_tools), indent=2, ensure_ascii=False))
+    for name, route in catalogue.routes.items():  # not in the JSON: it is what the model is sent, as sent
+        if route.asks_first:
+            print(f"toolbridge: {name} (server '{route.server}') asks first: a call waits for the person's yes",
+                  file=sys.stderr)
     failed = {name: s for name, s in health.items() if s["state"] == ServerState.FAILED}
     for name, status in failed.items():
         print(f"toolbridge: MCP server '{name}' failed: {status.get('error')}", file=sys.stderr)

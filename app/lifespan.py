@@ -63,7 +63,7 @@ def build_pool(
         call_timeout=settings.tool_timeout,
         call_timeout_max=settings.tool_timeout_max,
         conversion=ConversionOptions(profile=resolve_profile(settings.schema_profile, settings.upstream_base),
-                                     prefix=settings.tool_prefix),
+                                     prefix=settings.tool_prefix, confirm=settings.confirm),
         rendering=RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars),
         retry=retry,
         block_changed_tools=settings.block_changed_tools,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, field_validator
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -35,6 +35,20 @@ class _ServerBase(BaseModel):
     )
     enabled_tools: list[str] | None = Field(None, alias="enabledTools", description="Offer only these tools.")
     disabled_tools: list[str] = Field(default_factory=list, alias="disabledTools", description="Never offer these.")
+    confirm: bool | list[str] | None = Field(
+        None, description="Which tools wait for the person's yes: true all, false none, or names and globs "
+        "(the others as TOOLBRIDGE_CONFIRM says); absent: TOOLBRIDGE_CONFIRM (approval.py)."
+    )
+
+    @field_validator("confirm", mode="before")
+    @classmethod
+    def _confirm_shape(cls, value: object) -> object:
+        # Strict: "yes" or 1 would pass as a bool in pydantic's lax mode, and a lone "write_*" as nothing useful.
+        if value is None or isinstance(value, bool):
+            return value
+        if isinstance(value, list) and all(isinstance(item, str) and item for item in value):
+            return value
+        raise ValueError('must be true, false, or a list of tool names and globs such as ["write_*", "delete_file"]')
 
     def offers(self, tool: str) -> bool:
         """Whether mcp.json lets this tool be offered (mcpo's disabledTools, ollama-mcp-bridge's filter)."""
@@ -169,7 +183,7 @@ def _parse_server(entry: Any, environ: Mapping[str, str], *, base_dir: Path) -> 
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(entry)"
-        raise _EntryError(f"field '{where}': {first['msg']}") from exc
+        raise _EntryError(f"field '{where}': {first['msg'].removeprefix('Value error, ')}") from exc
     if isinstance(server, StdioServerConfig) and server.cwd and not Path(server.cwd).is_absolute():
         server.cwd = str((base_dir / server.cwd).resolve())
     return server

@@ -20,10 +20,11 @@ from urllib.parse import urlsplit
 from jsonschema.protocols import Validator
 from mcp.types import Tool
 
+from app.mcp.approval import ServerConfirm, asks_first
 from app.mcp.arguments import compile_validator
 from app.mcp.resources import READ_RESOURCE
 from app.mcp.schema import to_profile
-from app.settings.vocabularies import PrefixMode, Profile, ProfileSetting
+from app.settings.vocabularies import ConfirmPolicy, PrefixMode, Profile, ProfileSetting
 
 MAX_NAME_LENGTH = 64  # OpenAI: ^[a-zA-Z0-9_-]{1,64}$
 _HASH_LENGTH = 8
@@ -36,6 +37,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 class ConversionOptions:
     profile: Profile = "lmstudio"
     prefix: PrefixMode = "always"
+    confirm: ConfirmPolicy = "destructive"  # TOOLBRIDGE_CONFIRM: which calls wait for a yes (approval.py)
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ class Catalogue:
         described = []
         for tool in self.openai_tools:
             route = self.routes[tool["function"]["name"]]
-            entry = {"server": route.server, "tool": route.tool, **tool}
+            entry = {"server": route.server, "tool": route.tool, "asks_first": route.asks_first, **tool}
             if route.description and not tool["function"].get("description", "").startswith(route.description):
                 entry["original_description"] = route.description  # shortened for the model
             if route.validator is not None:  # the server's schema, before the profile's rewrite
@@ -158,10 +160,11 @@ def hashed_name(name: str, server: str, tool: str) -> str:
 
 def build_catalogue(
     tools_by_server: Mapping[str, Sequence[Tool]], options: ConversionOptions | None = None,
-    readers: AbstractSet[str] = frozenset(),
+    readers: AbstractSet[str] = frozenset(), confirms: Mapping[str, ServerConfirm] | None = None,
 ) -> Catalogue:
     """Converts every server's tools, in config order, into one catalogue with unique names. The servers in
-    `readers` have the gateway's resource reader among their tools (resources.READ_RESOURCE)."""
+    `readers` have the gateway's resource reader among their tools (resources.READ_RESOURCE); `confirms` holds
+    each server's `confirm` from mcp.json, which with `options.confirm` says which calls wait for a yes."""
     options = options or ConversionOptions()
     usable = [
         (server, tool)
@@ -186,7 +189,9 @@ def build_catalogue(
             read_only=bool(annotations and annotations.read_only_hint),
             idempotent=bool(annotations and annotations.idempotent_hint),
             description=tool.description or "",
-            reads_resources=server in readers and tool.name == READ_RESOURCE,
+            reads_resources=(reads := server in readers and tool.name == READ_RESOURCE),
+            # The gateway's own reader only reads, whatever the server's tools do.
+            asks_first=not reads and asks_first(tool.name, annotations, (confirms or {}).get(server), options.confirm),
         )
         openai_tools.append(to_openai_tool(name, tool, options.profile))
     return Catalogue(openai_tools=tuple(openai_tools), routes=routes)

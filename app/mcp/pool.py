@@ -263,7 +263,8 @@ class McpPool:
     def _rebuild_catalogue(self) -> None:
         ordered = {name: s.offer.offered() for name, s in self._supervisors.items() if s.offer.tools is not None}
         readers = {name for name, s in self._supervisors.items() if s.offer.reads_resources}
-        self._catalogue = build_catalogue(ordered, self._options.conversion, readers)
+        confirms = {name: s.config.confirm for name, s in self._supervisors.items()}  # mcp.json's, per server
+        self._catalogue = build_catalogue(ordered, self._options.conversion, readers, confirms)
         self._prompt_book = build_prompt_book({name: s.offer.prompts for name, s in self._supervisors.items()})
         # What is offered, after every filter (mcp.json, blocked, tools that only run as MCP tasks).
         offered = Counter(route.server for route in self._catalogue.routes.values())

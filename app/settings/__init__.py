@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # A leaf: nothing from app but its vocabularies and checks, so reading a setting imports no SDK and no HTTP client.
 from app.settings.checks import LogLevel, PathsText, StateUrl, Toolsets, WebAddress
 from app.settings.vocabularies import (
+    ConfirmPolicy,
     PrefixMode,
     ProfileSetting,
     ResultFormat,
@@ -85,6 +86,10 @@ class Settings(BaseSettings):
     )
     max_tool_rounds: PositiveInt = Field(
         8, description="Tool rounds before the model is asked to answer without calling tools."
+    )
+    confirm: ConfirmPolicy = Field(
+        "destructive", description="MCP tool calls that wait for the person's yes: off, destructive (annotated "
+        'destructiveHint: true), writes (not annotated readOnlyHint: true), all. mcp.json\'s "confirm" wins.'
     )
     confirm_timeout: PositiveFloat = Field(
         3600.0, description="Seconds a call that asks first waits for the person's yes; a later yes does not run it."

@@ -10,6 +10,8 @@ from typing import Literal
 
 from platformdirs import user_data_dir
 
+# mcp/approval.py: which MCP tool calls wait for the person's yes, where mcp.json's `confirm` does not say
+ConfirmPolicy = Literal["off", "destructive", "writes", "all"]
 TransportKind = Literal["aiohttp", "httpx"]  # upstream/client.py: the HTTP stack for upstream calls
 PrefixMode = Literal["always", "on-conflict"]  # mcp/convert.py: when a tool's name gets its server's prefix
 Profile = Literal["lmstudio", "llamacpp", "openai", "passthrough"]  # mcp/schema.py: an upstream's schema rules

@@ -4,6 +4,7 @@
 
 const state = { tools: [], calls: [], servers: {}, requests: [] };
 const SPARK_POINTS = 20;
+const ASKS_FIRST = "A call waits for the person's yes (TOOLBRIDGE_CONFIRM, or the server's \"confirm\" in mcp.json).";
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
@@ -149,7 +150,8 @@ function renderTools() {
   document.getElementById("tools").replaceChildren(...shown.map((t) => {
     const notes = t.original_parameters ? changes(t.original_parameters, t.function.parameters) : [];
     return el("details", { "data-tool": t.function.name },
-      el("summary", {}, t.function.name, el("span", { class: "server" }, `${t.server} / ${t.tool}`)),
+      el("summary", {}, t.function.name, el("span", { class: "server" }, `${t.server} / ${t.tool}`),
+        t.asks_first ? el("span", { class: "asks", title: ASKS_FIRST }, "asks first") : ""),
       el("p", {}, t.function.description || ""),
       t.original_description ? el("p", { class: "hint" }, `The server's description: ${t.original_description}`) : "",
       notes.length ? el("p", { class: "changes" }, `Changed for the model: ${notes.map(why).join("; ")}`) : "",
