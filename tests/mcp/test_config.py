@@ -70,6 +70,9 @@ def test_variables_are_expanded(tmp_path: Path, value: str, environ: dict, expec
         ({"url": "ftp://x"}, ["server 's'", "field 'url'"]),
         ({"url": "http://x", "type": "websocket"}, ["server 's'", "field 'type'"]),
         ("just a string", ["server 's'", "expected an object"]),
+        # `confirm`: true, false or a list of names and globs; nothing pydantic's lax mode would turn into one.
+        *(({"command": "x", "confirm": bad}, ["server 's'", "field 'confirm'", "must be true, false, or a list"])
+          for bad in ("yes", "true", 1, 0, "write_*", ["write_*", 3], ["write_*", ""], {"write_*": True})),
     ],
 )
 def test_a_broken_entry_fails_only_that_server_and_says_where(
@@ -82,6 +85,18 @@ def test_a_broken_entry_fails_only_that_server_and_says_where(
     assert message.startswith(str(path))
     for fragment in fragments:
         assert fragment in message
+
+
+def test_confirm_is_true_false_or_a_list_of_names_and_globs(tmp_path: Path) -> None:
+    path = write(tmp_path, {"mcpServers": {
+        "all": {"command": "x", "confirm": True}, "none": {"command": "x", "confirm": False},
+        "some": {"url": "http://x", "confirm": ["write_*", "delete_file"]}, "empty": {"command": "x", "confirm": []},
+        "unset": {"command": "x"},
+    }})
+    config = load_mcp_config(path)
+    assert not config.problems
+    assert {name: server.confirm for name, server in config.servers.items()} == {
+        "all": True, "none": False, "some": ["write_*", "delete_file"], "empty": [], "unset": None}
 
 
 def test_disabled_servers_are_listed_but_not_run(tmp_path: Path) -> None:
@@ -150,6 +165,7 @@ def test_per_server_options_are_read(tmp_path: Path) -> None:
         "plain": {"command": "uvx"},
     }})
     slow, plain = load_mcp_config(path).servers.values()
+    assert (slow.confirm, plain.confirm) == (None, None)
     assert (slow.timeout, slow.connect_timeout, slow.mode) == (30, 120, "legacy")
     assert (slow.offers("read"), slow.offers("write"), slow.offers("other")) == (True, False, False)
     assert (plain.timeout, plain.connect_timeout, plain.mode, plain.offers("other")) == (None, None, "auto", True)
