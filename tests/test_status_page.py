@@ -37,8 +37,10 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture(scope="module")
 def keyed(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    servers = {"basic": stdio_entry("basic.py"), "wide": stdio_entry("wide.py")}
-    with running_gateway(tmp_path_factory.mktemp("page"), servers, ready=("basic", "wide"),
+    # notes: delete_note is annotated destructive (asks by default), write_note asks by its `confirm`.
+    servers = {"basic": stdio_entry("basic.py"), "wide": stdio_entry("wide.py"),
+               "notes": stdio_entry("files.py") | {"confirm": ["write_*"]}}
+    with running_gateway(tmp_path_factory.mktemp("page"), servers, ready=("basic", "wide", "notes"),
                          key=KEY, upstream_url=f"{upstream.url}/v1", api_keys=KEY) as gateway:
         yield gateway
 
@@ -79,6 +81,18 @@ def test_the_page_shows_the_servers_and_tools_and_asks_nothing_of_the_internet(
     assert tab.locator("#tools details").count() == 1
     assert errors == []
     assert {urlsplit(url).hostname for url in requested} == {"127.0.0.1"}
+
+
+def test_the_tools_that_ask_the_person_first_are_marked(page: tuple[Page, list[str], list[str]]) -> None:
+    tab, errors, _ = page
+    for asks in ("notes__delete_note", "notes__write_note"):
+        marker = tab.locator(f"#tools details[data-tool={asks}] summary .asks")
+        expect(marker).to_have_text("asks first")
+        assert "person's yes" in (marker.get_attribute("title") or "")
+    for plain in ("notes__read_note", "basic__echo", "basic__add"):
+        assert tab.locator(f"#tools details[data-tool={plain}]").count() == 1
+        assert tab.locator(f"#tools details[data-tool={plain}] .asks").count() == 0
+    assert errors == []
 
 
 def test_an_opened_tool_with_long_lines_fits_a_1280_pixel_window(
