@@ -207,3 +207,12 @@ async def test_without_asking_tools_nothing_changes() -> None:
 ])
 def test_a_reply_is_read_as_yes_always_no_or_something_else(reply: str, expected: Reply) -> None:
     assert read_reply(reply) is expected
+
+
+async def test_two_chats_alike_word_for_word_each_ask_and_each_yes_runs_its_call() -> None:
+    store = new_store()
+    tools = Tools(confirm={"fetch"})
+    for _ in range(2):
+        history, _ = await asked(store, tools)
+        await turn(Model(["Deleted."]), tools, store, [*history, {"role": "user", "content": "yes"}])
+    assert len(tools.calls) == 2

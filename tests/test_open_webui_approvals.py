@@ -144,9 +144,8 @@ def test_no_runs_nothing_and_the_answer_says_so(open_webui: str, model: FakeUpst
         expect(tab.get_by_text("deleted 'shopping'")).to_have_count(0)
 
 
-# A known bug, found here: the claim that makes a yes act once is keyed by the chat's text alone (Open WebUI sends
-# no chat id by default), so a second chat word for word like an answered one is told that nothing waits.
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a yes in a chat like an answered one runs nothing")
+# Found here first: keyed by the chat's text alone (Open WebUI sends no chat id by default), a second chat word for
+# word like an answered one was told that nothing waits. Each question now carries its own reference.
 def test_a_second_chat_like_an_answered_one_is_asked_and_runs_again(open_webui: str, model: FakeUpstream) -> None:
     from playwright.sync_api import expect
 

@@ -10,6 +10,7 @@ The model never sees the question or the yes: only its calls and their results.
 
 import json
 import re
+import secrets
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,8 +64,10 @@ class AskedCall:
     server: str | None
 
 
-def question(asked: Sequence[AskedCall]) -> str:
-    """The words that end the response: what the model wants to do, readably, and how to answer."""
+def question(asked: Sequence[AskedCall], reference: str) -> str:
+    """The words that end the response: what the model wants to do, readably, and how to answer. `reference`
+    names this question alone: two chats alike word for word still ask two questions, each answered once (the
+    status page shows the same reference)."""
     one = len(asked) == 1
     lines = [f"The model wants to run {'a tool that' if one else f'{len(asked)} tools that each'} {ASKING_MARK}:", ""]
     for item in asked:
@@ -72,8 +75,13 @@ def question(asked: Sequence[AskedCall]) -> str:
         lines.append(f"- **{item.call.name}**{where}{_arguments(item.call.arguments)}")
     names = ", ".join(sorted({item.call.name for item in asked}))
     lines += ["", f"Reply **yes** to run {'it' if one else 'them'}, **no** to refuse, or **always** to run {names} "
-              "without asking again in this chat."]
+              f"without asking again in this chat. (Approval {reference}.)"]
     return "\n".join(lines)
+
+
+def new_reference() -> str:
+    """A question's reference: short enough to read, random enough that two questions never share one."""
+    return secrets.token_hex(4)
 
 
 def _arguments(arguments: str) -> str:

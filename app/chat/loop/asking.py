@@ -20,6 +20,7 @@ from app.chat.approvals import (
     AskedCall,
     Reply,
     looks_like_question,
+    new_reference,
     no_longer_waiting,
     question,
     read_reply,
@@ -118,5 +119,5 @@ async def waiting_calls(calls: list[ToolCall], tools: RequestTools, memory: Turn
 
 def asking_text(content: str, waiting: list[ToolCall], tools: RequestTools) -> str:
     """The question, after whatever the model said in the round."""
-    text = question([AskedCall(call, tools.server_of(call.name)) for call in waiting])
+    text = question([AskedCall(call, tools.server_of(call.name)) for call in waiting], new_reference())
     return f"\n\n{text}" if content.strip() else text
