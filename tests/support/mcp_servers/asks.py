@@ -50,7 +50,9 @@ async def sign_in(service: str, ctx: Context) -> str | InputRequiredResult:
         if answer.action == "accept":
             return f"signed in to {service}"
         return f"not signed in to {service}: the person chose {answer.action}"
-    question = ElicitRequestURLParams(message=f"Sign in to {service} to continue.", url=f"{SIGN_IN_URL}?service={service}")
+    question = ElicitRequestURLParams(
+        message=f"Sign in to {service} to continue.", url=f"{SIGN_IN_URL}?service={service}"
+    )
     return InputRequiredResult(
         input_requests={"sign_in": ElicitRequest(params=question)}, request_state=f"sign-in:{service}"
     )
