@@ -237,3 +237,69 @@ def test_the_booking_question_of_the_asks_test_server_reads_its_answer() -> None
     assert isinstance(answer, Accepted)
     assert Booking.model_validate(answer.content) == Booking(party_size=4, time="19:30")
     assert read_answer("party_size: 40\ntime: 19:30", schema) == Invalid("Party size must be from 1 to 20.")
+
+
+# server-everything's trigger-elicitation-request form (its dist/tools/trigger-elicitation-request.js), shortened.
+EVERYTHING_FORM: dict[str, Any] = {"type": "object", "required": ["name"], "properties": {
+    "name": {"title": "String", "type": "string", "description": "Your full, legal name"},
+    "check": {"title": "Boolean", "type": "boolean", "description": "Agree to the terms and conditions"},
+    "firstLine": {"title": "String with default", "type": "string", "default": "It was a dark and stormy night."},
+    "email": {"title": "String with email format", "type": "string", "format": "email"},
+    "homepage": {"type": "string", "format": "uri", "title": "String with uri format"},
+    "birthdate": {"title": "String with date format", "type": "string", "format": "date"},
+    "integer": {"title": "Integer", "type": "integer", "minimum": 1, "maximum": 100, "default": 42},
+    "number": {"title": "Number in range 1-1000", "type": "number", "minimum": 0, "maximum": 1000, "default": 3.14},
+    "untitledSingleSelectEnum": {"type": "string", "title": "Untitled Single Select Enum",
+                                 "enum": ["Monica", "Rachel", "Joey"], "default": "Monica"},
+    "untitledMultipleSelectEnum": {"type": "array", "title": "Untitled Multiple Select Enum", "minItems": 1,
+                                   "maxItems": 3, "items": {"type": "string", "enum": ["Guitar", "Piano", "Drums"]},
+                                   "default": ["Guitar"]},
+    "titledSingleSelectEnum": {"type": "string", "title": "Titled Single Select Enum", "default": "hero-1",
+                               "oneOf": [{"const": "hero-1", "title": "Superman"},
+                                         {"const": "hero-2", "title": "Wonder Woman"}]},
+    "titledMultipleSelectEnum": {"type": "array", "title": "Titled Multiple Select Enum", "minItems": 1,
+                                 "maxItems": 3, "default": ["fish-1"], "items": {"anyOf": [
+                                     {"const": "fish-1", "title": "Tuna"}, {"const": "fish-2", "title": "Salmon"}]}},
+    "legacyTitledEnum": {"type": "string", "title": "Legacy Titled Single Select Enum", "default": "pet-1",
+                         "enum": ["pet-1", "pet-2"], "enumNames": ["Cats", "Dogs"]},
+}}
+EVERYTHING_DEFAULTS = {"firstLine": "It was a dark and stormy night.", "integer": 42, "number": 3.14,
+                       "untitledSingleSelectEnum": "Monica", "untitledMultipleSelectEnum": ["Guitar"],
+                       "titledSingleSelectEnum": "hero-1", "titledMultipleSelectEnum": ["fish-1"],
+                       "legacyTitledEnum": "pet-1"}
+
+
+def test_server_everythings_form_is_asked_field_by_field() -> None:
+    text = form_question("Please provide inputs for the following fields:", EVERYTHING_FORM, "everything")
+    assert text.count("\n- **") == len(EVERYTHING_FORM["properties"])
+    assert "- **String** (`name`): text; required. Your full, legal name" in text
+    assert "- **Legacy Titled Single Select Enum** (`legacyTitledEnum`): one of Cats (`pet-1`), Dogs (`pet-2`); " \
+           "optional; default: Cats" in text  # a choice is shown by its label, which is also read back
+    assert "optional; default: Tuna\n" in text and "titledMultipleSelectEnum: Tuna\n" in text
+    assert "any of Tuna (`fish-1`), Salmon (`fish-2`), separated by commas (from 1 to 3 choices); optional" in text
+
+
+def test_server_everythings_form_takes_just_the_name_and_the_defaults() -> None:
+    assert read_answer("String: Ada Lovelace", EVERYTHING_FORM) == Accepted({"name": "Ada Lovelace",
+                                                                             **EVERYTHING_DEFAULTS})
+
+
+def test_server_everythings_form_takes_every_spelling_at_once() -> None:
+    reply = "\n".join([
+        "name: Ada", "Boolean: yes", "email: ada@example.org", "homepage: https://ada.example", "birthdate: 1815-12-10",
+        "integer: 7", "Number in range 1-1000: 2.5", "untitled single select enum: joey",
+        "untitledMultipleSelectEnum: piano, drums", "Titled Single Select Enum: wonder woman",
+        "titledMultipleSelectEnum: Salmon, Tuna", "legacyTitledEnum: dogs"])
+    assert read_answer(reply, EVERYTHING_FORM) == Accepted({
+        "name": "Ada", "check": True, "firstLine": "It was a dark and stormy night.", "email": "ada@example.org",
+        "homepage": "https://ada.example", "birthdate": "1815-12-10", "integer": 7, "number": 2.5,
+        "untitledSingleSelectEnum": "Joey", "untitledMultipleSelectEnum": ["Piano", "Drums"],
+        "titledSingleSelectEnum": "hero-2", "titledMultipleSelectEnum": ["fish-2", "fish-1"],
+        "legacyTitledEnum": "pet-2"})
+
+
+def test_a_server_cannot_put_an_image_or_a_broken_link_into_the_question() -> None:
+    text = url_question("Look ![x](https://tracker.example/p.png)", "javascript:alert(1)> <b>", "asks")
+    assert "![x]" not in text and "!\\[x](https://tracker.example/p.png)" in text
+    assert "Open this link: `javascript:alert(1)> <b>`" in text
+    assert "![" not in form_question("![x](https://tracker.example/p.png)", NAME, None)

@@ -129,12 +129,13 @@ def _bounds(low: Any, high: Any, unit: str) -> str:
 
 
 def shown(field: Field, value: Any) -> str:
-    """A value as the person would type it."""
+    """A value as the person would type it: a choice by its label."""
+    labels = dict(field.options)
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, list):
-        return ", ".join(str(item) for item in value)
-    return str(value)
+        return ", ".join(labels.get(str(item), str(item)) for item in value)
+    return labels.get(str(value), str(value))
 
 
 def sample(field: Field) -> str:

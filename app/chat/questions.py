@@ -63,7 +63,9 @@ def form_question(message: str, schema: Mapping[str, Any], server: str | None) -
 
 def url_question(message: str, url: str, server: str | None) -> str:
     """The words that end the response for a URL question: the message, the link, and how to go on."""
-    return "\n".join([_asks(server), "", _quoted(message), "", f"Open this link: <{url}>", "",
+    # An autolink only when the address cannot break out of it; otherwise shown as code, to be copied.
+    link = f"<{url}>" if re.fullmatch(r"https?://[^\s<>`]+", url) else f"`{url.replace('`', '%60')}`"
+    return "\n".join([_asks(server), "", _quoted(message), "", f"Open this link: {link}", "",
                       "Reply **done** when you have finished there. " + HOW_TO_REFUSE])
 
 
@@ -72,7 +74,8 @@ def _asks(server: str | None) -> str:
 
 
 def _quoted(message: str) -> str:
-    text = message.strip()[:_LONGEST_MESSAGE] or "(no message)"
+    # An image in a server's words would be fetched by the person's browser as soon as it is shown.
+    text = message.strip()[:_LONGEST_MESSAGE].replace("![", "!\\[") or "(no message)"
     return "\n".join(f"> {line}" for line in text.splitlines())
 
 
