@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 import pytest
 from mcp.server.elicitation import render_elicitation_schema
-from mcp.types import ElicitResult
+from mcp.types import ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult
 from pydantic import BaseModel, Field
 
 from app.chat.questions import (
@@ -15,7 +15,9 @@ from app.chat.questions import (
     Cancelled,
     Declined,
     Invalid,
+    answer_for,
     form_question,
+    question_for,
     read_answer,
     read_url_answer,
     url_question,
@@ -303,3 +305,13 @@ def test_a_server_cannot_put_an_image_or_a_broken_link_into_the_question() -> No
     assert "![x]" not in text and "!\\[x](https://tracker.example/p.png)" in text
     assert "Open this link: `javascript:alert(1)> <b>`" in text
     assert "![" not in form_question("![x](https://tracker.example/p.png)", NAME, None)
+
+
+def test_a_request_kept_as_json_is_asked_and_answered_by_its_mode() -> None:
+    form_params = ElicitRequestFormParams(message="How old?", requested_schema=AGE)
+    url_params = ElicitRequestURLParams(message="Sign in.", url="https://example.test/in", elicitation_id="e1")
+    as_form, as_url = (p.model_dump(by_alias=True, mode="json", exclude_none=True) for p in (form_params, url_params))
+    assert question_for(as_form, "s") == form_question("How old?", AGE, "s")
+    assert answer_for("42", as_form) == Accepted({"age": 42})
+    assert question_for(as_url, "s") == url_question("Sign in.", "https://example.test/in", "s")
+    assert answer_for("done", as_url) == Accepted({}) and answer_for("42", as_url) == read_url_answer("42")

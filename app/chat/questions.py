@@ -1,7 +1,8 @@
 """A server's question to the person (MCP elicitation): the words that ask it, and the person's next message read
 as the answer the server expects. Pure: plain dicts and text, no SDK (app/chat never imports `mcp`).
 
-A form question (`requestedSchema`) lists its fields with what each takes; the person answers a one-field form
+`question_for` and `answer_for` take the request's params as JSON and pick the mode. A form question
+(`requestedSchema`) lists its fields with what each takes; the person answers a one-field form
 with just the value, and a larger one with one `name: value` line per field (name or title, any case) or a JSON
 object. A URL question shows the link; "done" says the person finished there.
 
@@ -23,7 +24,7 @@ from app.chat.question_fields import Field, Problem, Value, convert, describe, f
 
 @dataclass(frozen=True)
 class Accepted:
-    content: dict[str, Value]  # the form's values by property name; empty for a URL question
+    content: dict[str, Value]  # the form's values by property name; empty for a URL question (accept, no content)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,25 @@ _LONGEST_ANSWER = 10_000  # characters: a form's answer is short; a longer messa
 _LONGEST_MESSAGE = 2_000  # characters of the server's message shown
 _KEY_LINE = re.compile(r"\s*(?:[-*]\s+)?\**`?([^:=`*]+?)`?\**\s*[:=]\s*(.*)")
 HOW_TO_REFUSE = "Or reply **decline** to refuse, or **cancel** to stop."
+
+
+def question_for(params: Mapping[str, Any], server: str | None) -> str:
+    """The words for an elicitation request as the server sent it (its params as JSON: `mode`, `message`, and
+    `requestedSchema` or `url`), so a waiting question can be kept as plain JSON and asked from it."""
+    message = str(params.get("message") or "")
+    if params.get("mode") == "url":
+        return url_question(message, str(params.get("url") or ""), server)
+    return form_question(message, _schema(params), server)
+
+
+def answer_for(text: str, params: Mapping[str, Any]) -> Answer:
+    """The person's reply to the elicitation request `params` (as in `question_for`)."""
+    return read_url_answer(text) if params.get("mode") == "url" else read_answer(text, _schema(params))
+
+
+def _schema(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    schema = params.get("requestedSchema")
+    return schema if isinstance(schema, Mapping) else {}
 
 
 def form_question(message: str, schema: Mapping[str, Any], server: str | None) -> str:
