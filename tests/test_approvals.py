@@ -70,7 +70,7 @@ def test_no_runs_nothing_and_the_note_is_still_there(notes: Gateway, upstream: F
     upstream.script(Turn(content="I left it.", calls=[Call("files__read_note", {"name": name})]),
                     Turn(content="It still says milk."))
     answer = ask(client, [*history, {"role": "user", "content": "No."}], stream=stream)
-    assert answer == "I left it.It still says milk."
+    assert answer == "I left it.\n\nIt still says milk."
     first = upstream.chat_requests()[0]
     assert len(upstream.chat_requests()) == 2
     assert [m["content"] for m in first["messages"] if m["role"] == "tool"][-1] == DECLINED

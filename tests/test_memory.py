@@ -139,11 +139,11 @@ def test_two_chats_whose_answers_are_the_same_sentence_restore_their_own_calls(
         headers = {"X-OpenWebUI-Chat-Id": f"same-sentence-{chat}"} if chat_ids else {}
         client = gateway.client(default_headers=headers | {"X-Toolbridge-Trace": "off"})
         upstream.script(*tool_turn(f"{chat}-word {chat_ids}", answer))
-        assert ask(client, [question], stream=False) == "Let me check." + answer
+        assert ask(client, [question], stream=False) == "Let me check.\n\n" + answer
         sent_calls[chat] = (question, client)
     for chat, (question, client) in sent_calls.items():
         upstream.script(Turn(content="ok"))
-        ask(client, [question, {"role": "assistant", "content": "Let me check." + answer},
+        ask(client, [question, {"role": "assistant", "content": "Let me check.\n\n" + answer},
                      {"role": "user", "content": "Which word?"}], stream=False)
         sent = after_system(upstream.chat_requests()[0]["messages"])
         assert json.loads(sent[2]["content"])["data"] == {"result": f"echo: {chat}-word {chat_ids}"}

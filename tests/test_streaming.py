@@ -46,7 +46,7 @@ def test_every_trace_mode_streams_one_message(gateway: Gateway, upstream: FakeUp
     content, reasoning = joined(chunks, "content"), joined(chunks, "reasoning_content")
     assert content.startswith("Let me check.") and content.endswith(ANSWER)
     if trace == "reasoning":
-        assert content == "Let me check." + ANSWER
+        assert content == "Let me check.\n\n" + ANSWER  # the rounds' texts apart, as two paragraphs
         assert re.fullmatch(r'Calling basic__echo\(\{"text": "hi"\}\)\n'
                             r'basic__echo ok in \d+ ms: \{"result": "echo: hi"\}\n', reasoning), reasoning
     elif trace == "details":
@@ -57,7 +57,7 @@ def test_every_trace_mode_streams_one_message(gateway: Gateway, upstream: FakeUp
         assert reasoning == ""
         assert "\n> 🔧 `basic__echo` " in content
     else:
-        assert (content, reasoning) == ("Let me check." + ANSWER, "")
+        assert (content, reasoning) == ("Let me check.\n\n" + ANSWER, "")
 
 
 @pytest.mark.parametrize("trace", ["reasoning", "details", "markdown", "off"])

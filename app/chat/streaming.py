@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from app.chat.loop import Finished, LoopEvent, ToolProgress, ToolsRan, ToolsStarted, ToolsWaiting
+from app.chat.loop import Finished, LoopEvent, RoundBreak, ToolProgress, ToolsRan, ToolsStarted, ToolsWaiting
 from app.chat.shown import PersonView
 from app.chat.trace import TraceMode, TraceText, render_finished, render_progress, render_started, render_waiting
 from app.openai.accumulate import ToolCall, Usage
@@ -71,13 +71,19 @@ async def stream_payloads(
     `person`: how what tool results address to the person is shown to them (None: not at all)."""
     chunks = _ChunkFactory(model)
     yield chunks.chunk({"role": "assistant", "content": ""})
+    last = ""  # the content sent last, for a round's break
     try:
         async with aclosing(events):
             async for event in events:
                 if isinstance(event, TextDelta):
+                    last = event.content or last
                     yield chunks.chunk(_text_delta(event))
+                elif isinstance(event, RoundBreak) and (gap := _break_after(last)):
+                    last = gap
+                    yield chunks.chunk({"content": gap})
                 elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting):
                     for shown in _trace_texts(trace, event, person):
+                        last = shown.text if shown.channel == "content" else last
                         yield chunks.chunk({_CHANNEL_FIELD[shown.channel]: shown.text})
                 elif isinstance(event, Finished):
                     if event.client_tool_calls:
@@ -167,6 +173,8 @@ async def collect_completion(
             if isinstance(event, TextDelta):
                 content.append(event.content)
                 reasoning.append(event.reasoning)
+            elif isinstance(event, RoundBreak):
+                content.append(_break_after(next((text for text in reversed(content) if text), "")))
             elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting):
                 for shown in _trace_texts(trace, event, person):
                     (content if shown.channel == "content" else reasoning).append(shown.text)
@@ -191,6 +199,12 @@ async def collect_completion(
 
 
 _CHANNEL_FIELD = {"content": "content", "reasoning": "reasoning_content"}
+ROUND_BREAK = "\n\n"
+
+
+def _break_after(last: str) -> str:
+    """A blank line after content that does not end a line already (a trace block does); nothing at the start."""
+    return ROUND_BREAK if last and not last[-1].isspace() else ""
 
 
 def _trace_texts(

@@ -7,8 +7,18 @@ and resumes it with their reply.
 """
 
 from app.chat.loop.driver import run_tool_loop
-from app.chat.loop.events import Finished, LoopEvent, Started, ToolProgress, ToolsRan, ToolsStarted, ToolsWaiting
+from app.chat.loop.events import (
+    Finished,
+    LoopEvent,
+    RoundBreak,
+    Started,
+    ToolProgress,
+    ToolsRan,
+    ToolsStarted,
+    ToolsWaiting,
+)
 
 __all__ = [
-    "Finished", "LoopEvent", "Started", "ToolProgress", "ToolsRan", "ToolsStarted", "ToolsWaiting", "run_tool_loop",
+    "Finished", "LoopEvent", "RoundBreak", "Started", "ToolProgress", "ToolsRan", "ToolsStarted", "ToolsWaiting",
+    "run_tool_loop",
 ]

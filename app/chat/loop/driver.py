@@ -25,7 +25,7 @@ from app.chat.loop.decision import (
     split_calls,
     stopped_note,
 )
-from app.chat.loop.events import Finished, LoopEvent, Started, ToolsRan, ToolsWaiting
+from app.chat.loop.events import Finished, LoopEvent, RoundBreak, Started, ToolsRan, ToolsWaiting
 from app.chat.loop.messages import (
     assistant_message,
     forbid_calls,
@@ -108,9 +108,7 @@ async def _rounds(state: LoopState, context: _Context) -> AsyncGenerator[LoopEve
             forbid_calls(state.request)
         turn = TurnAccumulator(state.offer.offered_names)
         asked = {**state.request, "messages": state.messages}
-        async for event in _ask(context.upstream, asked, turn, first=number == 1 and state.held is None):
-            if isinstance(event, TextDelta):
-                state.shown.append(event.content)
+        async for event in _shown(_ask(context.upstream, asked, turn, first=number == 1 and state.held is None), state):
             yield event
         _count(context.stats, number, turn)
         calls = turn.tool_calls()
@@ -154,6 +152,20 @@ async def _ask(
     tail = turn.finish()
     if tail.content or tail.reasoning:
         yield tail
+
+
+async def _shown(
+    events: AsyncIterator[Started | TextDelta], state: LoopState
+) -> AsyncIterator[Started | TextDelta | RoundBreak]:
+    """A round's events, its text kept as shown; where an earlier round's text came before, a break first."""
+    first = True
+    async for event in events:
+        if isinstance(event, TextDelta) and event.content:
+            if first and any(state.shown):
+                yield RoundBreak()
+            first = False
+            state.shown.append(event.content)
+        yield event
 
 
 def _count(stats: RequestStats, round_number: int, turn: TurnAccumulator) -> None:

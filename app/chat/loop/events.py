@@ -14,6 +14,12 @@ class Started:
 
 
 @dataclass(frozen=True)
+class RoundBreak:
+    """A later round's text follows an earlier round's: the client shows a blank line between them, unless the
+    trace between them ends a line already (otherwise "Let me check." and "It is sunny." run together)."""
+
+
+@dataclass(frozen=True)
 class ToolsStarted:
     calls: list[ToolCall]
 
@@ -47,4 +53,4 @@ class Finished:
     client_tool_calls: list[ToolCall] = field(default_factory=list)
 
 
-LoopEvent = Started | TextDelta | ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting | Finished
+LoopEvent = Started | TextDelta | RoundBreak | ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting | Finished
