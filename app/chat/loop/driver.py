@@ -214,9 +214,10 @@ async def _ask_person(
     state.shown.append(text)
     yield TextDelta(text)
     if context.memory is not None:
+        servers = {call.name: state.offer.mcp_tools.server_of(call.name) for call in waiting}
         await context.memory.remember_waiting_turn(state.our_rounds(), assistant_message(content, mcp_calls),
                                                    [call.id for call in waiting], "".join(state.shown),
-                                                   context.options.prompt_messages)
+                                                   context.options.prompt_messages, servers)
     yield Finished("stop", context.stats.usage)
 
 
@@ -248,7 +249,8 @@ async def _resume(state: LoopState, context: _Context) -> AsyncGenerator[LoopEve
         state.messages.append(image_message([image for output in ordered for image in output.images]))
     if held.reply is not None:  # answered as a new message, after the calls' results
         state.messages.append(held.reply)
-        state.first_count = len(state.messages)
+        if not held.decided:  # decided on the status page: the results are this turn's to keep (asking.py)
+            state.first_count = len(state.messages)
 
 
 async def _sees_images(outputs: list[ToolOutput], options: LoopOptions) -> bool:
