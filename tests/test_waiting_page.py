@@ -54,6 +54,7 @@ def asked(
     (held,) = [held for held in waiting(gateway, ALICE) if name in held["calls"][0]["arguments"]]
     assert held["calls"] == [{"tool": "files__delete_note", "server": "files", "arguments": json.dumps({"name": name})}]
     assert held["decided"] is None and "turn" not in json.dumps(held)
+    assert history[-1]["content"].endswith(f"(Approval {held['reference']}.)")  # the chat's question names it
     return history, held["id"]
 
 

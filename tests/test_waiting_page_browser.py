@@ -23,6 +23,8 @@ def test_approve_on_the_page_and_the_next_message_runs_the_call(
     row = tab.locator("#waiting tr", has_text="notes__delete_note")
     expect(row).to_contain_text('{"name": "groceries"}', timeout=10_000)
     expect(row).to_contain_text("notes")
+    reference = history[-1]["content"].rsplit("(Approval ", 1)[1].rstrip(".)")
+    expect(row).to_contain_text(reference)  # the page names the round as the chat's question does
     row.get_by_role("button", name="Approve").click()
     expect(row).to_contain_text("decided: approved — the chat's next message runs it", timeout=5_000)
 

@@ -155,11 +155,12 @@ class ConversationMemory:
 
     async def remember_waiting_turn(
         self, rounds: list[dict[str, Any]], assistant: dict[str, Any], asks: list[str], shown: str,
-        prompt: Sequence[dict[str, Any]] = (), servers: Mapping[str, str | None] | None = None,
+        prompt: Sequence[dict[str, Any]] = (), *, servers: Mapping[str, str | None] | None = None,
+        reference: str = "",
     ) -> None:
         """A turn whose calls wait for the person's yes: kept where mixed turns wait (with replicas, in the
         shared store), under the key its question will have in the next request's history; and listed for the
-        status page, its asked calls with their `servers` (by tool name)."""
+        status page, its asked calls with their `servers` (by tool name) and the question's `reference`."""
         if self._stores is None:
             return
         message = {"content": assistant["content"], "tool_calls": assistant["tool_calls"]}
@@ -173,7 +174,7 @@ class ConversationMemory:
             named = [(str(c["function"]["name"]), str(c["function"]["arguments"]))
                      for c in assistant["tool_calls"] if c["id"] in asks]
             self._stores.waiting.add(key, self._owner, [WaitingCall(name, (servers or {}).get(name), arguments)
-                                                        for name, arguments in named])
+                                                        for name, arguments in named], reference)
 
     async def verdict(self, waiting: WaitingTurn) -> Reply | None:
         """The verdict the status page wrote for the waiting turn (YES or NO), if any. This request takes the

@@ -152,7 +152,8 @@ class TurnMemory(Protocol):
 
     async def remember_waiting_turn(
         self, rounds: list[dict[str, Any]], assistant: dict[str, Any], asks: list[str], shown: str,
-        prompt: Sequence[dict[str, Any]] = (), servers: Mapping[str, str | None] | None = None,
+        prompt: Sequence[dict[str, Any]] = (), *, servers: Mapping[str, str | None] | None = None,
+        reference: str = "",
     ) -> None: ...
 
     async def verdict(self, waiting: WaitingTurn) -> Reply | None:

@@ -40,11 +40,12 @@ class WaitingRound:
     owner: str
     asked_at: float  # seconds since the epoch
     calls: tuple[WaitingCall, ...]
+    reference: str = ""  # the question's, as the chat shows it ("Approval 3f9c2a1b"), to tell rounds apart
     verdict: Verdict | None = None
 
     def shown(self) -> dict[str, Any]:
         """What the page is given."""
-        return {"id": self.id, "asked_at": self.asked_at, "decided": self.verdict,
+        return {"id": self.id, "reference": self.reference, "asked_at": self.asked_at, "decided": self.verdict,
                 "calls": [{"tool": c.tool, "server": c.server, "arguments": c.arguments} for c in self.calls]}
 
 
@@ -54,12 +55,12 @@ class WaitingRounds:
         self._size = size
         self._max_age = max_age_seconds
 
-    def add(self, turn_key: str, owner: str, calls: list[WaitingCall]) -> None:
+    def add(self, turn_key: str, owner: str, calls: list[WaitingCall], reference: str = "") -> None:
         """A round asked the person; asked again under the same key (a retried request), it is listed once."""
         self._forget_old()
         if any(held.turn_key == turn_key for held in self._rounds.values()):
             return
-        held = WaitingRound(secrets.token_urlsafe(9), turn_key, owner, time.time(), tuple(calls))
+        held = WaitingRound(secrets.token_urlsafe(9), turn_key, owner, time.time(), tuple(calls), reference)
         self._rounds[held.id] = held
         while len(self._rounds) > self._size:
             self._rounds.popitem(last=False)

@@ -80,6 +80,7 @@ function renderCalls() {
 function renderWaiting() {
   const now = Date.now() / 1000;
   const rows = state.waiting.flatMap((w) => w.calls.map((c, i) => el("tr", { "data-waiting": w.id },
+    el("td", {}, i ? "" : w.reference),  // as the chat's question ends: "(Approval 3f9c2a1b.)"
     el("td", {}, i ? "" : `${duration(now - w.asked_at)} ago`),
     el("td", {}, c.tool),
     el("td", {}, c.server || ""),

@@ -22,7 +22,6 @@ from app.chat.approvals import (
     AskedCall,
     Reply,
     looks_like_question,
-    new_reference,
     no_longer_waiting,
     question,
     read_reply,
@@ -128,7 +127,7 @@ async def waiting_calls(calls: list[ToolCall], tools: RequestTools, memory: Turn
     return [call for call in asking if call.name not in approved]
 
 
-def asking_text(content: str, waiting: list[ToolCall], tools: RequestTools) -> str:
-    """The question, after whatever the model said in the round."""
-    text = question([AskedCall(call, tools.server_of(call.name)) for call in waiting], new_reference())
+def asking_text(content: str, waiting: list[ToolCall], tools: RequestTools, reference: str) -> str:
+    """The question, after whatever the model said in the round; `reference` names it (`new_reference`)."""
+    text = question([AskedCall(call, tools.server_of(call.name)) for call in waiting], reference)
     return f"\n\n{text}" if content.strip() else text

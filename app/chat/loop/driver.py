@@ -13,6 +13,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from app.chat.approvals import new_reference
 from app.chat.loop.asking import asking_text, waiting_calls
 from app.chat.loop.decision import (
     Action,
@@ -209,7 +210,8 @@ async def _ask_person(
 ) -> AsyncGenerator[LoopEvent, None]:
     """Nothing runs: the response ends with the question, and memory keeps the round (its MCP calls; the
     client's own, if any, are left for the model to make again) for the person's reply."""
-    text = asking_text(content, waiting, state.offer.mcp_tools)
+    reference = new_reference()  # in the question and on the status page, which lists the round
+    text = asking_text(content, waiting, state.offer.mcp_tools, reference)
     yield ToolsWaiting(waiting)
     state.shown.append(text)
     yield TextDelta(text)
@@ -217,7 +219,8 @@ async def _ask_person(
         servers = {call.name: state.offer.mcp_tools.server_of(call.name) for call in waiting}
         await context.memory.remember_waiting_turn(state.our_rounds(), assistant_message(content, mcp_calls),
                                                    [call.id for call in waiting], "".join(state.shown),
-                                                   context.options.prompt_messages, servers)
+                                                   context.options.prompt_messages, servers=servers,
+                                                   reference=reference)
     yield Finished("stop", context.stats.usage)
 
 
