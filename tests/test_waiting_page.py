@@ -2,7 +2,8 @@
 (tests/support/mcp_servers/files.py: `delete_note` is annotated destructive, so it asks first under the default
 TOOLBRIDGE_CONFIRM), a scripted upstream, the openai SDK as the chat client, and the page's own requests (the key
 as a Basic password, declared JSON) made with httpx: the chat asks, the page approves or denies, the chat's next
-message finds it decided."""
+message finds it decided; and two gateways on one Redis, the page's verdict given on one, the message reaching the
+other."""
 
 import json
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ import pytest
 from app.chat.approvals import DECLINED
 from tests.conftest import Gateway, running_gateway
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
+from tests.support.replica_services import RedisServer
 from tests.test_approvals import SERVERS, conversation, results
 from tests.test_memory import after_system, ask
 
@@ -117,3 +119,21 @@ def test_another_key_sees_nothing_and_cannot_decide(keyed: Gateway, upstream: Fa
     upstream.script(Turn(content="Hello."))
     ask(keyed.client(ALICE), [*history, {"role": "user", "content": "hi"}], stream=False)
     assert not any("deleted" in content for content in results(upstream))  # undecided: nothing ran
+
+
+def test_approved_on_one_replica_the_message_reaching_the_other_runs_it(
+    redis_server: RedisServer, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    settings: dict[str, Any] = {"upstream_url": f"{upstream.url}/v1", "tool_trace": "off",
+                                "state_url": redis_server.url, "api_keys": ALICE}
+    with (running_gateway(tmp_path_factory.mktemp("a"), SERVERS, ready=["files"], key=ALICE, **settings) as a,
+          running_gateway(tmp_path_factory.mktemp("b"), SERVERS, ready=["files"], key=ALICE, **settings) as b):
+        upstream.script(Turn(content="Deleting it.", calls=[Call("files__delete_note", {"name": "replicated"})]))
+        history = [{"role": "user", "content": "Delete replicated."}]
+        history.append({"role": "assistant", "content": ask(a.client(ALICE), history, stream=False)})
+        (held,) = waiting(a, ALICE)
+        assert waiting(b, ALICE) == []  # the list is the asking replica's
+        assert decide(a, ALICE, held["id"], "approve").json()["decided"] == "approve"
+        upstream.script(Turn(content="Done."))
+        assert ask(b.client(ALICE), [*history, {"role": "user", "content": "thanks"}], stream=False) == "Done."
+        assert json.loads(results(upstream)[-1])["data"] == {"result": "no note 'replicated'"}  # B's server ran it
