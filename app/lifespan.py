@@ -27,6 +27,7 @@ from app.ops.metrics import Metrics
 from app.ops.recent_calls import RecentCalls
 from app.ops.recent_requests import RecentRequests
 from app.ops.telemetry import start_tracing
+from app.ops.waiting_rounds import WaitingRounds
 from app.settings import Settings
 from app.state import Bounds, MemoryStore, open_state_store
 from app.upstream import Transport, UpstreamClient, make_transport
@@ -141,7 +142,8 @@ async def open_memory(settings: Settings) -> AsyncIterator[MemoryStores]:
     async with open_state_store(settings.state_url, bounds, failures.append) as store:
         pending = MemoryStore(Bounds(max_bytes=bounds.max_bytes, max_age_seconds=PENDING_SECONDS))
         yield MemoryStores(turns=store, pending=store if store is not None else pending,
-                           failure=failures[0] if failures else None)
+                           failure=failures[0] if failures else None,
+                           waiting=WaitingRounds(max_age_seconds=settings.confirm_timeout))
 
 
 def _completer(upstream: UpstreamClient) -> Complete:

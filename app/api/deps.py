@@ -9,8 +9,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from app.api.guard_checks import basic_password
 from app.chat.images import ImageStore
-from app.chat.memory import MemoryStores
+from app.chat.memory import MemoryStores, memory_owner
 from app.mcp import McpPool
 from app.ops.metrics import Metrics
 from app.ops.recent_calls import RecentCalls
@@ -65,9 +66,22 @@ async def get_authorised(request: Request) -> bool:
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+async def get_owner(request: Request, settings: SettingsDep) -> str:
+    """Whose conversation memory the caller's key opens (memory_keys.memory_owner), "" (everyone's) without keys.
+    The page sends the key as a Basic password, other clients as a bearer key; the guard let in only ours."""
+    if not settings.client_keys:
+        return memory_owner(None)
+    scheme, _, presented = request.headers.get("authorization", "").partition(" ")
+    presented = presented.strip()
+    return memory_owner(basic_password(presented) if scheme.lower() == "basic" else presented)
+
+
 UpstreamDep = Annotated[UpstreamClient, Depends(get_upstream)]
 PoolDep = Annotated[McpPool, Depends(get_pool)]
 MemoryDep = Annotated[MemoryStores, Depends(get_memory)]
+OwnerDep = Annotated[str, Depends(get_owner)]
 AuthorisedDep = Annotated[bool, Depends(get_authorised)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 RecentCallsDep = Annotated[RecentCalls, Depends(get_recent_calls)]

@@ -1,6 +1,7 @@
 """The status page at `/` (app/ui/: one HTML file, its script and its style, shipped in the package, no
 CDN), and what it reads and does under /ui: the recent tool calls and requests, live changes (SSE), a restart of one
-server, and a playground that runs a tool the way a model's call runs.
+server, a playground that runs a tool the way a model's call runs, and the calls waiting for the person's yes,
+which the page may approve or deny (only the caller's own: a round asked under another key is not found).
 
 Behind the same key, Host and Origin checks as the API (app/api/guard.py): a web page elsewhere can
 neither read these nor post to them; every POST must be declared JSON (the restart too, without a body), which
@@ -22,6 +23,7 @@ from sse_starlette import EventSourceResponse
 from app.api.deps import (
     AuthorisedDep,
     MemoryDep,
+    OwnerDep,
     PoolDep,
     RecentCallsDep,
     RecentRequestsDep,
@@ -30,9 +32,11 @@ from app.api.deps import (
 )
 from app.api.health import health_report
 from app.mcp import McpPool, first_of
-from app.openai.errors import InvalidRequest, RouteNotFound
+from app.openai.errors import InvalidRequest, Overloaded, RouteNotFound
 from app.ops.recent_calls import RecentCalls
 from app.ops.recent_requests import RecentRequests
+from app.ops.waiting_rounds import VERDICTS, Verdict, verdict_key
+from app.state import StateStoreError
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 page_router = APIRouter(include_in_schema=False)
@@ -135,3 +139,40 @@ async def playground(request: Request, pool: PoolDep) -> dict[str, Any]:
     outcome = await pool.call_tool(body["tool"], json.dumps(arguments))
     return {"tool": body["tool"], "content": outcome.content, "is_error": outcome.is_error,
             "images": len(outcome.images)}
+
+
+@router.get("/waiting")
+async def waiting_rounds(memory: MemoryDep, owner: OwnerDep) -> dict[str, Any]:
+    """The caller's rounds waiting for the person's yes in this process, oldest first."""
+    rounds = memory.waiting.of(owner) if memory.waiting is not None else []
+    return {"object": "list", "data": [held.shown() for held in rounds]}
+
+
+@router.post("/waiting/{round_id}")
+async def decide_round(round_id: str, request: Request, memory: MemoryDep, owner: OwnerDep) -> dict[str, Any]:
+    """The person's verdict on one of their waiting rounds, written beside the round in the state store, where
+    the chat's next message reads it. The first verdict stands (the store never overwrites); it is returned."""
+    held = memory.waiting.find(round_id, owner) if memory.waiting is not None else None
+    if held is None:
+        raise RouteNotFound("No call waits for approval under this id: it was answered in the chat, timed out, or "
+                            "never was.", code="waiting_not_found")
+    verdict = _verdict(await request.body())
+    key = verdict_key(held.turn_key)
+    try:
+        await memory.pending.put_many({key: verdict.encode()}, owner)
+        stands = (await memory.pending.get_many([key])).get(key, verdict.encode())
+    except StateStoreError as exc:
+        raise Overloaded("The state store cannot keep the verdict now; try again, or answer in the chat.") from exc
+    held.verdict = "approve" if stands == b"approve" else "deny"
+    return {"id": held.id, "decided": held.verdict}
+
+
+def _verdict(body: bytes) -> Verdict:
+    try:
+        parsed = json.loads(body)
+    except ValueError as exc:
+        raise InvalidRequest("The body is not JSON: send {\"verdict\": \"approve\"} or \"deny\".") from exc
+    verdict = parsed.get("verdict") if isinstance(parsed, dict) else None
+    if verdict not in VERDICTS:
+        raise InvalidRequest("Say {\"verdict\": \"approve\"} or {\"verdict\": \"deny\"}.", param="verdict")
+    return "approve" if verdict == "approve" else "deny"

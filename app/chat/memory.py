@@ -34,13 +34,14 @@ memory_keys.py, what an entry holds in memory_entry.py, and the history's rewrit
 """
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
 import structlog
 
+from app.chat.approvals import Reply
 from app.chat.context_budget import CHARS_PER_TOKEN, fit_restored
 from app.chat.memory_entry import ANSWERED, GATEWAY_REPLY, bounded_entry, decode_all, read_room, rough_chars
 from app.chat.memory_keys import ROOT, ConversationKeys, Lookups, memory_owner, normal
@@ -48,6 +49,7 @@ from app.chat.memory_restore import rewrite_history
 from app.chat.ports import RestoredHistory, WaitingTurn
 from app.chat.trace import RecordedCall
 from app.openai.result_format import RenderOptions, omitted_result, recorded_result, shortened_result
+from app.ops.waiting_rounds import WaitingCall, WaitingRounds, verdict_key
 from app.state import ANONYMOUS, StateStore, StateStoreError
 
 __all__ = ["ConversationMemory", "MemoryStores", "memory_owner"]
@@ -66,6 +68,7 @@ class MemoryStores:
     turns: StateStore | None
     pending: StateStore
     failure: str | None = None  # why the configured store could not be opened (memory is off then)
+    waiting: WaitingRounds | None = None  # the rounds waiting for a yes, for the status page
 
     async def problem(self) -> str | None:
         """None when memory works; else why not, for /health."""
@@ -152,10 +155,12 @@ class ConversationMemory:
 
     async def remember_waiting_turn(
         self, rounds: list[dict[str, Any]], assistant: dict[str, Any], asks: list[str], shown: str,
-        prompt: Sequence[dict[str, Any]] = (),
+        prompt: Sequence[dict[str, Any]] = (), *, servers: Mapping[str, str | None] | None = None,
+        reference: str = "",
     ) -> None:
         """A turn whose calls wait for the person's yes: kept where mixed turns wait (with replicas, in the
-        shared store), under the key its question will have in the next request's history."""
+        shared store), under the key its question will have in the next request's history; and listed for the
+        status page, its asked calls with their `servers` (by tool name) and the question's `reference`."""
         if self._stores is None:
             return
         message = {"content": assistant["content"], "tool_calls": assistant["tool_calls"]}
@@ -163,8 +168,29 @@ class ConversationMemory:
                                     waiting={"asks": asks, "at": time.time()})
         if entry is None:
             return
-        text = normal(shown, assistant=True)
-        await self._put(self._stores.pending, {self._keys.turn(self._chain, text): entry})
+        key = self._keys.turn(self._chain, normal(shown, assistant=True))
+        await self._put(self._stores.pending, {key: entry})
+        if self._stores.waiting is not None:
+            named = [(str(c["function"]["name"]), str(c["function"]["arguments"]))
+                     for c in assistant["tool_calls"] if c["id"] in asks]
+            self._stores.waiting.add(key, self._owner, [WaitingCall(name, (servers or {}).get(name), arguments)
+                                                        for name, arguments in named], reference)
+
+    async def verdict(self, waiting: WaitingTurn) -> Reply | None:
+        """The verdict the status page wrote for the waiting turn (YES or NO), if any. This request takes the
+        turn up, so it leaves the page's list."""
+        if self._stores is None:
+            return None
+        if self._stores.waiting is not None:
+            self._stores.waiting.taken_up(waiting.key)
+        key = verdict_key(waiting.key)
+        try:
+            found = await self._stores.pending.get_many([key])
+        except StateStoreError as exc:
+            log.warning("memory_unavailable", store=self._stores.pending.kind, error=str(exc),
+                        consequence="a verdict from the status page is not read: the person's message decides")
+            return None
+        return {b"approve": Reply.YES, b"deny": Reply.NO}.get(found.get(key, b""))
 
     async def claim(self, waiting: WaitingTurn) -> bool:
         """True once per waiting turn, in every process sharing the store; False after, or when the store

@@ -9,7 +9,8 @@ recorded, or just its text without the trace. Messages of other roles pass as se
 A turn that asked the person to approve its calls (approvals.py) is given back as the model's message with its
 calls. Last in the history, with the person's reply after it, it is the `waiting` turn the loop resumes.
 Earlier, a reply of yes, always or no is left out (the model never saw it) and the turn after it holds the
-calls' results; any other reply stays, after results saying the calls did not run.
+calls' results; any other reply stays, after the calls' results when the turn after it holds them (the round
+was decided on the status page), else after results saying the calls did not run.
 """
 
 from collections.abc import Callable
@@ -42,7 +43,8 @@ def rewrite_history(messages: list[dict[str, Any]], lookups: Lookups, found: dic
         # A user message just before: the last of `rewrite.messages`, as sent (user messages pass unchanged).
         slash_line = index > 0 and messages[index - 1].get("role") == "user"
         reply = messages[index + 1] if index + 1 < len(messages) else None
-        rewrite.turn(message, lookups[index], slash_line, reply, last=index + 2 == len(messages))
+        ahead = entries.get(lookups[index + 2][0]) if index + 2 in lookups else None  # the next turn's entry
+        rewrite.turn(message, lookups[index], slash_line, reply, last=index + 2 == len(messages), ahead=ahead)
     rewrite.settle()
     return RestoredHistory(rewrite.messages, rewrite.results, rewrite.turns, rewrite.waiting), rewrite.no_room
 
@@ -59,6 +61,7 @@ class _Rewrite:
         self.waiting: WaitingTurn | None = None
         self._skip_reply = False  # the next user message answered a question: the model never saw it
         self._owed: list[str] = []  # ids of a decided turn's calls, whose results the next turn's entry holds
+        self._placed: set[str] = set()  # ids of those results already given before the reply (status page)
 
     def other(self, message: dict[str, Any]) -> None:
         """A message of another role than the assistant's: passed as sent, unless it answered a question."""
@@ -69,7 +72,7 @@ class _Rewrite:
         self.messages.append(message)
 
     def turn(self, message: dict[str, Any], keys: tuple[str, str | None], slash_line: bool,
-             reply: dict[str, Any] | None, *, last: bool) -> None:
+             reply: dict[str, Any] | None, *, last: bool, ahead: dict[str, Any] | None = None) -> None:
         key, answer_key = keys
         start, owed = len(self.messages), self._owed
         self._skip_reply, self._owed = False, []
@@ -81,13 +84,15 @@ class _Rewrite:
             entry = self._entries.get(key)
             if entry is not None:
                 self._from_entry(message, entry, slash_line)
-                self._held(key, entry, reply, last=last)
+                self._held(key, entry, reply, last=last, ahead=ahead)
             else:
                 self._unstored(message, key, answer_key)
         self._pay(owed, start)
 
-    def _held(self, key: str, entry: dict[str, Any], reply: dict[str, Any] | None, *, last: bool) -> None:
-        """A turn that asked the person: waiting for the reply that ends the history, or decided earlier."""
+    def _held(self, key: str, entry: dict[str, Any], reply: dict[str, Any] | None, *, last: bool,
+              ahead: dict[str, Any] | None) -> None:
+        """A turn that asked the person: waiting for the reply that ends the history, or decided earlier (by the
+        reply, or on the status page: then the next turn's entry, `ahead`, holds the results, given here)."""
         waiting = waiting_of(entry)
         if waiting is None:
             return
@@ -99,6 +104,10 @@ class _Rewrite:
             self.waiting = WaitingTurn(key, calls, *waiting)
         elif answer in (Reply.YES, Reply.ALWAYS, Reply.NO):
             self._skip_reply, self._owed = True, [call.id for call in calls]
+        elif decided := _results_of(calls, ahead):
+            self._placed = {call.id for call in calls}
+            for call in calls:
+                self._append(decided.get(call.id) or {"role": "tool", "tool_call_id": call.id, "content": NOT_KEPT})
         else:
             for call in calls:
                 self._append({"role": "tool", "tool_call_id": call.id, "content": NOT_ANSWERED})
@@ -123,8 +132,10 @@ class _Rewrite:
         self.turns += 1
         if entry.get("prompt") and slash_line:
             self.messages[-1:] = entry["prompt"]
+        placed, self._placed = self._placed, set()
         for part in entry["before"]:
-            self._append(part)
+            if not (part.get("role") == "tool" and part.get("tool_call_id") in placed):
+                self._append(part)
         self.messages.append({**message, **entry["message"]})
         for part in entry["after"]:
             self._append(part)
@@ -148,6 +159,14 @@ class _Rewrite:
         if message.get("role") == "tool":
             self.results.append(len(self.messages))
         self.messages.append(message)
+
+
+def _results_of(calls: tuple[ToolCall, ...], entry: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The results of a held turn's calls that the entry of the turn after it holds (by call id): a turn that
+    answered a message after the round was decided on the status page keeps them."""
+    ids = {call.id for call in calls}
+    return {part["tool_call_id"]: part for part in (entry or {}).get("before", [])
+            if isinstance(part, dict) and part.get("role") == "tool" and part.get("tool_call_id") in ids}
 
 
 def turn_from_trace(message: dict[str, Any], recorded: Recorded) -> list[dict[str, Any]]:

@@ -2,11 +2,12 @@
 options) and what it fills in (the request's stats). The upstream client and the MCP pool implement these
 Protocols; tests implement them with plain Python (tests/test_loop.py)."""
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from app.chat.approvals import Reply
 from app.openai.accumulate import ToolCall, Usage
 
 
@@ -151,8 +152,13 @@ class TurnMemory(Protocol):
 
     async def remember_waiting_turn(
         self, rounds: list[dict[str, Any]], assistant: dict[str, Any], asks: list[str], shown: str,
-        prompt: Sequence[dict[str, Any]] = (),
+        prompt: Sequence[dict[str, Any]] = (), *, servers: Mapping[str, str | None] | None = None,
+        reference: str = "",
     ) -> None: ...
+
+    async def verdict(self, waiting: WaitingTurn) -> Reply | None:
+        """YES or NO when the person decided the waiting turn on the status page; None when not."""
+        ...
 
     async def claim(self, waiting: WaitingTurn) -> bool:
         """True the first time a waiting turn is resumed, False after: its calls run once."""

@@ -1,8 +1,14 @@
-// The status page: servers, recent calls and requests (live, over /ui/events), the playground and the tools.
+// The status page: servers, the calls waiting for approval, recent calls and requests (live, over /ui/events), the
+// playground and the tools.
 // Every value from a server or a model is set as text, never as HTML.
 "use strict";
 
-const state = { tools: [], calls: [], servers: {}, requests: [] };
+const state = { tools: [], calls: [], servers: {}, requests: [], waiting: [] };
+const WAITING_POLL_MS = 5000;
+const DECIDED = {
+  approve: "decided: approved — the chat's next message runs it",
+  deny: "decided: denied — the chat's next message declines it",
+};
 const SPARK_POINTS = 20;
 const ASKS_FIRST = "A call waits for the person's yes (TOOLBRIDGE_CONFIRM, or the server's \"confirm\" in mcp.json).";
 
@@ -68,6 +74,49 @@ function renderCalls() {
   ));
   document.querySelector("#calls tbody").replaceChildren(...rows);
   renderSparklines();
+}
+
+// Rounds waiting for the person's yes (app/ops/waiting_rounds.py): one row per call, the buttons on the first.
+function renderWaiting() {
+  const now = Date.now() / 1000;
+  const rows = state.waiting.flatMap((w) => w.calls.map((c, i) => el("tr", { "data-waiting": w.id },
+    el("td", {}, i ? "" : w.reference),  // as the chat's question ends: "(Approval 3f9c2a1b.)"
+    el("td", {}, i ? "" : `${duration(now - w.asked_at)} ago`),
+    el("td", {}, c.tool),
+    el("td", {}, c.server || ""),
+    el("td", {}, el("code", {}, c.arguments)),
+    el("td", {}, i ? "" : decision(w)),
+  )));
+  document.querySelector("#waiting tbody").replaceChildren(...rows);
+  document.getElementById("waiting").hidden = rows.length === 0;
+  document.getElementById("waiting-none").hidden = rows.length !== 0;
+}
+
+function decision(w) {
+  if (w.decided) return el("span", { class: w.decided === "approve" ? "ok" : "error" }, DECIDED[w.decided]);
+  return el("span", {},
+    el("button", { class: "approve", onclick: () => decide(w.id, "approve") }, "Approve"), " ",
+    el("button", { class: "deny", onclick: () => decide(w.id, "deny") }, "Deny"));
+}
+
+async function decide(id, verdict) {
+  try {
+    const decided = await json(`/ui/waiting/${encodeURIComponent(id)}`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ verdict }),
+    });
+    state.waiting = state.waiting.map((w) => (w.id === id ? { ...w, decided: decided.decided } : w));
+    renderWaiting();
+  } catch (error) {
+    alert(`Not decided: ${error.message}`);
+    refreshWaiting();
+  }
+}
+
+async function refreshWaiting() {
+  try {
+    state.waiting = (await json("/ui/waiting")).data;
+    renderWaiting();
+  } catch { /* the next poll tries again */ }
 }
 
 // Chat requests and the tools the budget withheld from them (app/recent_requests.py).
@@ -254,6 +303,7 @@ function listen() {
   source.addEventListener("request", (e) => {
     state.requests = [...state.requests, JSON.parse(e.data)].slice(-100);
     renderRequests();
+    refreshWaiting();  // the request may ask the person
   });
   source.addEventListener("call", (e) => {
     state.calls = [...state.calls, JSON.parse(e.data)].slice(-200);
@@ -277,6 +327,8 @@ async function start() {
   renderCalls();
   state.requests = (await json("/ui/requests")).data;
   renderRequests();
+  await refreshWaiting();
+  setInterval(refreshWaiting, WAITING_POLL_MS);  // a round asked before its request's event, and the time since
   listen();
 }
 

@@ -5,7 +5,9 @@ When a round calls tools that ask first, nothing of it runs: the response ends w
 The next request's history then ends with the round's calls and the person's reply (memory_restore.py). A yes
 (or always) claims the round, so that it acts once across retries and replicas, and runs its calls; a no runs
 those that needed no yes and tells the model the others were declined; any other reply runs none of them and
-is answered as a new message. Without a waiting round, a yes or no that follows one of our questions is told
+is answered as a new message. A verdict given on the status page meanwhile decides instead of the reply: the
+calls run (approve) or are declined (deny), and a reply that is not a yes or no is answered after their
+results. Without a waiting round, a yes or no that follows one of our questions is told
 that nothing waits any more.
 """
 
@@ -20,7 +22,6 @@ from app.chat.approvals import (
     AskedCall,
     Reply,
     looks_like_question,
-    new_reference,
     no_longer_waiting,
     question,
     read_reply,
@@ -56,6 +57,9 @@ class Held:
     calls: tuple[ToolCall, ...] = ()
     refused: dict[str, NotRun] = field(default_factory=dict)  # by call id; the others run
     reply: dict[str, Any] | None = None  # the person's message, answered after the calls' results
+    # Decided on the status page before `reply`: the turn's stored entry holds the calls' results, which later
+    # requests give the model before the reply (memory_restore.py).
+    decided: bool = False
     notice: str | None = None
 
     def to_run(self) -> list[ToolCall]:
@@ -76,12 +80,18 @@ async def held_round(
     reply = history.messages[-1]
     before_reply = RestoredHistory(history.messages[:-1], history.restored_results, history.turns)
     answer = read_reply(content_text(reply.get("content")))
-    if answer is Reply.OTHER:
-        refused = {call.id: NotRun(NOT_ANSWERED, retryable=True) for call in waiting.calls}
-        return before_reply, Held(waiting.calls, refused, reply=reply)
+    verdict = await memory.verdict(waiting)  # given on the status page: it decides, whatever the message says
+    unanswered = Held(waiting.calls, {call.id: NotRun(NOT_ANSWERED, retryable=True) for call in waiting.calls},
+                      reply=reply)
+    if verdict is None and answer is Reply.OTHER:
+        return before_reply, unanswered
     if not await memory.claim(waiting):
-        return history, Held(notice=no_longer_waiting())
-    return before_reply, Held(waiting.calls, await _refusals(waiting, answer, memory, confirm_timeout))
+        return (before_reply, unanswered) if answer is Reply.OTHER else (history, Held(notice=no_longer_waiting()))
+    decided = answer if verdict is None or (verdict is Reply.YES and answer is Reply.ALWAYS) else verdict
+    refused = await _refusals(waiting, decided, memory, confirm_timeout)
+    if answer is Reply.OTHER:  # decided on the page: the message is answered after the calls' results
+        return before_reply, Held(waiting.calls, refused, reply=reply, decided=True)
+    return before_reply, Held(waiting.calls, refused)
 
 
 async def _refusals(
@@ -117,7 +127,7 @@ async def waiting_calls(calls: list[ToolCall], tools: RequestTools, memory: Turn
     return [call for call in asking if call.name not in approved]
 
 
-def asking_text(content: str, waiting: list[ToolCall], tools: RequestTools) -> str:
-    """The question, after whatever the model said in the round."""
-    text = question([AskedCall(call, tools.server_of(call.name)) for call in waiting], new_reference())
+def asking_text(content: str, waiting: list[ToolCall], tools: RequestTools, reference: str) -> str:
+    """The question, after whatever the model said in the round; `reference` names it (`new_reference`)."""
+    text = question([AskedCall(call, tools.server_of(call.name)) for call in waiting], reference)
     return f"\n\n{text}" if content.strip() else text

@@ -13,6 +13,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from app.chat.approvals import new_reference
 from app.chat.loop.asking import asking_text, waiting_calls
 from app.chat.loop.decision import (
     Action,
@@ -221,14 +222,17 @@ async def _ask_person(
 ) -> AsyncGenerator[LoopEvent, None]:
     """Nothing runs: the response ends with the question, and memory keeps the round (its MCP calls; the
     client's own, if any, are left for the model to make again) for the person's reply."""
-    text = asking_text(content, waiting, state.offer.mcp_tools)
+    reference = new_reference()  # in the question and on the status page, which lists the round
+    text = asking_text(content, waiting, state.offer.mcp_tools, reference)
     yield ToolsWaiting(waiting)
     state.shown.append(text)
     yield TextDelta(text)
     if context.memory is not None:
+        servers = {call.name: state.offer.mcp_tools.server_of(call.name) for call in waiting}
         await context.memory.remember_waiting_turn(state.our_rounds(), assistant_message(content, mcp_calls),
                                                    [call.id for call in waiting], "".join(state.shown),
-                                                   context.options.prompt_messages)
+                                                   context.options.prompt_messages, servers=servers,
+                                                   reference=reference)
     yield Finished("stop", context.stats.usage)
 
 
@@ -260,7 +264,8 @@ async def _resume(state: LoopState, context: _Context) -> AsyncGenerator[LoopEve
         state.messages.append(image_message([image for output in ordered for image in output.images]))
     if held.reply is not None:  # answered as a new message, after the calls' results
         state.messages.append(held.reply)
-        state.first_count = len(state.messages)
+        if not held.decided:  # decided on the status page: the results are this turn's to keep (asking.py)
+            state.first_count = len(state.messages)
 
 
 async def _sees_images(outputs: list[ToolOutput], options: LoopOptions) -> bool:

@@ -1,0 +1,87 @@
+"""The rounds waiting for the person's yes in this process, for the status page (`GET /ui/waiting`): a bounded
+list, each round with a short random id the page answers by (`POST /ui/waiting/{id}`).
+
+A round's memory key (where its turn waits in the state store) stays here: the page sees only the id, and a
+verdict is written beside the turn, under `verdict_key`, where the chat's next message reads it
+(app/chat/loop/asking.py). Each round belongs to the memory owner that asked it (a digest of the API key,
+"" without keys): the page lists and decides only its caller's own. A round leaves the list when the chat takes
+it up, when it is older than TOOLBRIDGE_CONFIRM_TIMEOUT, or when newer rounds push it out.
+"""
+
+import hashlib
+import secrets
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Literal
+
+WAITING_ROUNDS = 200
+Verdict = Literal["approve", "deny"]
+VERDICTS: tuple[Verdict, ...] = ("approve", "deny")
+
+
+def verdict_key(turn_key: str) -> str:
+    """Where the verdict on the round kept under `turn_key` is stored (the store never overwrites: the first
+    verdict stands)."""
+    return "verdict:" + hashlib.sha256(turn_key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class WaitingCall:
+    tool: str
+    server: str | None
+    arguments: str  # JSON text, as the model wrote it
+
+
+@dataclass
+class WaitingRound:
+    id: str
+    turn_key: str  # never shown: with it a verdict could be written for the round
+    owner: str
+    asked_at: float  # seconds since the epoch
+    calls: tuple[WaitingCall, ...]
+    reference: str = ""  # the question's, as the chat shows it ("Approval 3f9c2a1b"), to tell rounds apart
+    verdict: Verdict | None = None
+
+    def shown(self) -> dict[str, Any]:
+        """What the page is given."""
+        return {"id": self.id, "reference": self.reference, "asked_at": self.asked_at, "decided": self.verdict,
+                "calls": [{"tool": c.tool, "server": c.server, "arguments": c.arguments} for c in self.calls]}
+
+
+class WaitingRounds:
+    def __init__(self, size: int = WAITING_ROUNDS, max_age_seconds: float = 3600.0) -> None:
+        self._rounds: OrderedDict[str, WaitingRound] = OrderedDict()  # by id, oldest first
+        self._size = size
+        self._max_age = max_age_seconds
+
+    def add(self, turn_key: str, owner: str, calls: list[WaitingCall], reference: str = "") -> None:
+        """A round asked the person; asked again under the same key (a retried request), it is listed once."""
+        self._forget_old()
+        if any(held.turn_key == turn_key for held in self._rounds.values()):
+            return
+        held = WaitingRound(secrets.token_urlsafe(9), turn_key, owner, time.time(), tuple(calls), reference)
+        self._rounds[held.id] = held
+        while len(self._rounds) > self._size:
+            self._rounds.popitem(last=False)
+
+    def of(self, owner: str) -> list[WaitingRound]:
+        """The owner's rounds, oldest first."""
+        self._forget_old()
+        return [held for held in self._rounds.values() if held.owner == owner]
+
+    def find(self, round_id: str, owner: str) -> WaitingRound | None:
+        """The owner's round with this id; None for another owner's, as for one that does not exist."""
+        self._forget_old()
+        held = self._rounds.get(round_id)
+        return held if held is not None and held.owner == owner else None
+
+    def taken_up(self, turn_key: str) -> None:
+        """The chat took the round up: it leaves the list."""
+        for round_id in [i for i, held in self._rounds.items() if held.turn_key == turn_key]:
+            del self._rounds[round_id]
+
+    def _forget_old(self) -> None:
+        oldest = time.time() - self._max_age
+        for round_id in [i for i, held in self._rounds.items() if held.asked_at < oldest]:
+            del self._rounds[round_id]
