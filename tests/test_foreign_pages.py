@@ -30,6 +30,7 @@ SIMPLE = {"Content-Type": "text/plain;charset=UTF-8", "Sec-Fetch-Mode": "no-cors
 ATTACKS = [
     ("/ui/playground", PLAYGROUND),
     ("/ui/servers/basic/restart", b""),
+    ("/ui/waiting/any", json.dumps({"verdict": "approve"}).encode()),  # a waiting call's approval
     ("/v1/chat/completions", CHAT),
     ("/v1/models/unload", json.dumps({"model": "m"}).encode()),  # the pass-through, with the upstream key
 ]

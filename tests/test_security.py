@@ -152,7 +152,8 @@ def test_client_keys_in_headers_or_query_never_reach_the_upstream(gateway: Gatew
 PROTECTED = [("GET", "/tools"), ("GET", "/prompts"), ("GET", "/resources"), ("GET", "/v1/models"),
              ("POST", "/v1/chat/completions"), ("GET", "/v1/models/x"),
              ("POST", "/v1/embeddings"), ("GET", "/metrics"), ("GET", "/openapi.json"), ("DELETE", "/v1/files/f"),
-             ("GET", "/ui/calls"), ("GET", "/ui/events"), ("POST", "/ui/playground"), ("POST", "/ui/servers/x/restart")]
+             ("GET", "/ui/calls"), ("GET", "/ui/events"), ("POST", "/ui/playground"), ("POST", "/ui/servers/x/restart"),
+             ("GET", "/ui/waiting"), ("POST", "/ui/waiting/x")]
 PATH_FORMS = ["{path}", "{path}/", "/{path}", "{upper}", "{path}?api_key=k1"]
 WRONG_CREDENTIALS = [{}, {"Authorization": "Bearer"}, {"Authorization": "Bearer wrong"},
                      {"Authorization": "Bearer K1"}, {"Authorization": "Bearer k1x"}, {"Authorization": "Basic azE="},
@@ -161,7 +162,7 @@ WRONG_CREDENTIALS = [{}, {"Authorization": "Bearer"}, {"Authorization": "Bearer 
 
 
 def test_no_protected_route_is_reached_without_the_key(tmp_path: Path, upstream: FakeUpstream) -> None:
-    """700 requests: every protected route, in several spellings, with every wrong way to send a key."""
+    """800 requests: every protected route, in several spellings, with every wrong way to send a key."""
     upstream.script()
     body = json.dumps({"model": "m", "messages": ASK}).encode()
     with gateway_at(tmp_path, f"{upstream.url}/v1", api_keys="k1") as gateway:
@@ -175,7 +176,7 @@ def test_no_protected_route_is_reached_without_the_key(tmp_path: Path, upstream:
             for method, path, credentials in cases
         }
         assert raw(gateway, "GET", "/v1/models", {"Authorization": "Bearer k1"})[0] == 200
-    assert len(answered) == 700
+    assert len(answered) == len(PROTECTED) * len(PATH_FORMS) * len(WRONG_CREDENTIALS) == 800
     assert {case: status for case, status in answered.items() if status != 401} == {}
     assert upstream.paths == ["/v1/models"]
 
