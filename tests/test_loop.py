@@ -38,6 +38,7 @@ class Outcome:
     retryable: bool = False
     data: Any = None
     error_message: str | None = None
+    input_needed: Any = None
 
 
 @dataclass

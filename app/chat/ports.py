@@ -50,6 +50,28 @@ class ToolOutput(Protocol):
         """What the result addresses to the person (images, text meant for the user only), in order."""
         ...
 
+    @property
+    def input_needed(self) -> "InputNeeded | None":
+        """The server's questions when the call cannot finish without the person's answers (MCP 2026-07-28's
+        `input_required`); None for a finished call."""
+        ...
+
+
+@dataclass(frozen=True)
+class InputNeeded:
+    """A call's `InputRequiredResult` as plain JSON: kept while the person answers, on any replica."""
+
+    requests: dict[str, dict[str, Any]]  # the server's opaque key: its elicitation request's params, as JSON
+    state: str | None  # the server's sealed request state, sent back with the answers
+
+
+@dataclass(frozen=True)
+class ToolAnswers:
+    """What a call is sent again with: the person's answers to its questions, and the server's state."""
+
+    responses: dict[str, dict[str, Any]]  # the same keys: an ElicitResult as JSON (action, and content)
+    state: str | None
+
 
 ProgressReport = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -61,7 +83,10 @@ class RequestTools(Protocol):
     @property
     def openai_tools(self) -> Sequence[dict[str, Any]]: ...
 
-    async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None) -> ToolOutput: ...
+    async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None,
+                        answers: ToolAnswers | None = None) -> ToolOutput:
+        """Runs one call; with `answers`, the same call again with the person's answers to its questions."""
+        ...
 
     def only(self, names: frozenset[str]) -> "RequestTools":
         """The same tools, less those not named."""

@@ -17,7 +17,7 @@ import structlog
 from mcp import Client, MCPError
 from mcp.types import REQUEST_TIMEOUT, CallToolResult, ListResourcesResult, ReadResourceResult
 
-from app.chat.ports import ProgressReport
+from app.chat.ports import ProgressReport, ToolAnswers
 from app.mcp.arguments import problems
 from app.mcp.connect import tracking_delivery
 from app.mcp.convert import ToolRoute
@@ -84,9 +84,11 @@ class McpCall:
     """One call of one tool, possibly sent twice (once per connection): the clock runs from creation."""
 
     def __init__(self, route: ToolRoute, rendering: RenderOptions, on_progress: ProgressReport | None,
-                 reader: str | None = None) -> None:
-        """`reader`: the tool offered for the server's resources, which the result's links name."""
+                 reader: str | None = None, answers: ToolAnswers | None = None) -> None:
+        """`reader`: the tool offered for the server's resources, which the result's links name. `answers`: the
+        person's answers to the questions this call came back with before (sent with the server's state)."""
         self.route, self._rendering, self._on_progress, self._reader = route, rendering, on_progress, reader
+        self.answers = answers
         self.started = time.perf_counter()
 
     @property

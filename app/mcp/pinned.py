@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from app.chat.ports import ProgressReport
+from app.chat.ports import ProgressReport, ToolAnswers
 from app.mcp.convert import Catalogue
 from app.mcp.results import ToolOutcome
 
@@ -15,7 +15,7 @@ class ToolRunner(Protocol):
     """What runs a pinned request's calls: the pool."""
 
     async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None,
-                        catalogue: Catalogue | None = None) -> ToolOutcome: ...
+                        catalogue: Catalogue | None = None, answers: ToolAnswers | None = None) -> ToolOutcome: ...
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,9 @@ class PinnedTools:
     def openai_tools(self) -> Sequence[dict[str, Any]]:
         return self.catalogue.openai_tools
 
-    async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None) -> ToolOutcome:
-        return await self.pool.call_tool(name, arguments, on_progress, self.catalogue)
+    async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None,
+                        answers: ToolAnswers | None = None) -> ToolOutcome:
+        return await self.pool.call_tool(name, arguments, on_progress, self.catalogue, answers)
 
     def only(self, names: frozenset[str]) -> "PinnedTools":
         return PinnedTools(self.pool, self.catalogue.select(lambda name, _: name in names))

@@ -16,7 +16,7 @@ import anyio
 import structlog
 from mcp.types import GetPromptResult
 
-from app.chat.ports import ALL_TOOLS, ProgressReport, ToolSelection
+from app.chat.ports import ALL_TOOLS, ProgressReport, ToolAnswers, ToolSelection
 from app.mcp.calling import McpCall, call_record, unknown_tool
 from app.mcp.config import McpConfig, McpConfigError, ServerConfig
 from app.mcp.connect import ConnectionOpener, StartGate
@@ -199,10 +199,12 @@ class McpPool:
         return name in self._supervisors or self._catalogue.owns(name)
 
     async def call_tool(
-        self, name: str, arguments: str, on_progress: ProgressReport | None = None, catalogue: Catalogue | None = None
+        self, name: str, arguments: str, on_progress: ProgressReport | None = None, catalogue: Catalogue | None = None,
+        answers: ToolAnswers | None = None,
     ) -> ToolOutcome:
-        """Runs one tool call, named as in `catalogue` (default: the current one). Every failure comes back
-        as an error outcome for the model, never raised."""
+        """Runs one tool call, named as in `catalogue` (default: the current one); with `answers`, the same
+        call again with the person's answers to the questions it came back with. Every failure comes back as
+        an error outcome for the model, never raised."""
         catalogue = self._catalogue if catalogue is None else catalogue
         route = catalogue.route(name)
         if route is None:
@@ -210,7 +212,8 @@ class McpPool:
             if self._on_tool_call is not None:  # no server: "my model calls a tool that is not there"
                 self._on_tool_call(call_record(None, name, unknown, 0.0, arguments))
             return unknown.outcome
-        call = McpCall(route, self._options.rendering, on_progress, reader=catalogue.reader_of(route.server))
+        call = McpCall(route, self._options.rendering, on_progress, reader=catalogue.reader_of(route.server),
+                       answers=answers)
         supervisor = self._supervisors.get(route.server)
         if supervisor is None:  # a request from before a reload that removed the server
             removed = f"MCP server '{route.server}' was removed from the config."

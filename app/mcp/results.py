@@ -28,6 +28,7 @@ from mcp.types import (
     TextResourceContents,
 )
 
+from app.chat.ports import InputNeeded
 from app.openai.result_format import RenderOptions, cap_text, compact_json, write_envelope
 
 
@@ -51,6 +52,7 @@ class ToolOutcome:
     error_kind: str | None = None  # "tool_error" or a FailureKind
     error_message: str | None = None
     shown: tuple[Image | str, ...] = ()  # images the user may see, and text meant for the user only, in order
+    input_needed: InputNeeded | None = None  # the server's questions, when the call waits for the person's input
 
 
 class FailureKind(StrEnum):

@@ -43,6 +43,7 @@ class NotRun:
     images: Sequence[ImagePart] = ()
     data: Any = None
     shown: Sequence[ImagePart | str] = ()
+    input_needed: None = None
 
     @property
     def error_message(self) -> str:
