@@ -70,7 +70,7 @@ class Tools:
     def server_of(self, name: str) -> str | None:
         return "web" if name == "fetch" else None
 
-    async def call_tool(self, name: str, arguments: str, on_progress: Any = None) -> Outcome:
+    async def call_tool(self, name: str, arguments: str, on_progress: Any = None, answers: Any = None) -> Outcome:
         self.calls.append((name, arguments))
         for done in self.progress:
             await on_progress(done, 1.0, None)

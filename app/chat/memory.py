@@ -46,7 +46,7 @@ from app.chat.context_budget import CHARS_PER_TOKEN, fit_restored
 from app.chat.memory_entry import ANSWERED, GATEWAY_REPLY, bounded_entry, decode_all, read_room, rough_chars
 from app.chat.memory_keys import ROOT, ConversationKeys, Lookups, memory_owner, normal
 from app.chat.memory_restore import rewrite_history
-from app.chat.ports import RestoredHistory, WaitingTurn
+from app.chat.ports import InputNeeded, RestoredHistory, WaitingTurn
 from app.chat.trace import RecordedCall
 from app.openai.result_format import RenderOptions, omitted_result, recorded_result, shortened_result
 from app.ops.waiting_rounds import WaitingCall, WaitingRounds, verdict_key
@@ -109,11 +109,11 @@ class ConversationMemory:
         return history
 
     async def _keys_off_loop(self, messages: list[dict[str, Any]]) -> tuple[Lookups, str]:
-        """The history's keys, in a worker thread for a long history (in slices, so the event loop gets its
-        turns)."""
+        """The history's keys, from the conversation's start, in a worker thread for a long history (in slices,
+        so the event loop gets its turns)."""
         if rough_chars(messages) > KEYS_OFF_LOOP_CHARS:
-            return await anyio.to_thread.run_sync(self._keys.lookups, messages, self._chain)
-        return self._keys.lookups(messages, self._chain)
+            return await anyio.to_thread.run_sync(self._keys.lookups, messages, ROOT)
+        return self._keys.lookups(messages, ROOT)
 
     def fit(self, history: RestoredHistory, allowance: int) -> list[dict[str, Any]]:
         """The restored history within `allowance` characters: the oldest restored results shortened (the
@@ -156,21 +156,26 @@ class ConversationMemory:
     async def remember_waiting_turn(
         self, rounds: list[dict[str, Any]], assistant: dict[str, Any], asks: list[str], shown: str,
         prompt: Sequence[dict[str, Any]] = (), *, servers: Mapping[str, str | None] | None = None,
-        reference: str = "",
+        reference: str = "", after: Sequence[dict[str, Any]] = (), inputs: Mapping[str, InputNeeded] | None = None,
     ) -> None:
         """A turn whose calls wait for the person's yes: kept where mixed turns wait (with replicas, in the
         shared store), under the key its question will have in the next request's history; and listed for the
-        status page, its asked calls with their `servers` (by tool name) and the question's `reference`."""
+        status page, its asked calls with their `servers` (by tool name) and the question's `reference`. A round
+        whose calls wait for answers to the server's questions keeps them (`inputs`), and the results of its calls
+        that finished (`after`); the status page does not list it."""
         if self._stores is None:
             return
         message = {"content": assistant["content"], "tool_calls": assistant["tool_calls"]}
-        entry = await bounded_entry(rounds, message, [], prompt, self._shorten,
-                                    waiting={"asks": asks, "at": time.time()})
+        waiting: dict[str, Any] = {"asks": asks, "at": time.time()}
+        if inputs:
+            waiting["inputs"] = {call_id: {"requests": needed.requests, "state": needed.state}
+                                 for call_id, needed in inputs.items()}
+        entry = await bounded_entry(rounds, message, list(after), prompt, self._shorten, waiting=waiting)
         if entry is None:
             return
         key = self._keys.turn(self._chain, normal(shown, assistant=True))
         await self._put(self._stores.pending, {key: entry})
-        if self._stores.waiting is not None:
+        if self._stores.waiting is not None and not inputs:
             named = [(str(c["function"]["name"]), str(c["function"]["arguments"]))
                      for c in assistant["tool_calls"] if c["id"] in asks]
             self._stores.waiting.add(key, self._owner, [WaitingCall(name, (servers or {}).get(name), arguments)
@@ -224,7 +229,7 @@ class ConversationMemory:
         will have in the next request's history, so that the line and the answer are left out then."""
         if self._stores is None or self._stores.turns is None:
             return
-        _, chain = await self._keys_off_loop(messages)  # a fresh memory's: `restore` never ran on it
+        _, chain = await self._keys_off_loop(messages)
         await self._put(self._stores.turns, {self._keys.turn(chain, normal(text, assistant=True)): GATEWAY_REPLY})
 
     def _shorten(self, text: str, limit: int) -> str:

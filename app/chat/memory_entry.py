@@ -15,6 +15,8 @@ from typing import Any
 import anyio.to_thread
 import structlog
 
+from app.chat.ports import InputNeeded
+
 log = structlog.get_logger("toolbridge.memory")
 
 Shorten = Callable[[str, int], str]  # a result's text cut to at most so many characters
@@ -150,6 +152,15 @@ def _decode(value: bytes | None) -> dict[str, Any] | None:
     if "waiting" in entry and waiting_of(entry) is None:
         return None  # a held call that cannot be read is never run
     return entry
+
+
+def inputs_of(entry: dict[str, Any]) -> dict[str, InputNeeded]:
+    """A waiting turn's calls that came back with the server's questions, by call id (none for approvals)."""
+    inputs = (entry.get("waiting") or {}).get("inputs")
+    if not isinstance(inputs, dict):
+        return {}
+    return {call_id: InputNeeded(needed["requests"], needed.get("state")) for call_id, needed in inputs.items()
+            if isinstance(needed, dict) and isinstance(needed.get("requests"), dict)}
 
 
 def waiting_of(entry: dict[str, Any]) -> tuple[frozenset[str], float] | None:

@@ -14,14 +14,15 @@ was decided on the status page), else after results saying the calls did not run
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from app.chat.approvals import NOT_ANSWERED, NOT_KEPT, Reply, read_reply
-from app.chat.memory_entry import GATEWAY_REPLY, waiting_of
+from app.chat.memory_entry import GATEWAY_REPLY, inputs_of, waiting_of
 from app.chat.memory_keys import Lookups, call_ids
-from app.chat.ports import RestoredHistory, WaitingTurn
+from app.chat.ports import InputNeeded, RestoredHistory, WaitingTurn
 from app.chat.trace import RecordedCall, read_back, strip_trace
 from app.openai.accumulate import ToolCall
 from app.openai.schemas import content_text
@@ -38,15 +39,42 @@ def rewrite_history(messages: list[dict[str, Any]], lookups: Lookups, found: dic
     rewrite = _Rewrite(found, entries, recorded)
     for index, message in enumerate(messages):
         if message.get("role") != "assistant":
-            rewrite.other(message)  # a client's own `tool` message is no restored result
+            rewrite.other(message, index)  # a client's own `tool` message is no restored result
             continue
         # A user message just before: the last of `rewrite.messages`, as sent (user messages pass unchanged).
         slash_line = index > 0 and messages[index - 1].get("role") == "user"
-        reply = messages[index + 1] if index + 1 < len(messages) else None
-        ahead = entries.get(lookups[index + 2][0]) if index + 2 in lookups else None  # the next turn's entry
-        rewrite.turn(message, lookups[index], slash_line, reply, last=index + 2 == len(messages), ahead=ahead)
+        at = _reply_at(messages, index, lookups, found)
+        reply = messages[at] if at < len(messages) else None
+        ahead = entries.get(lookups[at + 1][0]) if at + 1 in lookups else None  # the next turn's entry
+        rewrite.turn(message, lookups[index], slash_line, ReplyAt(reply, at), last=at + 1 == len(messages),
+                     ahead=ahead)
     rewrite.settle()
     return RestoredHistory(rewrite.messages, rewrite.results, rewrite.turns, rewrite.waiting), rewrite.no_room
+
+
+def _reply_at(messages: list[dict[str, Any]], index: int, lookups: Lookups, found: dict[str, bytes]) -> int:
+    """Where the person's reply to the turn at `index` is: the next message, past any message the gateway
+    answered itself (an answer it could not read, asked again): both are left out, as the model never saw them."""
+    at = index + 1
+    while (at + 1 < len(messages) and messages[at].get("role") == "user" and at + 1 in lookups
+           and found.get(lookups[at + 1][0]) == GATEWAY_REPLY):
+        at += 2
+    return at
+
+
+@dataclass(frozen=True)
+class ReplyAt:
+    """The message that follows a turn as its reply (past what the gateway answered itself), and where."""
+
+    message: dict[str, Any] | None
+    at: int  # its index in the history as sent
+
+    @property
+    def text(self) -> str | None:
+        """The person's words, when the reply is theirs."""
+        if self.message is None or self.message.get("role") != "user":
+            return None
+        return content_text(self.message.get("content"))
 
 
 class _Rewrite:
@@ -59,51 +87,54 @@ class _Rewrite:
         self.results: list[int] = []
         self.turns = self.no_room = 0
         self.waiting: WaitingTurn | None = None
-        self._skip_reply = False  # the next user message answered a question: the model never saw it
+        self._skip_at: int | None = None  # the person's reply to a question, which the model never saw
         self._owed: list[str] = []  # ids of a decided turn's calls, whose results the next turn's entry holds
         self._placed: set[str] = set()  # ids of those results already given before the reply (status page)
 
-    def other(self, message: dict[str, Any]) -> None:
+    def other(self, message: dict[str, Any], index: int) -> None:
         """A message of another role than the assistant's: passed as sent, unless it answered a question."""
-        if self._skip_reply and message.get("role") == "user":
-            self._skip_reply = False
+        if index == self._skip_at:
+            self._skip_at = None
             return
-        self.settle()
+        if self._skip_at is None:  # before a reply still to come, a decided turn's results are not due yet
+            self.settle()
         self.messages.append(message)
 
     def turn(self, message: dict[str, Any], keys: tuple[str, str | None], slash_line: bool,
-             reply: dict[str, Any] | None, *, last: bool, ahead: dict[str, Any] | None = None) -> None:
+             reply: ReplyAt, *, last: bool, ahead: dict[str, Any] | None = None) -> None:
         key, answer_key = keys
-        start, owed = len(self.messages), self._owed
-        self._skip_reply, self._owed = False, []
-        if self._found.get(key) == GATEWAY_REPLY:
+        if self._found.get(key) == GATEWAY_REPLY:  # left out with its line; a decided turn's debts stand
             if slash_line:
                 self.messages.pop()
-                start -= 1
+            return
+        start, owed = len(self.messages), self._owed
+        self._skip_at, self._owed = None, []
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._from_entry(message, entry, slash_line)
+            self._held(key, entry, reply, last=last, ahead=ahead)
         else:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._from_entry(message, entry, slash_line)
-                self._held(key, entry, reply, last=last, ahead=ahead)
-            else:
-                self._unstored(message, key, answer_key)
+            self._unstored(message, key, answer_key)
         self._pay(owed, start)
 
-    def _held(self, key: str, entry: dict[str, Any], reply: dict[str, Any] | None, *, last: bool,
+    def _held(self, key: str, entry: dict[str, Any], reply: ReplyAt, *, last: bool,
               ahead: dict[str, Any] | None) -> None:
         """A turn that asked the person: waiting for the reply that ends the history, or decided earlier (by the
         reply, or on the status page: then the next turn's entry, `ahead`, holds the results, given here)."""
         waiting = waiting_of(entry)
         if waiting is None:
             return
-        held = self.messages[-1]
+        held = self._held_message(entry)
         calls = tuple(ToolCall(str(c["id"]), str(c["function"]["name"]), str(c["function"]["arguments"]))
                       for c in held.get("tool_calls") or [])
-        answer = read_reply(content_text(reply.get("content"))) if reply and reply.get("role") == "user" else None
+        if inputs := inputs_of(entry):
+            self._questioned(key, tuple(c for c in calls if c.id in inputs), waiting[1], inputs, reply, last=last)
+            return
+        answer = read_reply(reply.text) if reply.text is not None else None
         if last and answer is not None:
             self.waiting = WaitingTurn(key, calls, *waiting)
         elif answer in (Reply.YES, Reply.ALWAYS, Reply.NO):
-            self._skip_reply, self._owed = True, [call.id for call in calls]
+            self._skip_at, self._owed = reply.at, [call.id for call in calls]
         elif decided := _results_of(calls, ahead):
             self._placed = {call.id for call in calls}
             for call in calls:
@@ -111,6 +142,23 @@ class _Rewrite:
         else:
             for call in calls:
                 self._append({"role": "tool", "tool_call_id": call.id, "content": NOT_ANSWERED})
+
+    def _held_message(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """The held turn's assistant message with its calls, among the messages just added from its entry."""
+        after = len(entry["after"])
+        return self.messages[-1 - after]
+
+    def _questioned(self, key: str, asked: tuple[ToolCall, ...], asked_at: float, inputs: dict[str, InputNeeded],
+                    reply: ReplyAt, *, last: bool) -> None:
+        """A turn whose calls came back with the server's questions: the reply, whatever it says, is the
+        person's answer, which the model never sees; the calls' results come with the turn after it."""
+        if reply.text is None:
+            for call in asked:
+                self._append({"role": "tool", "tool_call_id": call.id, "content": NOT_ANSWERED})
+        elif last:
+            self.waiting = WaitingTurn(key, asked, frozenset(inputs), asked_at, inputs)
+        else:
+            self._skip_at, self._owed = reply.at, [call.id for call in asked]
 
     def _pay(self, owed: list[str], start: int) -> None:
         """Results for a decided turn's calls that the turn after it does not hold (its entry is gone): the

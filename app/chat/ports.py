@@ -144,8 +144,10 @@ class WaitingTurn:
 
     key: str  # where memory keeps it; claimed once, so that a yes sent twice runs the calls once
     calls: tuple[ToolCall, ...]
-    asks: frozenset[str]  # the ids of the calls that wait for the yes; the others need none
+    asks: frozenset[str]  # the ids of the calls that wait for the yes (or an answer); the others need none
     asked_at: float  # seconds since the epoch
+    # Calls that ran and came back with the server's questions (by call id): the reply is their answer.
+    inputs: Mapping[str, InputNeeded] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -178,8 +180,12 @@ class TurnMemory(Protocol):
     async def remember_waiting_turn(
         self, rounds: list[dict[str, Any]], assistant: dict[str, Any], asks: list[str], shown: str,
         prompt: Sequence[dict[str, Any]] = (), *, servers: Mapping[str, str | None] | None = None,
-        reference: str = "",
+        reference: str = "", after: Sequence[dict[str, Any]] = (), inputs: Mapping[str, InputNeeded] | None = None,
     ) -> None: ...
+
+    async def remember_reply(self, messages: list[dict[str, Any]], text: str) -> None:
+        """The gateway answered the message that ends `messages` itself: the next request leaves both out."""
+        ...
 
     async def verdict(self, waiting: WaitingTurn) -> Reply | None:
         """YES or NO when the person decided the waiting turn on the status page; None when not."""

@@ -217,7 +217,7 @@ def _trace_texts(
     elif isinstance(event, ToolProgress):
         texts = [render_progress(mode, event.call, event.progress, event.total, event.message)]
     elif isinstance(event, ToolsWaiting):
-        texts = [render_waiting(mode, event.calls)]
+        texts = [render_waiting(mode, event.calls, event.for_answer)]
     else:
         shown = person.show(event.calls, event.outputs, in_widget=mode == "details") if person else None
         texts = [render_finished(mode, event.calls, event.outputs, event.durations_ms, shown.files if shown else ()),

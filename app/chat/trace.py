@@ -95,24 +95,26 @@ def render_progress(
     return None
 
 
-def render_waiting(mode: TraceMode, calls: Sequence[ToolCall]) -> TraceText | None:
-    """Calls that wait for the person's yes: in Open WebUI's widget as calls not done yet (read back as none)."""
+def render_waiting(mode: TraceMode, calls: Sequence[ToolCall], for_answer: bool = False) -> TraceText | None:
+    """Calls that wait for the person's yes (or, `for_answer`, their answer to the server's question): in Open
+    WebUI's widget as calls not done yet (read back as none)."""
+    what = "answer" if for_answer else "approval"
     if mode == "reasoning":
-        return TraceText("reasoning", "".join(f"Waiting for your approval: {c.name}({_short(c.arguments)})\n"
+        return TraceText("reasoning", "".join(f"Waiting for your {what}: {c.name}({_short(c.arguments)})\n"
                                               for c in calls))
     if mode == "details":
-        return TraceText("content", "".join(_waiting_block(call) for call in calls))
+        return TraceText("content", "".join(_waiting_block(call, what) for call in calls))
     if mode == "markdown":
-        lines = [f"{MARKDOWN_MARK}`{c.name}` {_short(c.arguments)} → waiting for your approval\n" for c in calls]
+        lines = [f"{MARKDOWN_MARK}`{c.name}` {_short(c.arguments)} → waiting for your {what}\n" for c in calls]
         return TraceText("content", "\n" + "".join(lines) + "\n")
     return None
 
 
-def _waiting_block(call: ToolCall) -> str:
+def _waiting_block(call: ToolCall, what: str) -> str:
     attributes = {"type": "tool_calls", "done": _NOT_DONE, "id": call.id, "name": call.name,
                   "arguments": call.arguments or "{}"}
     rendered = " ".join(f'{key}="{_attribute(value)}"' for key, value in attributes.items())
-    return f"\n<details {rendered}>\n<summary>Waiting for your approval</summary>\n</details>\n"
+    return f"\n<details {rendered}>\n<summary>Waiting for your {what}</summary>\n</details>\n"
 
 
 def strip_trace(text: str) -> str:

@@ -12,8 +12,6 @@ that nothing waits any more.
 """
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from app.chat.approvals import (
@@ -27,48 +25,11 @@ from app.chat.approvals import (
     read_reply,
     too_late,
 )
-from app.chat.loop.events import ToolsRan
-from app.chat.ports import ImagePart, RequestTools, RestoredHistory, TurnMemory, WaitingTurn
+from app.chat.loop.held import Held, NotRun
+from app.chat.loop.inputs import answered
+from app.chat.ports import RequestTools, RestoredHistory, TurnMemory, WaitingTurn
 from app.openai.accumulate import ToolCall
 from app.openai.schemas import content_text
-
-
-@dataclass(frozen=True)
-class NotRun:
-    """The result the model is given for a call that did not run (a `ToolOutput`)."""
-
-    content: str
-    retryable: bool  # a call refused for lateness or another reply may be asked about again; a declined one not
-    is_error: bool = True
-    images: Sequence[ImagePart] = ()
-    data: Any = None
-    shown: Sequence[ImagePart | str] = ()
-    input_needed: None = None
-
-    @property
-    def error_message(self) -> str:
-        return self.content
-
-
-@dataclass(frozen=True)
-class Held:
-    """What the request does before its first round: run or refuse a waiting round's calls, or say that
-    nothing waits any more (`notice`: then nothing else happens)."""
-
-    calls: tuple[ToolCall, ...] = ()
-    refused: dict[str, NotRun] = field(default_factory=dict)  # by call id; the others run
-    reply: dict[str, Any] | None = None  # the person's message, answered after the calls' results
-    # Decided on the status page before `reply`: the turn's stored entry holds the calls' results, which later
-    # requests give the model before the reply (memory_restore.py).
-    decided: bool = False
-    notice: str | None = None
-
-    def to_run(self) -> list[ToolCall]:
-        return [call for call in self.calls if call.id not in self.refused]
-
-    def not_run(self) -> ToolsRan:
-        refused = [call for call in self.calls if call.id in self.refused]
-        return ToolsRan(refused, [self.refused[call.id] for call in refused], [0.0] * len(refused))
 
 
 async def held_round(
@@ -80,6 +41,9 @@ async def held_round(
         return history, _stale_answer(sent)
     reply = history.messages[-1]
     before_reply = RestoredHistory(history.messages[:-1], history.restored_results, history.turns)
+    if waiting.inputs:  # the server's questions: the reply is their answer
+        held = await answered(waiting, reply, content_text(reply.get("content")), memory, confirm_timeout)
+        return (history if held.notice is not None else before_reply), held
     answer = read_reply(content_text(reply.get("content")))
     verdict = await memory.verdict(waiting)  # given on the status page: it decides, whatever the message says
     unanswered = Held(waiting.calls, {call.id: NotRun(NOT_ANSWERED, retryable=True) for call in waiting.calls},

@@ -10,11 +10,9 @@ What follows a round is decided by `decision.py`; this module asks, acts on the 
 
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import Any
 
-from app.chat.approvals import new_reference
-from app.chat.loop.asking import asking_text, waiting_calls
+from app.chat.loop.asking import waiting_calls
 from app.chat.loop.decision import (
     Action,
     Decision,
@@ -26,21 +24,21 @@ from app.chat.loop.decision import (
     split_calls,
     stopped_note,
 )
-from app.chat.loop.events import Finished, LoopEvent, RoundBreak, Started, ToolsRan, ToolsWaiting
+from app.chat.loop.events import Finished, LoopEvent, RoundBreak, Started, ToolsRan
 from app.chat.loop.messages import (
     assistant_message,
     forbid_calls,
-    image_message,
     release_forced_choice,
     round_messages,
     tool_messages,
 )
-from app.chat.loop.state import LoopState, start_state
+from app.chat.loop.pausing import ask_for_input, ask_person, resume, sees_images
+from app.chat.loop.state import LoopState, RoundContext, start_state
 from app.chat.loop.tool_runs import run_tools
 from app.chat.ports import ChatUpstream, LoopOptions, RequestStats, ToolOutput, ToolRunner, TurnMemory
 from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
 from app.openai.markup import TextDelta
-from app.ops.telemetry import Span, end_chat_span, start_chat_span
+from app.ops.telemetry import end_chat_span, start_chat_span
 
 
 async def run_tool_loop(
@@ -63,7 +61,7 @@ async def run_tool_loop(
     finished: Finished | None = None
     failure: BaseException | None = None
     try:
-        async with aclosing(_request(state, _Context(upstream, options, stats, memory, span))) as events:
+        async with aclosing(_request(state, RoundContext(upstream, options, stats, memory, span))) as events:
             async for event in events:
                 if isinstance(event, Finished):
                     finished = event
@@ -76,21 +74,10 @@ async def run_tool_loop(
                       finish_reason=finished.finish_reason if finished else None)
 
 
-@dataclass(frozen=True)
-class _Context:
-    """What the rounds of one request work with, the same in every round."""
-
-    upstream: ChatUpstream
-    options: LoopOptions
-    stats: RequestStats
-    memory: TurnMemory | None
-    span: Span
-
-
-async def _request(state: LoopState, context: _Context) -> AsyncGenerator[LoopEvent, None]:
+async def _request(state: LoopState, context: RoundContext) -> AsyncGenerator[LoopEvent, None]:
     """A round that waited for the person's yes first, if there is one; then the rounds."""
     if state.held is not None:
-        async with aclosing(_resume(state, context)) as resuming:
+        async with aclosing(resume(state, context)) as resuming:
             async for event in resuming:
                 yield event
         if state.held.notice is not None:
@@ -100,7 +87,7 @@ async def _request(state: LoopState, context: _Context) -> AsyncGenerator[LoopEv
             yield event
 
 
-async def _rounds(state: LoopState, context: _Context) -> AsyncGenerator[LoopEvent, None]:
+async def _rounds(state: LoopState, context: RoundContext) -> AsyncGenerator[LoopEvent, None]:
     """Round after round: ask, fold the turn, decide, act, until a decision ends the request (in the round
     past the limit at the latest)."""
     max_rounds = context.options.max_tool_rounds
@@ -122,7 +109,7 @@ async def _rounds(state: LoopState, context: _Context) -> AsyncGenerator[LoopEve
             state.answering_now = True
             continue
         if decision.action is Action.ASK:
-            step = _ask_person(turn.content, mcp_calls, waiting, state, context)
+            step = ask_person(turn.content, mcp_calls, waiting, state, context)
         elif isinstance(decision, End) and decision.action is not Action.HAND_BACK:
             step = _answer(decision, turn.content, state, context)
         else:
@@ -130,7 +117,7 @@ async def _rounds(state: LoopState, context: _Context) -> AsyncGenerator[LoopEve
         async with aclosing(step) as acting:
             async for acted in acting:
                 yield acted
-        if isinstance(decision, End):
+        if isinstance(decision, End) or state.waiting_for_answer:
             return
 
 
@@ -176,7 +163,7 @@ def _count(stats: RequestStats, round_number: int, turn: TurnAccumulator) -> Non
         stats.usage.add(turn.usage)
 
 
-async def _answer(end: End, content: str, state: LoopState, context: _Context) -> AsyncGenerator[LoopEvent, None]:
+async def _answer(end: End, content: str, state: LoopState, context: RoundContext) -> AsyncGenerator[LoopEvent, None]:
     """The turn's text is the answer; stopped at the limit without any, a note says why."""
     final = content
     if end.action is Action.STOP and not final:
@@ -191,7 +178,7 @@ async def _answer(end: End, content: str, state: LoopState, context: _Context) -
 
 async def _run_calls(
     decision: Decision, content: str, calls: list[ToolCall], mcp_calls: list[ToolCall], client_calls: list[ToolCall],
-    state: LoopState, context: _Context,
+    state: LoopState, context: RoundContext,
 ) -> AsyncGenerator[LoopEvent, None]:
     """Runs the round's MCP calls; then hands the client its own calls, or feeds the results back."""
     outputs: list[ToolOutput] = []
@@ -203,6 +190,11 @@ async def _run_calls(
                 yield tool_event
         context.stats.tools_called.extend(call.name for call in mcp_calls)
         state.answered.update(same_call(c) for c, o in zip(mcp_calls, outputs, strict=True) if not o.retryable)
+    if any(output.input_needed is not None for output in outputs):  # the server's questions, for the person
+        async with aclosing(ask_for_input(content, mcp_calls, outputs, state, context)) as asking:
+            async for event in asking:
+                yield event
+        return
     if isinstance(decision, End):
         # Ours ran; the client gets its own. Remember ours so the model sees the whole turn again when
         # the client comes back with its results.
@@ -213,63 +205,5 @@ async def _run_calls(
         yield Finished(decision.finish_reason, context.stats.usage, client_calls)
         return
     state.messages = round_messages(state.messages, content, mcp_calls, outputs,
-                                    images_seen=await _sees_images(outputs, context.options))
+                                    images_seen=await sees_images(outputs, context.options))
     release_forced_choice(state.request)
-
-
-async def _ask_person(
-    content: str, mcp_calls: list[ToolCall], waiting: list[ToolCall], state: LoopState, context: _Context
-) -> AsyncGenerator[LoopEvent, None]:
-    """Nothing runs: the response ends with the question, and memory keeps the round (its MCP calls; the
-    client's own, if any, are left for the model to make again) for the person's reply."""
-    reference = new_reference()  # in the question and on the status page, which lists the round
-    text = asking_text(content, waiting, state.offer.mcp_tools, reference)
-    yield ToolsWaiting(waiting)
-    state.shown.append(text)
-    yield TextDelta(text)
-    if context.memory is not None:
-        servers = {call.name: state.offer.mcp_tools.server_of(call.name) for call in waiting}
-        await context.memory.remember_waiting_turn(state.our_rounds(), assistant_message(content, mcp_calls),
-                                                   [call.id for call in waiting], "".join(state.shown),
-                                                   context.options.prompt_messages, servers=servers,
-                                                   reference=reference)
-    yield Finished("stop", context.stats.usage)
-
-
-async def _resume(state: LoopState, context: _Context) -> AsyncGenerator[LoopEvent, None]:
-    """The waiting round taken up: its calls run or refused, their results after them; or the notice that
-    nothing waits any more, which ends the request."""
-    held = state.held
-    assert held is not None
-    yield Started()
-    if held.notice is not None:
-        state.shown.append(held.notice)
-        yield TextDelta(held.notice)
-        yield Finished("stop", None)
-        return
-    outputs: dict[str, ToolOutput] = dict(held.refused)
-    if run := held.to_run():
-        async with aclosing(run_tools(state.offer.mcp_tools, run, context.span)) as running:
-            async for tool_event in running:
-                if isinstance(tool_event, ToolsRan):
-                    outputs.update(zip([call.id for call in run], tool_event.outputs, strict=True))
-                yield tool_event
-        context.stats.tools_called.extend(call.name for call in run)
-    if held.refused:
-        yield held.not_run()
-    calls, ordered = list(held.calls), [outputs[call.id] for call in held.calls]
-    state.answered.update(same_call(c) for c, o in zip(calls, ordered, strict=True) if not o.retryable)
-    state.messages = [*state.messages, *tool_messages(calls, ordered)]
-    if await _sees_images(ordered, context.options):
-        state.messages.append(image_message([image for output in ordered for image in output.images]))
-    if held.reply is not None:  # answered as a new message, after the calls' results
-        state.messages.append(held.reply)
-        if not held.decided:  # decided on the status page: the results are this turn's to keep (asking.py)
-            state.first_count = len(state.messages)
-
-
-async def _sees_images(outputs: list[ToolOutput], options: LoopOptions) -> bool:
-    """Whether the model is shown the images the calls returned; the model is only asked when there are some."""
-    if not any(output.images for output in outputs):
-        return False
-    return options.sees_images is not None and await options.sees_images()

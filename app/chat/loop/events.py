@@ -41,9 +41,11 @@ class ToolsRan:
 
 @dataclass(frozen=True)
 class ToolsWaiting:
-    """Calls the person is asked to approve; the response ends after the question."""
+    """Calls the person is asked to approve (or, `for_answer`, whose server asked a question); the response
+    ends after the question."""
 
     calls: list[ToolCall]
+    for_answer: bool = False
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.chat.context_budget import prompt_allowance
-from app.chat.loop.asking import Held, held_round
+from app.chat.loop.asking import held_round
 from app.chat.loop.decision import CallKey
+from app.chat.loop.held import Held
 from app.chat.loop.messages import first_request, rounds, with_system_hint, without_traces
-from app.chat.ports import LoopOptions, RequestStats, RequestTools, RestoredHistory, ToolRunner, TurnMemory
+from app.chat.ports import (
+    ChatUpstream,
+    LoopOptions,
+    RequestStats,
+    RequestTools,
+    RestoredHistory,
+    ToolRunner,
+    TurnMemory,
+)
+from app.ops.telemetry import Span
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,7 @@ class LoopState:
     shown: list[str] = field(default_factory=list)  # the text the client is shown, which it sends back next time
     answered: set[CallKey] = field(default_factory=set)  # calls run whose result another try would not change
     answering_now: bool = False  # the model repeated answered calls and was asked to answer from what it has
+    waiting_for_answer: bool = False  # the round's calls came back with the server's questions: the response ends
     held: Held | None = None  # a round that waited for the person's yes, run or refused before the first round
 
     def our_rounds(self) -> list[dict[str, Any]]:
@@ -100,3 +111,14 @@ def _tool_names(tools: list[dict[str, Any]]) -> set[str]:
 
 def _tool_name(tool: dict[str, Any]) -> str | None:
     return (tool.get("function") or {}).get("name")
+
+
+@dataclass(frozen=True)
+class RoundContext:
+    """What the rounds of one request work with, the same in every round."""
+
+    upstream: ChatUpstream
+    options: LoopOptions
+    stats: RequestStats
+    memory: TurnMemory | None
+    span: Span

@@ -2,12 +2,12 @@
 
 import contextlib
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 
 import anyio
 
 from app.chat.loop.events import ToolProgress, ToolsRan, ToolsStarted
-from app.chat.ports import RequestTools, ToolOutput
+from app.chat.ports import RequestTools, ToolAnswers, ToolOutput
 from app.openai.accumulate import ToolCall
 from app.ops.telemetry import Span, tool_failed, tool_span
 
@@ -15,9 +15,10 @@ PROGRESS_BUFFER = 64  # progress past this many unread notes is dropped, never w
 
 
 async def run_tools(
-    tools: RequestTools, calls: list[ToolCall], span: Span
+    tools: RequestTools, calls: list[ToolCall], span: Span, answers: Mapping[str, ToolAnswers] | None = None,
 ) -> AsyncGenerator[ToolsStarted | ToolProgress | ToolsRan, None]:
-    """Runs the calls at once, passing on their progress as it comes; ends with `ToolsRan`."""
+    """Runs the calls at once, passing on their progress as it comes; ends with `ToolsRan`. A call with
+    `answers` (by call id) is sent again with the person's answers to the server's questions."""
     yield ToolsStarted(calls)
     outputs: list[ToolOutput | None] = [None] * len(calls)
     durations = [0.0] * len(calls)
@@ -30,7 +31,8 @@ async def run_tools(
 
         started = time.perf_counter()
         with tool_span(span, call.name, call.id) as call_span:
-            output = outputs[index] = await tools.call_tool(call.name, call.arguments, report)
+            output = outputs[index] = await tools.call_tool(call.name, call.arguments, report,
+                                                            (answers or {}).get(call.id))
             if output.is_error:
                 tool_failed(call_span, "tool_error")
         durations[index] = (time.perf_counter() - started) * 1000

@@ -1,0 +1,63 @@
+"""Calls that came back with the server's questions (MCP 2026-07-28's `input_required`): the question that ends
+the response, the person's reply read as their answer, and the answers the calls are sent with again.
+
+A round whose calls need input waits like a round that needs a yes (asking.py): its finished calls' results are
+kept with it, and the next message is the answer, never seen by the model. The answer is read against the
+server's own schema (questions.py); one that does not fit is asked about again, and that exchange is left out
+of later histories too. An answer that fits claims the round (it acts once, on any replica: the server's state
+travels with it) and the calls are sent again with it; the model sees only the calls and their final results.
+"""
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from app.chat.approvals import too_late
+from app.chat.loop.held import Held, NotRun
+from app.chat.ports import InputNeeded, RequestTools, ToolAnswers, ToolOutput, TurnMemory, WaitingTurn
+from app.chat.questions import Accepted, Cancelled, Invalid, answer_for, question_for
+from app.openai.accumulate import ToolCall
+
+ANSWER_CAME_TWICE = ("This answer was taken up already: the tool was sent it once. Ask again if you want it "
+                     "done again.")
+
+
+def needing_input(calls: Sequence[ToolCall], outputs: Sequence[ToolOutput]) -> list[tuple[ToolCall, InputNeeded]]:
+    return [(call, output.input_needed) for call, output in zip(calls, outputs, strict=True)
+            if output.input_needed is not None]
+
+
+def questions_text(content: str, asked: list[tuple[ToolCall, InputNeeded]], tools: RequestTools,
+                   reference: str) -> str:
+    """The server's questions, after whatever the model said in the round; `reference` names this round."""
+    parts = [question_for(params, tools.server_of(call.name)) for call, needed in asked
+             for params in needed.requests.values()]
+    text = "\n\n".join([*parts, f"(Question {reference}.)"])
+    return f"\n\n{text}" if content.strip() else text
+
+
+async def answered(waiting: WaitingTurn, reply: dict[str, Any], text: str, memory: TurnMemory,
+                   confirm_timeout: float) -> Held:
+    """The person's reply to a round's questions: asked again when it does not fit, else the calls' answers."""
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    for call_id, needed in waiting.inputs.items():
+        results[call_id] = {}
+        for key, params in needed.requests.items():
+            answer = answer_for(text, params)
+            if isinstance(answer, Invalid):
+                return Held(notice=f"{answer.problem}\n\n{question_for(params, None)}", remember_notice=True)
+            results[call_id][key] = _as_result(answer)
+    if not await memory.claim(waiting):
+        return Held(notice=ANSWER_CAME_TWICE)
+    calls = tuple(call for call in waiting.calls if call.id in waiting.inputs)
+    if time.time() - waiting.asked_at > confirm_timeout:
+        return Held(calls, {call.id: NotRun(too_late(confirm_timeout), retryable=True) for call in calls})
+    answers = {call_id: ToolAnswers(results[call_id], needed.state) for call_id, needed in waiting.inputs.items()}
+    return Held(calls, answers=answers)
+
+
+def _as_result(answer: Any) -> dict[str, Any]:
+    """An answer as the server's ElicitResult, in JSON."""
+    if isinstance(answer, Accepted):
+        return {"action": "accept", "content": answer.content}
+    return {"action": "cancel" if isinstance(answer, Cancelled) else "decline"}

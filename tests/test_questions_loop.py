@@ -1,0 +1,118 @@
+"""A server's questions in the loop (app/chat/loop/inputs.py, pausing.py): a call that comes back with
+`input_required` ends the response with the question; the next message is the answer, read against the
+server's schema, and the call is sent again with it and the server's state. Scripted fakes over a real
+MemoryStore (as tests/test_approvals_loop.py); a real 2026-era server in tests/test_questions_http.py."""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from app.chat.loop import ToolsWaiting
+from app.chat.ports import InputNeeded, ToolAnswers
+from tests.test_approvals_loop import new_store, shown, turn
+from tests.test_loop import Model, Outcome, Tools, call
+
+pytestmark = pytest.mark.anyio
+PARAMS = {"mode": "form", "message": "How many people, and when?",
+          "requestedSchema": {"type": "object", "required": ["party_size", "time"], "properties": {
+              "party_size": {"type": "integer", "minimum": 1, "maximum": 20}, "time": {"type": "string"}}}}
+BOOK = call("fetch", '{"restaurant": "Luigi"}', "c1")
+ASK = {"role": "user", "content": "Book a table at Luigi."}
+
+
+@dataclass
+class AskingTools(Tools):
+    """`fetch` asks the person before it finishes, as a 2026-era server does; other tools answer at once."""
+
+    answers: list[ToolAnswers | None] = field(default_factory=list)
+
+    async def call_tool(self, name: str, arguments: str, on_progress: Any = None, answers: Any = None) -> Outcome:
+        self.calls.append((name, arguments))
+        if name != "fetch":
+            return Outcome(f"result of {name}")
+        self.answers.append(answers)
+        if answers is None:
+            return Outcome("waiting for input", input_needed=InputNeeded({"booking": PARAMS}, "sealed-1"))
+        answer = answers.responses["booking"]
+        return Outcome(f"booked: {answer.get('content')}" if answer["action"] == "accept" else answer["action"])
+
+
+async def asked(store: Any, tools: AskingTools, calls: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    events = await turn(Model([calls or [BOOK]]), tools, store, [ASK])
+    assert any(isinstance(e, ToolsWaiting) and e.for_answer for e in events)
+    return [ASK, {"role": "assistant", "content": shown(events)}]
+
+
+async def test_the_servers_question_ends_the_response_and_nothing_is_asked_of_the_model_again() -> None:
+    store, tools = new_store(), AskingTools()
+    model = Model([[BOOK]])
+    events = await turn(model, tools, store, [ASK])
+    text = shown(events)
+    assert "How many people, and when?" in text and "party_size" in text and "(Question " in text
+    assert len(model.requests) == 1 and tools.answers == [None]
+
+
+async def test_the_answer_is_sent_with_the_servers_state_and_the_model_sees_only_the_result() -> None:
+    store, tools = new_store(), AskingTools()
+    history = await asked(store, tools)
+    model = Model(["Booked for four at half past seven."])
+    await turn(model, tools, store, [*history, {"role": "user", "content": "party_size: 4\ntime: 19:30"}])
+    sent = tools.answers[-1]
+    assert sent == ToolAnswers({"booking": {"action": "accept", "content": {"party_size": 4, "time": "19:30"}}},
+                               "sealed-1")
+    seen = model.requests[0]["messages"]
+    assert [m["role"] for m in seen] == ["user", "assistant", "tool"]
+    assert seen[-1]["content"] == "booked: {'party_size': 4, 'time': '19:30'}"
+    assert "How many people" not in str(seen) and "19:30" not in seen[0]["content"]
+
+
+async def test_an_answer_that_does_not_fit_is_asked_again_and_that_exchange_is_left_out_later() -> None:
+    store, tools = new_store(), AskingTools()
+    history = await asked(store, tools)
+    model = Model(["Booked."])
+    bad = [*history, {"role": "user", "content": "party_size: lots\ntime: 19:30"}]
+    again = await turn(model, tools, store, bad)
+    assert model.requests == [] and len(tools.answers) == 1  # nothing sent anywhere
+    assert "How many people, and when?" in shown(again) and "party_size" in shown(again)
+    good = [*bad, {"role": "assistant", "content": shown(again)},
+            {"role": "user", "content": "party_size: 2\ntime: 8pm"}]
+    await turn(model, tools, store, good)
+    assert tools.answers[-1] is not None and tools.answers[-1].responses["booking"]["content"]["party_size"] == 2
+    assert [m["role"] for m in model.requests[0]["messages"]] == ["user", "assistant", "tool"]
+
+
+async def test_decline_and_cancel_are_the_servers_to_hear() -> None:
+    for word, action in (("decline", "decline"), ("cancel", "cancel")):
+        store, tools = new_store(), AskingTools()
+        history = await asked(store, tools)
+        model = Model(["Not booked."])
+        await turn(model, tools, store, [*history, {"role": "user", "content": word}])
+        assert tools.answers[-1] == ToolAnswers({"booking": {"action": action}}, "sealed-1")
+        assert model.requests[0]["messages"][-1]["content"] == action
+
+
+async def test_an_answer_sent_twice_reaches_the_server_once() -> None:
+    store, tools = new_store(), AskingTools()
+    history = await asked(store, tools)
+    answer = [*history, {"role": "user", "content": "party_size: 3\ntime: noon"}]
+    await turn(Model(["Booked."]), tools, store, answer)
+    model = Model(["Booked again?"])
+    events = await turn(model, tools, store, answer)
+    assert len([a for a in tools.answers if a is not None]) == 1 and model.requests == []
+    assert "taken up already" in shown(events)
+
+
+async def test_later_turns_see_the_call_with_its_result_never_the_question_or_the_answer() -> None:
+    store, tools = new_store(), AskingTools()
+    history = await asked(store, tools, [BOOK, call("lookup", "{}", "c2")])
+    answer = {"role": "user", "content": "party_size: 4\ntime: 19:30"}
+    first = await turn(Model(["Booked."]), tools, store, [*history, answer])
+    model = Model(["Luigi, at 19:30."])
+    later = [*history, answer, {"role": "assistant", "content": shown(first)}, {"role": "user", "content": "Where?"}]
+    await turn(model, tools, store, later)
+    seen = model.requests[0]["messages"]
+    assert [m["role"] for m in seen] == ["user", "assistant", "tool", "tool", "assistant", "user"]
+    results = {m["tool_call_id"]: m["content"] for m in seen if m["role"] == "tool"}
+    assert results == {"c2": "result of lookup", "c1": "booked: {'party_size': 4, 'time': '19:30'}"}
+    assert "How many people" not in str(seen) and "party_size: 4" not in str(seen)
