@@ -127,7 +127,10 @@ async def print_tools(settings: Settings) -> int:
         await pool.wait_settled()
         catalogue = pool.catalogue
         health = pool.health()
-    print(json.dumps(list(catalogue.openai_tools), indent=2, ensure_ascii=False))
+    try:
+        print(json.dumps(list(catalogue.openai_tools), indent=2, ensure_ascii=False), flush=True)
+    except BrokenPipeError:  # `toolbridge tools | head`: the reader has what it wanted; no traceback at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     for name, route in catalogue.routes.items():  # not in the JSON: it is what the model is sent, as sent
         if route.asks_first:
             print(f"toolbridge: {name} (server '{route.server}') asks first: a call waits for the person's yes",

@@ -81,6 +81,19 @@ def test_tools_prints_the_openai_tools_and_exits(tmp_path: Path) -> None:
     assert all(t["type"] == "function" and t["function"]["parameters"]["type"] == "object" for t in tools)
 
 
+def test_tools_piped_into_a_reader_that_stops_early_ends_without_a_traceback(tmp_path: Path) -> None:
+    """`toolbridge tools | head -1`: the reader closes the pipe after a line."""
+    config = write_config(tmp_path, {"basic": stdio_entry("basic.py")})
+    reader, writer = os.pipe()
+    os.close(reader)  # nobody reads: the first write is refused, as `head` refuses it once it has its lines
+    with os.fdopen(writer, "wb") as closed:
+        done = subprocess.run([TOOLBRIDGE, "tools", "--mcp-config", str(config)], cwd=tmp_path, stdout=closed,
+                              stderr=subprocess.PIPE, text=True, timeout=120, check=False,
+                              env=clean_env() | {"XDG_DATA_HOME": str(tmp_path / "data")})
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+    assert done.returncode == 0
+
+
 def test_tools_names_failed_servers_and_exits_nonzero(tmp_path: Path) -> None:
     config = write_config(
         tmp_path, {"basic": stdio_entry("basic.py"), "broken": {"command": "no-such-mcp-server-binary"}}
