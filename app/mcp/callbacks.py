@@ -30,8 +30,7 @@ def declining_elicitation(server: str) -> Any:
     """The elicitation callback: registering it declares the capability; what reaches it is declined."""
 
     async def decline(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
-        # Not the message: it is the server's words for the person, and may hold what the person should not see
-        # in a log line; the mode says enough of what was asked.
+        # Not the message: the server's words for the person stay out of the operator's log; the mode is enough.
         log.info("mcp_elicitation_declined", server=server, mode=params.mode)
         return ElicitResult(action="decline")
 

@@ -11,11 +11,12 @@ import anyio
 import pytest
 
 from app.chat.ports import ToolAnswers
+from app.mcp.config import HttpServerConfig, ServerConfig
 from app.mcp.pool import McpPool
 from app.mcp.results import ToolOutcome
 from app.ops.call_record import CallRecord
 from app.ops.recent_calls import RecentCalls
-from tests.mcp.test_pool import SETTLE_TIMEOUT, config, options, stdio
+from tests.mcp.test_pool import SETTLE_TIMEOUT, RemoteServer, config, options, stdio
 from tests.support.fake_upstream import readable
 
 pytestmark = pytest.mark.anyio
@@ -23,8 +24,9 @@ LUIGI = '{"restaurant": "Luigi"}'
 
 
 @asynccontextmanager
-async def asks_pool(records: list[CallRecord] | None = None, **server: Any) -> AsyncIterator[McpPool]:
-    pool = McpPool(config(asks=stdio("asks.py", **server)), options(),
+async def asks_pool(records: list[CallRecord] | None = None, remote: ServerConfig | None = None,
+                    **server: Any) -> AsyncIterator[McpPool]:
+    pool = McpPool(config(asks=remote or stdio("asks.py", **server)), options(),
                    on_tool_call=None if records is None else records.append)
     async with pool:
         with anyio.fail_after(SETTLE_TIMEOUT):
@@ -77,6 +79,22 @@ async def test_the_answer_is_taken_by_another_process_of_the_server() -> None:
     assert (readable(booked.content), booked.is_error) == ("booked Luigi for 2 at 20:00", False)
 
 
+async def test_over_http_one_gateway_asks_and_another_sends_the_answer() -> None:
+    remote = RemoteServer("asks.py")
+    await remote.start()
+    try:
+        async with asks_pool(remote=HttpServerConfig(url=remote.url)) as first:
+            key, outcome = await asked(first)
+        assert outcome.input_needed is not None
+        accept = {key: {"action": "accept", "content": {"party_size": 3, "time": "12:00"}}}
+        async with asks_pool(remote=HttpServerConfig(url=remote.url)) as second:
+            booked = await second.call_tool("asks__book_table", LUIGI,
+                                            answers=ToolAnswers(accept, outcome.input_needed.state))
+    finally:
+        remote.kill()
+    assert (readable(booked.content), booked.is_error) == ("booked Luigi for 3 at 12:00", False)
+
+
 async def test_a_state_the_server_refuses_tells_the_model_to_call_again() -> None:
     records: list[CallRecord] = []
     async with asks_pool(records) as pool:
@@ -126,3 +144,18 @@ async def test_an_answer_that_is_not_an_elicitation_result_is_refused_before_sen
         wrong = await pool.call_tool("asks__book_table", LUIGI,
                                      answers=ToolAnswers({key: {"action": "maybe"}}, outcome.input_needed.state))
     assert wrong.is_error and json.loads(wrong.content)["data"]["error"] == "invalid_arguments"
+
+
+async def test_answers_the_server_cannot_take_ask_again_or_fail_as_the_tool() -> None:
+    async with asks_pool() as pool:
+        key, outcome = await asked(pool)
+        assert outcome.input_needed is not None
+        accept = {key: {"action": "accept", "content": {"party_size": 4, "time": "19:30"}}}
+        stateless = await pool.call_tool("asks__book_table", LUIGI, answers=ToolAnswers(accept, None))
+        wrong = {key: {"action": "accept", "content": {"party_size": "many", "time": "19:30"}}}
+        mistyped = await pool.call_tool("asks__book_table", LUIGI,
+                                        answers=ToolAnswers(wrong, outcome.input_needed.state))
+    assert stateless.input_needed is not None and not stateless.is_error  # without its state: the server asks again
+    assert set(stateless.input_needed.requests) == {key}
+    assert mistyped.is_error and mistyped.input_needed is None and mistyped.error_kind == "tool_error"
+    assert "does not match the requested schema" in (mistyped.error_message or "")
