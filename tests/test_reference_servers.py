@@ -68,13 +68,16 @@ def reference_gateway(upstream: FakeUpstream, files_root: Path, tmp_path_factory
         yield gateway
 
 
-def test_tools_that_only_elicit_are_not_offered(reference_gateway: Gateway) -> None:
-    # The gateway cannot answer elicitation mid-chat and does not declare it, so server-everything leaves
-    # out its tools that only ask; sampling is declared, so the tool that samples is there.
+def test_a_tool_that_asks_mid_call_is_offered_and_its_question_declined(
+    reference_gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    # Elicitation is declared (a 2026-era server asks only then), so server-everything offers its tools that
+    # ask; its 2025-era question mid-call cannot be held across requests yet, so the gateway declines it.
     tools = httpx.get(f"{reference_gateway.url}/tools", timeout=30).json()["data"]
     names = {tool["function"]["name"] for tool in tools}
-    assert "everything__trigger-sampling-request" in names
-    assert {name for name in names if "elicitation" in name} == set()
+    assert {"everything__trigger-sampling-request", "everything__trigger-elicitation-request"} <= names
+    envelope = received(reference_gateway, upstream, Call("everything__trigger-elicitation-request", {}))
+    assert "User declined to provide the requested information" in json.dumps(envelope, ensure_ascii=False)
 
 
 def received(gateway: Gateway, upstream: FakeUpstream, call: Call) -> dict:

@@ -15,17 +15,29 @@ from typing import Any
 import anyio
 import structlog
 from mcp import Client, MCPError
-from mcp.types import REQUEST_TIMEOUT, CallToolResult, ListResourcesResult, ReadResourceResult
+from mcp.types import (
+    INVALID_PARAMS,
+    REQUEST_TIMEOUT,
+    CallToolResult,
+    ElicitResult,
+    InputRequiredResult,
+    InputResponses,
+    ListResourcesResult,
+    ReadResourceResult,
+)
+from pydantic import ValidationError
 
 from app.chat.ports import ProgressReport, ToolAnswers
 from app.mcp.arguments import problems
 from app.mcp.connect import tracking_delivery
 from app.mcp.convert import ToolRoute
+from app.mcp.input_rounds import call_tool, input_needed
 from app.mcp.resources import read_or_list, wants_something
 from app.mcp.results import (
     FailureKind,
     ToolOutcome,
     render_failure,
+    render_input_needed,
     render_listing,
     render_resource,
     render_result,
@@ -38,12 +50,14 @@ from app.ops.call_record import CallRecord, ToolCallObserver
 CALL_TIMEOUT_SLACK = 5.0
 # What a model is told to wait before retrying a call that timed out.
 RETRY_AFTER_SECONDS = 5
+UNUSABLE_ANSWER = "The person's answer came too late or could not be used"
 
 
 def call_record(server: str | None, tool: str, ended: "CallEnded", seconds: float, arguments: str) -> CallRecord:
     """What the metrics and the recent calls learn of an ended call."""
     outcome = ended.outcome
-    kind = ended.failure.value if ended.failure else "error" if outcome.is_error else "ok"
+    kind = ended.failure.value if ended.failure else "error" if outcome.is_error else (
+        "input_needed" if outcome.input_needed else "ok")
     return CallRecord(server, tool, kind, seconds, outcome.error_message, arguments, outcome.content)
 
 
@@ -99,7 +113,8 @@ class McpCall:
         """The call's log line, and the call for the observer."""
         route = self.route
         log.info("tool_call", server=route.server, tool=route.tool, duration_ms=round(self.duration_ms, 1),
-                 ok=not ended.outcome.is_error, **({"failure": ended.failure.value} if ended.failure else {}))
+                 ok=not ended.outcome.is_error, **({"failure": ended.failure.value} if ended.failure else {}),
+                 **({"input_needed": True} if ended.outcome.input_needed else {}))
         if observer is not None:
             observer(call_record(route.server, route.tool, ended, self.duration_ms / 1000, arguments))
 
@@ -135,16 +150,19 @@ class McpCall:
             if self._on_progress is not None:
                 await self._on_progress(progress, total, message)
 
+        responses = self._responses()
+        if isinstance(responses, CallEnded):
+            return responses
         try:
             # A refused POST ends the wait at once: the SDK's sender may die of it without a word to us.
-            result: CallToolResult | ReadResourceResult | ListResourcesResult
+            result: CallToolResult | InputRequiredResult | ReadResourceResult | ListResourcesResult
             with deadline.scope, tracking_delivery(on_refused=deadline.scope.cancel) as delivery:
                 if self.route.reads_resources:
                     result = await read_or_list(client, arguments)
                 else:
-                    result = await client.call_tool(
-                        self.route.tool, arguments, read_timeout_seconds=deadline.cap + CALL_TIMEOUT_SLACK,
-                        progress_callback=progressed,
+                    result = await call_tool(
+                        client, self.route.tool, arguments, read_timeout=deadline.cap + CALL_TIMEOUT_SLACK,
+                        progress=progressed, responses=responses, state=self.answers.state if self.answers else None,
                     )
             if delivery.refused and limits.tracked:
                 return ConnectionLost(never_ran=True)
@@ -156,22 +174,43 @@ class McpCall:
             return self._refused(exc, limits, delivery.reached_server)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return ConnectionLost(never_ran=limits.tracked and not delivery.reached_server)
-        except RuntimeError as exc:  # the SDK's outputSchema validation of the result
+        except RuntimeError as exc:  # the SDK's outputSchema validation of the result; a server that asks forever
             return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
         return CallEnded(self._rendered(result))
+
+    def _responses(self) -> InputResponses | CallEnded | None:
+        """The person's answers as the SDK sends them, or the failure when they cannot be read."""
+        if self.answers is None:
+            return None
+        try:
+            return {key: ElicitResult.model_validate(answer) for key, answer in self.answers.responses.items()}
+        except ValidationError as exc:
+            return self.fail(FailureKind.INVALID_ARGUMENTS, f"{UNUSABLE_ANSWER} ({exc.error_count()} problems "
+                             "in it). Call the tool again to ask the person anew.")
 
     def _refused(self, exc: MCPError, limits: Limits, reached_server: bool) -> CallEnded | ConnectionLost:
         """An error answer to the call: a timeout, the server's refusal, or the connection's end."""
         if exc.code == REQUEST_TIMEOUT:
             return self.fail(FailureKind.TIMEOUT, f"The tool did not finish within {limits.timeout:g} s.",
                              retry_after=RETRY_AFTER_SECONDS)
+        if self.answers is not None and exc.code == INVALID_PARAMS:
+            # The arguments were accepted when the server asked; what it refuses now is its own state: too old
+            # (a 2026 server keeps it 10 minutes), sealed by another key, or not for this call.
+            return self.fail(FailureKind.SERVER_ERROR,
+                             f"{UNUSABLE_ANSWER}: MCP server '{self.route.server}' no longer takes the call it "
+                             f"answers ({exc.message}). "
+                             "Call the tool again to ask the person anew.")
         if not connection_gone(exc):
             return self.fail(FailureKind.SERVER_ERROR,
                              f"MCP server '{self.route.server}' refused the call: {exc.message}")
         # An expired session is refused before the tool runs, like a connection that was never made.
         return ConnectionLost(never_ran=session_gone(exc) or (limits.tracked and not reached_server))
 
-    def _rendered(self, result: CallToolResult | ReadResourceResult | ListResourcesResult) -> ToolOutcome:
+    def _rendered(
+        self, result: CallToolResult | InputRequiredResult | ReadResourceResult | ListResourcesResult
+    ) -> ToolOutcome:
+        if isinstance(result, InputRequiredResult):
+            return render_input_needed(input_needed(result), self._rendering)
         if isinstance(result, ReadResourceResult):
             return render_resource(result, self._rendering)
         if isinstance(result, ListResourcesResult):

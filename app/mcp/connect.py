@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
 
 from app import __version__
-from app.mcp.callbacks import server_log_forwarder
+from app.mcp.callbacks import declining_elicitation, server_log_forwarder
 from app.mcp.config import HttpServerConfig, ServerConfig, StdioServerConfig
 from app.mcp.processes import (
     SERVER_MARKER,
@@ -108,6 +108,8 @@ class ConnectionOpener:
             "logging_callback": server_log_forwarder(name),
             "message_handler": on_message,
             "mode": server.mode,
+            # Declared so that a 2026-era server asks (input_required) rather than refusing the call.
+            "elicitation_callback": declining_elicitation(name),
         }
         if self.complete is not None:  # registering the callback is what declares the capability
             options["sampling_callback"] = sampling_handler(name, self.complete, self.sampling_model, log)

@@ -4,8 +4,9 @@ failures on the gateway's side, as the envelope or text of app/openai/result_for
 `data` is `structuredContent` when the tool gave it, else the content blocks (JSON text parsed),
 one value when there is one block, a list otherwise. Failures on either side carry a kind the model
 can act on (`invalid_arguments` with the fields, `timeout` with `retry_after`, `unknown_tool` with
-the nearest names, `server_unavailable`, `tool_error`). What a result addresses to the person alone
-is kept apart (`shown`), whatever the model sees.
+the nearest names, `server_unavailable`, `tool_error`). A call the server holds for the person's
+answers (`input_required`) is neither: it carries the questions (`input_needed`). What a result
+addresses to the person alone is kept apart (`shown`), whatever the model sees.
 """
 
 import base64
@@ -144,6 +145,15 @@ def _data(result: CallToolResult, visible: list[ContentBlock], reader: str | Non
         )
         return None, meta
     return (items[0] if len(items) == 1 else items), meta
+
+
+def render_input_needed(needed: InputNeeded, options: RenderOptions) -> ToolOutcome:
+    """A call the server holds until the person answers its questions (MCP 2026's `input_required`): neither a
+    result nor a failure; the chat loop asks the person and sends the call again with the answers."""
+    message = "The tool is waiting for the person to answer its question; the call goes on once they answer."
+    content = message if options.result_format == "text" else write_envelope(
+        "input_required", {"message": message}, options, {})
+    return ToolOutcome(content, False, input_needed=needed)
 
 
 def render_failure(kind: FailureKind, message: str, options: RenderOptions, **details: Any) -> ToolOutcome:

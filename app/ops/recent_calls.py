@@ -56,6 +56,6 @@ class RecentCalls:
 def _error_class(outcome: str) -> str | None:
     """What kind of failure, in words the gateway chose: a tool's own failure is `error` among the outcomes
     (the metrics' label) and `tool_error` in the envelope the model reads, whose name is kept here."""
-    if outcome == "ok":
+    if outcome in ("ok", "input_needed"):  # a call the server holds for the person's answers did not fail
         return None
     return "tool_error" if outcome == "error" else outcome

@@ -69,7 +69,7 @@ function renderCalls() {
     el("td", {}, c.request_id || ""),
     el("td", {}, c.server ? `${c.server} / ${c.tool}` : `${c.tool} (no such tool)`),
     el("td", {}, c.duration_ms),
-    el("td", { class: c.outcome === "ok" ? "ok" : "error" }, c.outcome),
+    el("td", { class: c.outcome === "ok" ? "ok" : c.outcome === "input_needed" ? "starting" : "error" }, c.outcome),
     el("td", {}, c.error || ""),
   ));
   document.querySelector("#calls tbody").replaceChildren(...rows);

@@ -61,6 +61,12 @@ class FakeClient:
 
         yield changes()
 
+    input_required_max_rounds: int = 10
+
+    @property
+    def session(self) -> "FakeClient":  # a tools/call goes through the session (app/mcp/input_rounds.py)
+        return self
+
     async def call_tool(self, tool: str, arguments: dict[str, Any], **_: Any) -> CallToolResult:
         if self.broken.is_set():
             raise anyio.ClosedResourceError
