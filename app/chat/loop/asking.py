@@ -12,6 +12,7 @@ that nothing waits any more.
 """
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from app.chat.approvals import (
@@ -33,16 +34,18 @@ from app.openai.schemas import content_text
 
 
 async def held_round(
-    history: RestoredHistory, sent: list[dict[str, Any]], memory: TurnMemory | None, confirm_timeout: float
+    history: RestoredHistory, sent: list[dict[str, Any]], memory: TurnMemory | None, confirm_timeout: float,
+    server_of: Callable[[str], str | None],
 ) -> tuple[RestoredHistory, Held | None]:
-    """The history the rounds start from, and what to do first: None when no round waited for this reply."""
+    """The history the rounds start from, and what to do first: None when no round waited for this reply.
+    `server_of`: a tool's server, named when a question is asked again."""
     waiting = history.waiting
     if waiting is None or memory is None:
         return history, _stale_answer(sent)
     reply = history.messages[-1]
     before_reply = RestoredHistory(history.messages[:-1], history.restored_results, history.turns)
     if waiting.inputs:  # the server's questions: the reply is their answer
-        held = await answered(waiting, reply, content_text(reply.get("content")), memory, confirm_timeout)
+        held = await answered(waiting, content_text(reply.get("content")), memory, confirm_timeout, server_of)
         return (history if held.notice is not None else before_reply), held
     answer = read_reply(content_text(reply.get("content")))
     verdict = await memory.verdict(waiting)  # given on the status page: it decides, whatever the message says

@@ -9,7 +9,7 @@ travels with it) and the calls are sent again with it; the model sees only the c
 """
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from app.chat.approvals import too_late
@@ -36,16 +36,19 @@ def questions_text(content: str, asked: list[tuple[ToolCall, InputNeeded]], tool
     return f"\n\n{text}" if content.strip() else text
 
 
-async def answered(waiting: WaitingTurn, reply: dict[str, Any], text: str, memory: TurnMemory,
-                   confirm_timeout: float) -> Held:
-    """The person's reply to a round's questions: asked again when it does not fit, else the calls' answers."""
+async def answered(waiting: WaitingTurn, text: str, memory: TurnMemory, confirm_timeout: float,
+                   server_of: Callable[[str], str | None]) -> Held:
+    """The person's reply to a round's questions: asked again when it does not fit (naming the call's server,
+    as the first time), else the calls' answers."""
+    names = {call.id: call.name for call in waiting.calls}
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for call_id, needed in waiting.inputs.items():
         results[call_id] = {}
         for key, params in needed.requests.items():
             answer = answer_for(text, params)
             if isinstance(answer, Invalid):
-                return Held(notice=f"{answer.problem}\n\n{question_for(params, None)}", remember_notice=True)
+                again = question_for(params, server_of(names.get(call_id, "")))
+                return Held(notice=f"{answer.problem}\n\n{again}", remember_notice=True)
             results[call_id][key] = _as_result(answer)
     if not await memory.claim(waiting):
         return Held(notice=ANSWER_CAME_TWICE)

@@ -60,7 +60,8 @@ async def start_state(
     history = (await memory.restore(body["messages"], options.context_tokens) if memory is not None
                else without_traces(body["messages"]))
     stats.restored_turns = history.turns
-    history, held = await held_round(history, body["messages"], memory, options.confirm_timeout)
+    history, held = await held_round(history, body["messages"], memory, options.confirm_timeout,
+                                     mcp_tools.server_of)
     if options.prompt_messages and held is None:  # after the memory read the history as the client keeps it
         history = replace(history, messages=[*history.messages[:-1], *options.prompt_messages])
     mcp_tools, client_tools = await _within_budget(history.messages, mcp_tools, body.get("tools") or [], options,
