@@ -87,7 +87,8 @@ class ConversationMemory:
         self._owner = owner
         self._keys = ConversationKeys(owner, chat_id)
         self._chain = ROOT  # of the history as the client sent it, set by `restore`
-        self._conversation = ""  # which of the caller's conversations this is, set by `restore`
+        self._sent: list[dict[str, Any]] = []  # the history as the client sent it, set by `restore`
+        self._conversation: str | None = None  # which of the caller's conversations it is: asked only for "always"
 
     async def restore(self, messages: list[dict[str, Any]],
                       context_tokens: Callable[[], Awaitable[int]] | None = None) -> RestoredHistory:
@@ -95,7 +96,7 @@ class ConversationMemory:
         ran in their place, the gateway's own answers and their lines left out, and traces removed. Stored
         turns are read newest first while they could fit in `context_tokens` (at least one whole entry)."""
         lookups, self._chain = await self._keys_off_loop(messages)
-        self._conversation = self._keys.conversation(messages)
+        self._sent = messages
         context_chars = None
         if context_tokens is not None and lookups and self._stores is not None:
             context_chars = await context_tokens() * CHARS_PER_TOKEN
@@ -107,6 +108,18 @@ class ConversationMemory:
             log.info("turn_not_restored", reason="the model's context cannot hold it with the newer turns",
                      turns=no_room, room_bytes=room)
         return history
+
+    async def _conversation_key(self) -> str:
+        """The conversation's identity for "always": only a request whose model called a tool that asks first
+        needs it; a long first message is read in a worker thread, as the history's keys are."""
+        if self._conversation is None:
+            first = self._sent[:next((i + 1 for i, m in enumerate(self._sent) if m.get("role") == "user"),
+                                     len(self._sent))]
+            if rough_chars(first) > KEYS_OFF_LOOP_CHARS:
+                self._conversation = await anyio.to_thread.run_sync(self._keys.conversation, first)
+            else:
+                self._conversation = self._keys.conversation(first)
+        return self._conversation
 
     async def _keys_off_loop(self, messages: list[dict[str, Any]]) -> tuple[Lookups, str]:
         """The history's keys, from the conversation's start, in a worker thread for a long history (in slices,
@@ -212,7 +225,8 @@ class ConversationMemory:
     async def always_approved(self, names: set[str]) -> set[str]:
         if self._stores is None or not names:
             return set()
-        keys = {self._keys.always(self._conversation, name): name for name in names}
+        conversation = await self._conversation_key()
+        keys = {self._keys.always(conversation, name): name for name in names}
         try:
             found = await self._stores.pending.get_many(list(keys))
         except StateStoreError:
@@ -222,7 +236,7 @@ class ConversationMemory:
     async def approve_always(self, names: set[str]) -> None:
         if self._stores is not None and names:
             await self._put(self._stores.pending,
-                            {self._keys.always(self._conversation, name): ANSWERED for name in names})
+                            {self._keys.always(await self._conversation_key(), name): ANSWERED for name in names})
 
     async def remember_reply(self, messages: list[dict[str, Any]], text: str) -> None:
         """The gateway answered the slash line that ends `messages` itself: marked, under the key its answer
