@@ -19,7 +19,15 @@ from app.chat.approvals import DECLINED
 from app.openai.schemas import content_text
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
-from tests.support.open_webui import ARTIFACTS, chat_page, running_open_webui, send, skip_without_open_webui
+from tests.support.open_webui import (
+    ARTIFACTS,
+    chat_page,
+    offered_name,
+    running_open_webui,
+    send,
+    skip_without_open_webui,
+    tool_result,
+)
 from tests.support.servers import ServerThread
 
 KEY = "sk-owui-key"
@@ -29,20 +37,6 @@ ASKS = {"Write a note called": "write_note", "Delete my note called": "delete_no
 skip_without_open_webui()
 
 
-def _offered(body: dict[str, Any], tool: str) -> str | None:
-    """The name the gateway offers the notes server's `tool` under (Open WebUI adds its own tools beside it)."""
-    names = [offered["function"]["name"] for offered in body.get("tools") or []]
-    return next((name for name in names if name.endswith(f"__{tool}")), None)
-
-
-def _result(content: Any) -> str:
-    """A tool message's text: the server's own result when the gateway wrapped it as JSON, else the text."""
-    text = content_text(content)
-    try:
-        return str(json.loads(text)["data"]["result"])
-    except (ValueError, KeyError, TypeError):
-        return text
-
 
 def scripted(body: dict[str, Any]) -> Turn:
     """The model: one tool per request of the person's, then an answer quoting what the tool said."""
@@ -51,7 +45,7 @@ def scripted(body: dict[str, Any]) -> Turn:
     asked = content_text(messages[last].get("content"))
     if asked.lstrip().startswith("### Task:"):  # Open WebUI's titles, tags and follow-ups
         return Turn(content="{}")
-    results = [_result(m.get("content")) for m in messages[last:] if m["role"] == "tool"]
+    results = [tool_result(m.get("content")) for m in messages[last:] if m["role"] == "tool"]
     if results and results[-1] == DECLINED:
         return Turn(content="I did not delete it, as you said.")
     if results:
@@ -59,7 +53,7 @@ def scripted(body: dict[str, Any]) -> Turn:
     verb, _, note = asked.rpartition(" ")
     tool = ASKS.get(verb, "")
     arguments = {"name": note, "text": "milk and eggs"} if tool == "write_note" else {"name": note}
-    name = _offered(body, tool) if tool else None
+    name = offered_name(body, tool) if tool else None
     if name is None:
         return Turn(content="I cannot do that.")
     return Turn(content="Let me do that.", calls=[Call(name, arguments)])
@@ -109,7 +103,7 @@ def _ask_to_delete(tab: Any, model: FakeUpstream, note: str) -> None:
 
     _say(tab, model, f"Write a note called {note}", f"Done: the notes server said wrote '{note}'")
     [asked] = _say(tab, model, f"Delete my note called {note}", "to refuse, or")  # one request: nothing ran
-    tool = _offered(asked, "delete_note")
+    tool = offered_name(asked, "delete_note")
     assert tool is not None and content_text(asked["messages"][-1]["content"]) == f"Delete my note called {note}"
     expect(tab.get_by_text("needs your approval").last).to_be_visible()
     expect(tab.locator("strong", has_text=tool).last).to_be_visible()  # the tool, named in bold
@@ -118,7 +112,7 @@ def _ask_to_delete(tab: Any, model: FakeUpstream, note: str) -> None:
     expect(tab.get_by_text(f"Waiting for your approval: {tool}").last).to_be_visible()
 
 
-def test_yes_runs_the_tool_and_the_answer_comes_from_its_result(open_webui: str, model: FakeUpstream) -> None:
+def test_yes_runs_the_tool_and_the_answer_comes_from_itstool_result(open_webui: str, model: FakeUpstream) -> None:
     with chat_page(open_webui, "open_webui_approval_yes.png") as tab:
         _ask_to_delete(tab, model, "groceries")
         tab.screenshot(path=str(ARTIFACTS / "open_webui_approval_asked.png"), full_page=True)
@@ -127,7 +121,7 @@ def test_yes_runs_the_tool_and_the_answer_comes_from_its_result(open_webui: str,
         assert seen[-3]["role"] == "user" and content_text(seen[-3]["content"]) == "Delete my note called groceries"
         assert seen[-2]["role"] == "assistant" and seen[-2]["tool_calls"][0]["function"]["name"].endswith(
             "__delete_note")
-        assert seen[-1]["role"] == "tool" and _result(seen[-1]["content"]) == "deleted 'groceries'"  # the server's
+        assert seen[-1]["role"] == "tool" and tool_result(seen[-1]["content"]) == "deleted 'groceries'"  # the server's
         assert "approval" not in json.dumps(seen).lower()  # the model never sees the question
         assert not any(m["role"] == "user" and content_text(m["content"]) == "yes" for m in seen)
 
@@ -138,9 +132,9 @@ def test_no_runs_nothing_and_the_answer_says_so(open_webui: str, model: FakeUpst
     with chat_page(open_webui, "open_webui_approval_no.png") as tab:
         _ask_to_delete(tab, model, "shopping")
         [after_no] = _say(tab, model, "no", "I did not delete it, as you said.")
-        assert _result(after_no["messages"][-1]["content"]) == DECLINED
+        assert tool_result(after_no["messages"][-1]["content"]) == DECLINED
         [_, answered] = _say(tab, model, "Read my note called shopping", "Done: the notes server said milk and eggs")
-        assert _result(answered["messages"][-1]["content"]) == "milk and eggs"  # the note is still there
+        assert tool_result(answered["messages"][-1]["content"]) == "milk and eggs"  # the note is still there
         expect(tab.get_by_text("deleted 'shopping'")).to_have_count(0)
 
 

@@ -17,7 +17,14 @@ import pytest
 from app.openai.schemas import content_text
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
-from tests.support.open_webui import ARTIFACTS, chat_page, running_open_webui, skip_without_open_webui
+from tests.support.open_webui import (
+    ARTIFACTS,
+    chat_page,
+    offered_name,
+    running_open_webui,
+    skip_without_open_webui,
+    tool_result,
+)
 from tests.support.servers import ServerThread
 
 KEY = "sk-owui-key"
@@ -27,20 +34,6 @@ ASKS = {"Book a table at": ("book_table", "restaurant"), "Sign in to": ("sign_in
 skip_without_open_webui()
 
 
-def _offered(body: dict[str, Any], tool: str) -> str | None:
-    """The name the gateway offers the asks server's `tool` under (Open WebUI adds its own tools beside it)."""
-    names = [offered["function"]["name"] for offered in body.get("tools") or []]
-    return next((name for name in names if name.endswith(f"__{tool}")), None)
-
-
-def _result(content: Any) -> str:
-    """A tool message's text: the server's own result when the gateway wrapped it as JSON, else the text."""
-    text = content_text(content)
-    try:
-        return str(json.loads(text)["data"]["result"])
-    except (ValueError, KeyError, TypeError):
-        return text
-
 
 def scripted(body: dict[str, Any]) -> Turn:
     """The model: one tool per request of the person's, then an answer quoting what the tool said."""
@@ -49,12 +42,12 @@ def scripted(body: dict[str, Any]) -> Turn:
     asked = content_text(messages[last].get("content"))
     if asked.lstrip().startswith("### Task:"):  # Open WebUI's titles, tags and follow-ups
         return Turn(content="{}")
-    results = [_result(m.get("content")) for m in messages[last:] if m["role"] == "tool"]
+    results = [tool_result(m.get("content")) for m in messages[last:] if m["role"] == "tool"]
     if results:
         return Turn(content=f"Done: the server said {results[-1]}.")
     verb, _, word = asked.rpartition(" ")
     tool, argument = ASKS.get(verb, ("", ""))
-    name = _offered(body, tool) if tool else None
+    name = offered_name(body, tool) if tool else None
     if name is None:
         return Turn(content="I cannot do that.")
     return Turn(content="On it.", calls=[Call(name, {argument: word})])
@@ -118,7 +111,7 @@ def _ask_to_book(tab: Any, model: FakeUpstream) -> str:
     from playwright.sync_api import expect
 
     [asked] = _say(tab, model, "Book a table at Luigi", "for how many people, and when?")
-    tool = _offered(asked, "book_table")
+    tool = offered_name(asked, "book_table")
     assert tool is not None and content_text(asked["messages"][-1]["content"]) == "Book a table at Luigi"
     expect(tab.locator("blockquote", has_text="Booking a table at Luigi: for how many people").last).to_be_visible()
     for field in ("Party size", "Time"):
@@ -131,12 +124,12 @@ def _ask_to_book(tab: Any, model: FakeUpstream) -> str:
     return tool
 
 
-def _only_the_call_and_its_result(body: dict[str, Any], tool: str, asked: str, result: str, *hidden: str) -> None:
+def _only_the_call_and_itstool_result(body: dict[str, Any], tool: str, asked: str, result: str, *hidden: str) -> None:
     """The model saw the person's request, the call and the server's result, never the question or the answers."""
     seen = [m for m in body["messages"] if m["role"] != "system"]
     assert seen[-3]["role"] == "user" and content_text(seen[-3]["content"]) == asked
     assert seen[-2]["role"] == "assistant" and seen[-2]["tool_calls"][0]["function"]["name"] == tool
-    assert seen[-1]["role"] == "tool" and _result(seen[-1]["content"]) == result
+    assert seen[-1]["role"] == "tool" and tool_result(seen[-1]["content"]) == result
     text = json.dumps(seen)
     for words in ("for how many people", "party_size:", "asks you", *hidden):
         assert words not in text, words
@@ -147,7 +140,7 @@ def test_the_form_question_is_shown_and_the_answer_books_the_table(open_webui: s
         tool = _ask_to_book(tab, model)
         _shot(tab, "asked")
         [after] = _say(tab, model, "party_size: 4\ntime: 19:30", "Done: the server said booked Luigi for 4 at 19:30")
-        _only_the_call_and_its_result(after, tool, "Book a table at Luigi", "booked Luigi for 4 at 19:30")
+        _only_the_call_and_itstool_result(after, tool, "Book a table at Luigi", "booked Luigi for 4 at 19:30")
 
 
 def test_a_wrong_value_is_asked_about_again_then_a_right_one_books(open_webui: str, model: FakeUpstream) -> None:
@@ -159,7 +152,7 @@ def test_a_wrong_value_is_asked_about_again_then_a_right_one_books(open_webui: s
         expect(tab.locator("blockquote", has_text="for how many people").last).to_be_visible()  # asked again
         _shot(tab, "wrong")
         [after] = _say(tab, model, "party_size: 6\ntime: 20:00", "Done: the server said booked Luigi for 6 at 20:00")
-        _only_the_call_and_its_result(after, tool, "Book a table at Luigi", "booked Luigi for 6 at 20:00",
+        _only_the_call_and_itstool_result(after, tool, "Book a table at Luigi", "booked Luigi for 6 at 20:00",
                                       "must be")
         expect(tab.get_by_text("booked Luigi for 50")).to_have_count(0)
 
@@ -169,10 +162,10 @@ def test_the_link_question_shows_the_link_and_done_signs_in(open_webui: str, mod
 
     with chat_page(open_webui, "open_webui_question_signed_in.png") as tab:
         [asked] = _say(tab, model, "Sign in to calendar", "Sign in to calendar to continue.")
-        tool = _offered(asked, "sign_in")
+        tool = offered_name(asked, "sign_in")
         assert tool is not None
         link = tab.locator('a[href="https://example.test/sign-in?service=calendar"]').last
         expect(link).to_be_visible()
         _shot(tab, "link")
         [after] = _say(tab, model, "done", "Done: the server said signed in to calendar")
-        _only_the_call_and_its_result(after, tool, "Sign in to calendar", "signed in to calendar", "example.test")
+        _only_the_call_and_itstool_result(after, tool, "Sign in to calendar", "signed in to calendar", "example.test")

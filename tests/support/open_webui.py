@@ -10,6 +10,7 @@ TOOLBRIDGE_TEST_OPEN_WEBUI (its `open-webui` command); without it those tests ar
 Offline: no login, no Ollama, no model downloads.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -21,6 +22,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from app.openai.schemas import content_text
 
 OPEN_WEBUI = os.environ.get("TOOLBRIDGE_TEST_OPEN_WEBUI", "")
 CHROMIUM = shutil.which("chromium")
@@ -93,3 +96,18 @@ def send(tab: Any, text: str) -> None:
     tab.locator("#chat-input").click()
     tab.keyboard.type(text)
     tab.keyboard.press("Enter")
+
+
+def offered_name(body: dict[str, Any], tool: str) -> str | None:
+    """The name the gateway offers an MCP server's `tool` under in a request (Open WebUI's own tools beside it)."""
+    names = [offered["function"]["name"] for offered in body.get("tools") or []]
+    return next((name for name in names if name.endswith(f"__{tool}")), None)
+
+
+def tool_result(content: Any) -> str:
+    """A tool message's text: the server's own result when the gateway wrapped it as JSON, else the text."""
+    text = content_text(content)
+    try:
+        return str(json.loads(text)["data"]["result"])
+    except (ValueError, KeyError, TypeError):
+        return text
