@@ -6,6 +6,7 @@ whether to try again after a loss, is the server's supervisor's business (superv
 """
 
 import json
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 
-from app.chat.ports import ProgressReport, ToolAnswers
+from app.chat.ports import InputNeeded, ProgressReport, ToolAnswers
 from app.mcp.arguments import problems
 from app.mcp.connect import tracking_delivery
 from app.mcp.convert import ToolRoute
@@ -51,6 +52,10 @@ CALL_TIMEOUT_SLACK = 5.0
 # What a model is told to wait before retrying a call that timed out.
 RETRY_AFTER_SECONDS = 5
 UNUSABLE_ANSWER = "The person's answer came too late or could not be used"
+# A 2025-era server's question held for the person (held_calls.py): how long it waits for the answer (as long as
+# server-everything waits for it), and how many questions one call may ask.
+HOLD_SECONDS = 600.0
+QUESTIONS_PER_CALL = 3
 
 
 def call_record(server: str | None, tool: str, ended: "CallEnded", seconds: float, arguments: str) -> CallRecord:
@@ -104,6 +109,7 @@ class McpCall:
         self.route, self._rendering, self._on_progress, self._reader = route, rendering, on_progress, reader
         self.answers = answers
         self.started = time.perf_counter()
+        self._deadline: _ProgressDeadline | None = None  # while the call is being sent
 
     @property
     def duration_ms(self) -> float:
@@ -120,6 +126,20 @@ class McpCall:
 
     def fail(self, kind: FailureKind, message: str, **details: Any) -> CallEnded:
         return CallEnded(render_failure(kind, message, self._rendering, **details), kind)
+
+    def asked(self, needed: InputNeeded) -> CallEnded:
+        """The call waits for the person's answer to its server's question (held_calls.py)."""
+        return CallEnded(render_input_needed(needed, self._rendering))
+
+    @contextmanager
+    def waiting_for_person(self) -> Iterator[None]:
+        """The person's time does not count against the call's time limit."""
+        deadline = self._deadline
+        if deadline is None:
+            yield
+            return
+        with deadline.paused():
+            yield
 
     def checked_arguments(self, arguments: str) -> dict[str, Any] | CallEnded:
         """The arguments as one JSON object that fits the tool's schema, or the failure to tell the model."""
@@ -143,7 +163,7 @@ class McpCall:
 
     async def send(self, client: Client, arguments: dict[str, Any], limits: Limits) -> CallEnded | ConnectionLost:
         server = self.route.server
-        deadline = _ProgressDeadline(limits.timeout, max(limits.timeout, limits.cap))
+        deadline = self._deadline = _ProgressDeadline(limits.timeout, max(limits.timeout, limits.cap))
 
         async def progressed(progress: float, total: float | None, message: str | None) -> None:
             deadline.extend()
@@ -161,7 +181,9 @@ class McpCall:
                     result = await read_or_list(client, arguments)
                 else:
                     result = await call_tool(
-                        client, self.route.tool, arguments, read_timeout=deadline.cap + CALL_TIMEOUT_SLACK,
+                        # The SDK's own timeout is a backstop: the person's time, which ours leaves out, is in it.
+                        client, self.route.tool, arguments,
+                        read_timeout=deadline.cap + CALL_TIMEOUT_SLACK + HOLD_SECONDS * QUESTIONS_PER_CALL,
                         progress=progressed, responses=responses, state=self.answers.state if self.answers else None,
                     )
             if delivery.refused and limits.tracked:
@@ -253,6 +275,17 @@ class _ProgressDeadline:
 
     def extend(self) -> None:
         self.scope.deadline = min(anyio.current_time() + self.timeout, self.started + self.cap)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No limit while the person answers; then the limit starts again, its cap moved by the time taken."""
+        paused_at = anyio.current_time()
+        self.scope.deadline = math.inf
+        try:
+            yield
+        finally:
+            self.started += anyio.current_time() - paused_at
+            self.extend()
 
     @property
     def capped(self) -> bool:

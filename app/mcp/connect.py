@@ -15,6 +15,7 @@ import httpx2
 import psutil
 import structlog
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.session import ElicitationFnT
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
@@ -100,8 +101,10 @@ class ConnectionOpener:
     @asynccontextmanager
     async def open(
         self, name: str, server: ServerConfig, *, read_timeout: float, on_message: MessageHandler,
-        stderr: StderrTail | None,
+        stderr: StderrTail | None, on_question: ElicitationFnT | None = None,
     ) -> AsyncIterator[Connection]:
+        """`on_question`: what a server's question in the middle of a call is handed to (held_calls.py); declined
+        without it."""
         options: dict[str, Any] = {
             "client_info": CLIENT_INFO,
             "read_timeout_seconds": read_timeout,
@@ -109,7 +112,7 @@ class ConnectionOpener:
             "message_handler": on_message,
             "mode": server.mode,
             # Declared so that a 2026-era server asks (input_required) rather than refusing the call.
-            "elicitation_callback": declining_elicitation(name),
+            "elicitation_callback": on_question or declining_elicitation(name),
         }
         if self.complete is not None:  # registering the callback is what declares the capability
             options["sampling_callback"] = sampling_handler(name, self.complete, self.sampling_model, log)

@@ -1,6 +1,8 @@
 """A server's live connection as its calls see it: the client while a connection is published (none between
 two), a call sent on it and once more on the next one when it was lost under the call and running it twice
-does no harm, the prompts asked of it, and the count of calls running on it, which a reload lets finish.
+does no harm, the prompts asked of it, and the count of calls running on it, which a reload lets finish. Calls
+run through its `holder` (held_calls.py), which keeps a call whose 2025-era server asked the person a question
+until the answer comes with a later request.
 
 Which connection is live, and when the next one starts, is the supervisor's business (supervisor.py): it
 publishes each connection here, and learns from `lost` and `needed` that a call found it gone.
@@ -8,9 +10,11 @@ publishes each connection here, and learns from `lost` and `needed` that a call 
 
 import anyio
 from mcp import Client
-from mcp.types import GetPromptResult
+from mcp.types import ElicitResult, GetPromptResult
+from pydantic import ValidationError
 
-from app.mcp.calling import CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
+from app.mcp.calling import HOLD_SECONDS, UNUSABLE_ANSWER, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
+from app.mcp.held_calls import Asked, CallHolder, Stage, held_state
 from app.mcp.prompts import PromptFailed, completions, get_prompt
 from app.mcp.results import FailureKind
 from app.mcp.status import ServerStatus, unavailable
@@ -30,6 +34,7 @@ class LiveConnection:
         self.lost = anyio.Event()  # a call found the connection gone; replaced for each connection
         self.needed: anyio.Event | None = None  # set by a call that found the server down, during backoff
         self.in_flight = CallsInFlight()
+        self.holder = CallHolder(name, self.in_flight)
         self._published = anyio.Event()
 
     def publish(self, client: Client) -> None:
@@ -41,7 +46,10 @@ class LiveConnection:
 
     async def call(self, call: McpCall, arguments: str) -> CallEnded:
         """Runs one call on the live connection; once more on the next connection when it was lost and
-        running it twice does no harm (or it never ran at all)."""
+        running it twice does no harm (or it never ran at all). A call that waits for the person's answer
+        ends as the question (`input_needed`); the same call with the answer (`call.answers`) goes on with it."""
+        if call.answers is not None and (hold := held_state(call.answers.state)) is not None:
+            return await self._answer_held(call, hold)
         client = self.client
         if client is None:
             if self.needed is not None:  # it served before: retry it now, not later
@@ -51,19 +59,40 @@ class LiveConnection:
         if isinstance(parsed, CallEnded):
             return parsed
         limits = Limits(self._call_timeout, self._longest_call_timeout, self._status.transport == "http")
-        with self.in_flight.running():
-            ended = await call.send(client, parsed, limits)
+        ended = await self.holder.run(call, client, parsed, limits)
         if isinstance(ended, ConnectionLost):
             self.lost.set()
             if (call.route.safe_to_retry or ended.never_ran) and await self._reconnected(client):
                 assert self.client is not None
-                with self.in_flight.running():
-                    ended = await call.send(self.client, parsed, limits)
-        if isinstance(ended, ConnectionLost):
-            self.lost.set()
+                ended = await self.holder.run(call, self.client, parsed, limits)
+        return self._ended(call, ended, "closed the connection; it is being restarted.")
+
+    async def _answer_held(self, call: McpCall, hold: str) -> CallEnded:
+        """The person's answer to the question a held call waits on, and the call's next stage."""
+        assert call.answers is not None
+        try:
+            answer = ElicitResult.model_validate(next(iter(call.answers.responses.values()), None))
+        except ValidationError:
+            return call.fail(FailureKind.SERVER_ERROR, f"{UNUSABLE_ANSWER}. Call the tool again to ask anew.")
+        stage = await self.holder.answer(hold, answer)
+        if stage is None:
+            minutes = f"{HOLD_SECONDS / 60:g}"
             return call.fail(FailureKind.SERVER_UNAVAILABLE,
-                             f"MCP server '{self.name}' closed the connection; it is being restarted.")
-        return ended
+                             f"MCP server '{self.name}' no longer waits for this answer: a question waits {minutes} "
+                             "minutes, in the gateway process that asked it (not another replica, nor after a "
+                             "restart). Call the tool again to ask the person anew.")
+        if isinstance(stage, ConnectionLost):  # not retried: the answer was for that call, on that connection
+            return call.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{self.name}' closed the connection while "
+                             "the tool waited for the answer; call it again.")
+        return self._ended(call, stage, "")
+
+    def _ended(self, call: McpCall, stage: Stage, lost: str) -> CallEnded:
+        if isinstance(stage, Asked):
+            return call.asked(stage.needed)
+        if isinstance(stage, ConnectionLost):
+            self.lost.set()
+            return call.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{self.name}' {lost}")
+        return stage
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> GetPromptResult:
         """Raises: PromptFailed."""

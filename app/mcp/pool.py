@@ -114,6 +114,7 @@ class McpPool:
         if not self._running and self._all_stopped.is_set():
             self._all_stopped = anyio.Event()
         self._running += 1
+        supervisor.live.holder.task_group = self._task_group  # its calls run here, to outlive a request
         self._task_group.start_soon(self._supervise, supervisor, name=f"mcp:{supervisor.name}")
 
     async def _supervise(self, supervisor: ServerSupervisor) -> None:

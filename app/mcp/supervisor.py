@@ -159,7 +159,7 @@ class ServerSupervisor:
                     started = time.perf_counter()
                     async with self._opener.open(
                         self.name, self.config, read_timeout=connect_timeout,
-                        on_message=self._on_message, stderr=self._stderr,
+                        on_message=self._on_message, stderr=self._stderr, on_question=self.live.holder.question,
                     ) as connection:
                         await self._start(connection, ready, scope, started)
                         return await self._serve(connection.client, lost)

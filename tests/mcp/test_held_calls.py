@@ -1,0 +1,111 @@
+"""A 2025-era server's question in the middle of a call, held for the person's answer (app/mcp/held_calls.py),
+through a real McpPool over stdio: tests/support/mcp_servers/asks.py on a `mode="legacy"` connection pushes
+`elicitation/create` from `book_table`. The call comes back as its question while it waits in the server; the
+answer, sent as the same call again, reaches the server and the call ends with its result."""
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+import app.mcp.held_calls as held_calls
+from app.chat.ports import ToolAnswers
+from app.mcp.held_calls import held_state
+from app.mcp.pool import McpPool
+from app.mcp.results import ToolOutcome
+from tests.mcp.test_pool import SETTLE_TIMEOUT, config, options, stdio
+from tests.support.fake_upstream import readable
+
+pytestmark = pytest.mark.anyio
+LUIGI = '{"restaurant": "Luigi"}'
+FOUR_AT_SEVEN = {"action": "accept", "content": {"party_size": 4, "time": "19:00"}}
+
+
+@asynccontextmanager
+async def legacy_pool(**pool_options: Any) -> AsyncIterator[McpPool]:
+    pool = McpPool(config(asks=stdio("asks.py", mode="legacy")), options(**pool_options))
+    async with pool:
+        with anyio.fail_after(SETTLE_TIMEOUT):
+            await pool.wait_settled()
+        assert pool.health()["asks"]["protocol_version"] == "2025-11-25"
+        yield pool
+
+
+async def held(pool: McpPool) -> tuple[str, str]:
+    """Calls book_table; returns the question's key and the state the answer goes back with."""
+    outcome = await pool.call_tool("asks__book_table", LUIGI)
+    needed = outcome.input_needed
+    assert needed is not None and needed.state is not None, outcome.content
+    assert (outcome.is_error, json.loads(outcome.content)["status"]) == (False, "input_required")
+    [(key, params)] = needed.requests.items()
+    assert params["mode"] == "form" and params["message"].startswith("Booking a table at Luigi")
+    assert set(params["requestedSchema"]["properties"]) == {"party_size", "time"}
+    return key, needed.state
+
+
+async def answer(pool: McpPool, key: str, state: str, result: dict[str, Any]) -> ToolOutcome:
+    return await pool.call_tool("asks__book_table", LUIGI, answers=ToolAnswers({key: result}, state))
+
+
+async def test_the_call_waits_for_the_answer_past_its_time_limit_and_books_the_table() -> None:
+    async with legacy_pool(call_timeout=1) as pool:
+        key, state = await held(pool)
+        assert held_state(state) == key
+        await anyio.sleep(1.5)  # past the call's time limit: the person's time does not count against it
+        booked = await answer(pool, key, state, FOUR_AT_SEVEN)
+        assert (readable(booked.content), booked.is_error, booked.input_needed) == (
+            "booked Luigi for 4 at 19:00", False, None)
+        again = await answer(pool, key, state, FOUR_AT_SEVEN)  # the same answer twice reaches the server once
+    assert again.is_error and "no longer waits for this answer" in again.content
+    assert "Call the tool again" in again.content and again.retryable
+
+
+async def test_decline_and_cancel_reach_the_server() -> None:
+    async with legacy_pool() as pool:
+        key, state = await held(pool)
+        declined = await answer(pool, key, state, {"action": "decline"})
+        key, state = await held(pool)
+        cancelled = await answer(pool, key, state, {"action": "cancel"})
+    assert readable(declined.content) == "no booking at Luigi: the person chose decline"
+    assert readable(cancelled.content) == "no booking at Luigi: the person chose cancel"
+
+
+async def test_an_answer_no_call_waits_for_is_told_so_and_sends_nothing() -> None:
+    # Another replica's question, or one from before a restart: this process holds no such call.
+    async with legacy_pool() as pool:
+        outcome = await answer(pool, "k", "toolbridge-held:not-a-held-call", FOUR_AT_SEVEN)
+        unusable = await answer(pool, "k", "toolbridge-held:x", {"action": "maybe"})
+    assert outcome.is_error and "in the gateway process that asked it" in outcome.content
+    assert unusable.is_error and "could not be used" in unusable.content
+
+
+async def test_a_question_nobody_answers_in_time_is_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(held_calls, "HOLD_SECONDS", 0.3)
+    async with legacy_pool() as pool:
+        with capture_logs() as logs:
+            key, state = await held(pool)
+            with anyio.fail_after(10):
+                while not any(line["event"] == "mcp_elicitation_expired" for line in logs):
+                    await anyio.sleep(0.05)  # polled, bounded: the hold ends 0.3 s after the question
+        late = await answer(pool, key, state, FOUR_AT_SEVEN)
+    assert late.is_error and "no longer waits for this answer" in late.content
+
+
+async def test_two_calls_running_on_one_server_do_not_get_each_others_question() -> None:
+    # Over stdio nothing says which call a question is for: with two running, it is declined, never guessed.
+    async with legacy_pool() as pool:
+        outcomes: list[ToolOutcome] = []
+
+        async def book() -> None:
+            outcomes.append(await pool.call_tool("asks__book_table", LUIGI))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(book)
+            group.start_soon(book)
+    texts = [readable(o.content) for o in outcomes if o.input_needed is None]
+    assert "no booking at Luigi: the person chose decline" in texts
+    assert not any(text.startswith("booked") for text in texts)
