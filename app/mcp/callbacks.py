@@ -3,10 +3,9 @@
 Elicitation is declared (form and URL), because a 2026-era server asks its questions only of a client that
 declared it, and refuses the call otherwise: those questions come back as the call's result
 (`input_required`, app/mcp/input_rounds.py), for the person to answer in a later request. A 2025-era server
-asks instead in the middle of the call (`elicitation/create`), while the call stays open; such a question cannot
-be held across requests yet, so it is declined at once, and the tool goes on as it does for a person who says no.
-Declaring it means a 2025-era server also offers its tools that only ask (server-everything's
-`trigger-elicitation-request`); they answer that the person declined."""
+asks instead in the middle of the call (`elicitation/create`), while the call stays open: the call is held for
+the person's answer (app/mcp/held_calls.py). Where no call can hold it, the question is declined here, and the
+tool goes on as it does for a person who says no."""
 
 from typing import Any
 
