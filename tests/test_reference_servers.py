@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import Gateway, running_gateway
 from tests.conversion_checks import grammar_problems
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn, envelopes
+from tests.test_memory import ask as chat_turn
 
 BIN = Path(__file__).parent / "npm" / "node_modules" / ".bin"
 EVERYTHING, FILESYSTEM = BIN / "mcp-server-everything", BIN / "mcp-server-filesystem"
@@ -68,16 +69,29 @@ def reference_gateway(upstream: FakeUpstream, files_root: Path, tmp_path_factory
         yield gateway
 
 
-def test_a_tool_that_asks_mid_call_is_offered_and_its_question_declined(
-    reference_gateway: Gateway, upstream: FakeUpstream
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_elicitation_tool_asks_in_the_chat_and_the_next_message_answers_it(
+    reference_gateway: Gateway, upstream: FakeUpstream, stream: bool
 ) -> None:
-    # Elicitation is declared (a 2026-era server asks only then), so server-everything offers its tools that
-    # ask; its 2025-era question mid-call cannot be held across requests yet, so the gateway declines it.
+    # server-everything offers its tool that asks only to a client that declared elicitation; its question comes
+    # in the middle of the call (2025-era), which waits for the person's next message (app/mcp/held_calls.py).
     tools = httpx.get(f"{reference_gateway.url}/tools", timeout=30).json()["data"]
     names = {tool["function"]["name"] for tool in tools}
     assert {"everything__trigger-sampling-request", "everything__trigger-elicitation-request"} <= names
-    envelope = received(reference_gateway, upstream, Call("everything__trigger-elicitation-request", {}))
-    assert "User declined to provide the requested information" in json.dumps(envelope, ensure_ascii=False)
+    client = reference_gateway.client()
+    upstream.script(Turn(calls=[Call("everything__trigger-elicitation-request", {})]))
+    history: list[dict[str, Any]] = [{"role": "user", "content": f"Fill in the form ({stream})."}]
+    question = chat_turn(client, history, stream=stream)
+    assert "Please provide inputs for the following fields:" in question
+    assert "Your full, legal name" in question and "Superman" in question and "Guitar" in question
+    history += [{"role": "assistant", "content": question},
+                {"role": "user", "content": "name: Ada Lovelace\ninteger: 7\nTitled Single Select Enum: Wonder Woman"}]
+    upstream.script(Turn(content="Thanks, Ada."))
+    assert chat_turn(client, history, stream=stream) == "Thanks, Ada."
+    [envelope] = envelopes(upstream.chat_requests()[-1])
+    result = json.dumps(envelope, ensure_ascii=False)
+    assert "User provided the requested information" in result and "Name: Ada Lovelace" in result
+    assert "Favorite Integer: 7" in result and "hero-3" in result
 
 
 def received(gateway: Gateway, upstream: FakeUpstream, call: Call) -> dict:
