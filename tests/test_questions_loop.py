@@ -117,3 +117,23 @@ async def test_later_turns_see_the_call_with_its_result_never_the_question_or_th
     results = {m["tool_call_id"]: m["content"] for m in seen if m["role"] == "tool"}
     assert results == {"c2": "result of lookup", "c1": "booked: {'party_size': 4, 'time': '19:30'}"}
     assert "How many people" not in str(seen) and "party_size: 4" not in str(seen)
+
+
+async def test_after_two_answers_that_do_not_fit_the_third_gives_the_question_up_and_is_answered() -> None:
+    # "A wrong value asks again, at most a few times": then the server hears cancel, and the message, likely not
+    # meant as an answer at all, goes to the model after the call's result.
+    store, tools = new_store(), AskingTools()
+    history = await asked(store, tools)
+    model = Model(["It is sunny; the booking was not made."])
+    for attempt in ("party_size: lots\ntime: 19:30", "party_size: 99\ntime: 19:30"):
+        history.append({"role": "user", "content": attempt})
+        again = await turn(model, tools, store, history)
+        assert "party_size" in shown(again) and model.requests == []
+        history.append({"role": "assistant", "content": shown(again)})
+    history.append({"role": "user", "content": "What is the weather like?"})
+    await turn(model, tools, store, history)
+    assert tools.answers[-1] == ToolAnswers({"booking": {"action": "cancel"}}, "sealed-1")
+    seen = model.requests[0]["messages"]
+    assert [m["role"] for m in seen] == ["user", "assistant", "tool", "user"]
+    assert seen[-2]["content"] == "cancel" and seen[-1]["content"] == "What is the weather like?"
+    assert "lots" not in str(seen) and "99" not in str(seen)

@@ -46,7 +46,8 @@ def rewrite_history(messages: list[dict[str, Any]], lookups: Lookups, found: dic
         at = _reply_at(messages, index, lookups, found)
         reply = messages[at] if at < len(messages) else None
         ahead = entries.get(lookups[at + 1][0]) if at + 1 in lookups else None  # the next turn's entry
-        rewrite.turn(message, lookups[index], slash_line, ReplyAt(reply, at), last=at + 1 == len(messages),
+        rewrite.turn(message, lookups[index], slash_line, ReplyAt(reply, at, (at - index - 1) // 2),
+                     last=at + 1 == len(messages),
                      ahead=ahead)
     rewrite.settle()
     return RestoredHistory(rewrite.messages, rewrite.results, rewrite.turns, rewrite.waiting), rewrite.no_room
@@ -68,6 +69,7 @@ class ReplyAt:
 
     message: dict[str, Any] | None
     at: int  # its index in the history as sent
+    asked_again: int = 0  # the gateway's own answers before it: an answer it could not read, asked again
 
     @property
     def text(self) -> str | None:
@@ -156,7 +158,7 @@ class _Rewrite:
             for call in asked:
                 self._append({"role": "tool", "tool_call_id": call.id, "content": NOT_ANSWERED})
         elif last:
-            self.waiting = WaitingTurn(key, asked, frozenset(inputs), asked_at, inputs)
+            self.waiting = WaitingTurn(key, asked, frozenset(inputs), asked_at, inputs, reply.asked_again)
         else:
             self._skip_at, self._owed = reply.at, [call.id for call in asked]
 

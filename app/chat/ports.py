@@ -148,6 +148,7 @@ class WaitingTurn:
     asked_at: float  # seconds since the epoch
     # Calls that ran and came back with the server's questions (by call id): the reply is their answer.
     inputs: Mapping[str, InputNeeded] = field(default_factory=dict)
+    asked_again: int = 0  # answers to the questions that did not fit, each asked about again
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ async def held_round(
     reply = history.messages[-1]
     before_reply = RestoredHistory(history.messages[:-1], history.restored_results, history.turns)
     if waiting.inputs:  # the server's questions: the reply is their answer
-        held = await answered(waiting, content_text(reply.get("content")), memory, confirm_timeout, server_of)
+        held = await answered(waiting, reply, memory, confirm_timeout, server_of)
         return (history if held.notice is not None else before_reply), held
     answer = read_reply(content_text(reply.get("content")))
     verdict = await memory.verdict(waiting)  # given on the status page: it decides, whatever the message says

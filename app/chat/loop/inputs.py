@@ -17,9 +17,13 @@ from app.chat.loop.held import Held, NotRun
 from app.chat.ports import InputNeeded, RequestTools, ToolAnswers, ToolOutput, TurnMemory, WaitingTurn
 from app.chat.questions import Accepted, Cancelled, Invalid, answer_for, question_for
 from app.openai.accumulate import ToolCall
+from app.openai.schemas import content_text
 
 ANSWER_CAME_TWICE = ("This answer was taken up already: the tool was sent it once. Ask again if you want it "
                      "done again.")
+# Answers that do not fit are asked about again this many times; the next one gives the question up: the server
+# hears "cancel", and the message is answered as a new one (it was likely not meant as an answer at all).
+ASK_AGAIN_AT_MOST = 2
 
 
 def needing_input(calls: Sequence[ToolCall], outputs: Sequence[ToolOutput]) -> list[tuple[ToolCall, InputNeeded]]:
@@ -36,27 +40,29 @@ def questions_text(content: str, asked: list[tuple[ToolCall, InputNeeded]], tool
     return f"\n\n{text}" if content.strip() else text
 
 
-async def answered(waiting: WaitingTurn, text: str, memory: TurnMemory, confirm_timeout: float,
+async def answered(waiting: WaitingTurn, reply: dict[str, Any], memory: TurnMemory, confirm_timeout: float,
                    server_of: Callable[[str], str | None]) -> Held:
     """The person's reply to a round's questions: asked again when it does not fit (naming the call's server,
-    as the first time), else the calls' answers."""
+    as the first time; ASK_AGAIN_AT_MOST times), else the calls' answers."""
     names = {call.id: call.name for call in waiting.calls}
     results: dict[str, dict[str, dict[str, Any]]] = {}
+    given_up = False
     for call_id, needed in waiting.inputs.items():
         results[call_id] = {}
         for key, params in needed.requests.items():
-            answer = answer_for(text, params)
-            if isinstance(answer, Invalid):
+            answer = answer_for(content_text(reply.get("content")), params)
+            if isinstance(answer, Invalid) and waiting.asked_again < ASK_AGAIN_AT_MOST:
                 again = question_for(params, server_of(names.get(call_id, "")))
                 return Held(notice=f"{answer.problem}\n\n{again}", remember_notice=True)
-            results[call_id][key] = _as_result(answer)
+            given_up = given_up or isinstance(answer, Invalid)
+            results[call_id][key] = _as_result(Cancelled() if isinstance(answer, Invalid) else answer)
     if not await memory.claim(waiting):
         return Held(notice=ANSWER_CAME_TWICE)
     calls = tuple(call for call in waiting.calls if call.id in waiting.inputs)
     if time.time() - waiting.asked_at > confirm_timeout:
         return Held(calls, {call.id: NotRun(too_late(confirm_timeout), retryable=True) for call in calls})
     answers = {call_id: ToolAnswers(results[call_id], needed.state) for call_id, needed in waiting.inputs.items()}
-    return Held(calls, answers=answers)
+    return Held(calls, answers=answers, reply=reply if given_up else None)
 
 
 def _as_result(answer: Any) -> dict[str, Any]:
