@@ -83,3 +83,22 @@ def test_the_answer_reaching_another_replica_is_told_to_call_again(
         told = tool_result(upstream)
     assert told["status"] == "error" and "in the gateway process that asked it" in told["data"]["message"]
     assert "Call the tool again" in told["data"]["message"]
+
+
+def test_a_second_question_after_the_first_answer_is_asked_and_answered_in_turn(
+    legacy_asking: Gateway, upstream: FakeUpstream
+) -> None:
+    client = legacy_asking.client()
+    upstream.script(Turn(calls=[Call("asks__book_late", {"restaurant": "Luigi"})]))
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Book Luigi, late if need be."}]
+    history.append({"role": "assistant", "content": ask(client, history, stream=True)})
+    history.append({"role": "user", "content": "party_size: 5\ntime: 19:30"})
+    upstream.script()
+    second = ask(client, history, stream=False)
+    assert "Luigi is full at 19:30; 21:00 instead?" in second and upstream.chat_requests() == []
+    history += [{"role": "assistant", "content": second}, {"role": "user", "content": "yes"}]
+    upstream.script(Turn(content="Booked at nine."))
+    assert ask(client, history, stream=True) == "Booked at nine."
+    assert tool_result(upstream)["data"] == {"result": "booked Luigi for 5 at 21:00"}
+    seen = after_system(upstream.chat_requests()[0]["messages"])
+    assert [m["role"] for m in seen] == ["user", "assistant", "tool"] and "21:00 instead" not in json.dumps(seen)

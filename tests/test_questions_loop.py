@@ -137,3 +137,44 @@ async def test_after_two_answers_that_do_not_fit_the_third_gives_the_question_up
     assert [m["role"] for m in seen] == ["user", "assistant", "tool", "user"]
     assert seen[-2]["content"] == "cancel" and seen[-1]["content"] == "What is the weather like?"
     assert "lots" not in str(seen) and "99" not in str(seen)
+
+
+CONFIRM = {"mode": "form", "message": "Luigi is full at 19:30; 21:00 instead?", "requestedSchema": {
+    "type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}}
+
+
+@dataclass
+class TwiceAskingTools(AskingTools):
+    """`fetch` asks for the booking, then, given it, asks to confirm another time before it finishes."""
+
+    async def call_tool(self, name: str, arguments: str, on_progress: Any = None, answers: Any = None) -> Outcome:
+        if name != "fetch" or answers is None or answers.state != "sealed-1":
+            if name == "fetch" and answers is not None:  # the confirmation: the booking is done
+                self.calls.append((name, arguments))
+                self.answers.append(answers)
+                return Outcome(f"booked at 21:00: {answers.responses['confirm']}")
+            return await super().call_tool(name, arguments, on_progress, answers)
+        self.calls.append((name, arguments))
+        self.answers.append(answers)
+        return Outcome("waiting for input", input_needed=InputNeeded({"confirm": CONFIRM}, "sealed-2"))
+
+
+async def test_a_second_question_after_the_first_answer_is_asked_in_turn_and_its_answer_finishes_the_call() -> None:
+    store, tools = new_store(), TwiceAskingTools()
+    history = await asked(store, tools, [BOOK, call("lookup", "{}", "c2")])
+    model = Model(["Booked at nine.", "At Luigi, at nine."])
+    history.append({"role": "user", "content": "party_size: 2\ntime: 19:30"})
+    second = await turn(model, tools, store, history)
+    assert "21:00 instead?" in shown(second) and "**web**" in shown(second) and model.requests == []
+    assert any(isinstance(e, ToolsWaiting) and e.for_answer for e in second)
+    history += [{"role": "assistant", "content": shown(second)}, {"role": "user", "content": "yes"}]
+    done = await turn(model, tools, store, history)
+    assert tools.answers[-1] == ToolAnswers({"confirm": {"action": "accept", "content": {"ok": True}}}, "sealed-2")
+    assert [m["role"] for m in model.requests[0]["messages"]] == ["user", "assistant", "tool", "tool"]
+    history += [{"role": "assistant", "content": shown(done)}, {"role": "user", "content": "Where and when?"}]
+    await turn(model, tools, store, history)
+    seen = model.requests[1]["messages"]
+    assert [m["role"] for m in seen] == ["user", "assistant", "tool", "tool", "assistant", "user"]
+    results = {m["tool_call_id"]: m["content"] for m in seen if m["role"] == "tool"}
+    assert results == {"c2": "result of lookup", "c1": "booked at 21:00: {'action': 'accept', 'content': {'ok': True}}"}
+    assert "21:00 instead" not in str(seen) and "party_size" not in str(seen)

@@ -170,16 +170,18 @@ class ConversationMemory:
         self, rounds: list[dict[str, Any]], assistant: dict[str, Any], asks: list[str], shown: str,
         prompt: Sequence[dict[str, Any]] = (), *, servers: Mapping[str, str | None] | None = None,
         reference: str = "", after: Sequence[dict[str, Any]] = (), inputs: Mapping[str, InputNeeded] | None = None,
+        continues: bool = False,
     ) -> None:
         """A turn whose calls wait for the person's yes: kept where mixed turns wait (with replicas, in the
         shared store), under the key its question will have in the next request's history; and listed for the
         status page, its asked calls with their `servers` (by tool name) and the question's `reference`. A round
         whose calls wait for answers to the server's questions keeps them (`inputs`), and the results of its calls
-        that finished (`after`); the status page does not list it."""
+        that finished (`after`); the status page does not list it. `continues`: the calls are the waiting turn's
+        before, asking again (`assistant` holds just them; `rounds` the results of the others)."""
         if self._stores is None:
             return
         message = {"content": assistant["content"], "tool_calls": assistant["tool_calls"]}
-        waiting: dict[str, Any] = {"asks": asks, "at": time.time()}
+        waiting: dict[str, Any] = {"asks": asks, "at": time.time()} | ({"continues": True} if continues else {})
         if inputs:
             waiting["inputs"] = {call_id: {"requests": needed.requests, "state": needed.state}
                                  for call_id, needed in inputs.items()}

@@ -163,6 +163,12 @@ def inputs_of(entry: dict[str, Any]) -> dict[str, InputNeeded]:
             if isinstance(needed, dict) and isinstance(needed.get("requests"), dict)}
 
 
+def continues(entry: dict[str, Any]) -> bool:
+    """A waiting turn that only asks the person again: calls of the waiting turn before it, taken up with the
+    person's answers, came back with the server's next question (its `message` holds just those calls)."""
+    return bool((entry.get("waiting") or {}).get("continues"))
+
+
 def waiting_of(entry: dict[str, Any]) -> tuple[frozenset[str], float] | None:
     """A waiting turn's entry: the ids of the calls that wait for the yes, and when it asked; None for others."""
     waiting = entry.get("waiting")

@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 
 from app.chat.approvals import NOT_ANSWERED, NOT_KEPT, Reply, read_reply
-from app.chat.memory_entry import GATEWAY_REPLY, inputs_of, waiting_of
+from app.chat.memory_entry import GATEWAY_REPLY, continues, inputs_of, waiting_of
 from app.chat.memory_keys import Lookups, call_ids
 from app.chat.ports import InputNeeded, RestoredHistory, WaitingTurn
 from app.chat.trace import RecordedCall, read_back, strip_trace
@@ -112,12 +112,28 @@ class _Rewrite:
         start, owed = len(self.messages), self._owed
         self._skip_at, self._owed = None, []
         entry = self._entries.get(key)
-        if entry is not None:
+        if entry is not None and continues(entry):
+            owed = self._continued(key, entry, owed, reply, last=last)
+        elif entry is not None:
             self._from_entry(message, entry, slash_line)
             self._held(key, entry, reply, last=last, ahead=ahead)
         else:
             self._unstored(message, key, answer_key)
         self._pay(owed, start)
+
+    def _continued(self, key: str, entry: dict[str, Any], owed: list[str], reply: ReplyAt, *, last: bool) -> list[str]:
+        """A turn that only asked the person again (the model never saw it): the results of the calls that
+        finished, and the calls that asked again still owed theirs, by the turn after the reply. Returns the
+        ids owed that are to be paid now."""
+        waiting = waiting_of(entry)
+        assert waiting is not None  # an unreadable waiting entry is never read (memory_entry.decode)
+        for part in entry["before"]:
+            self._append(part)
+        calls = tuple(ToolCall(str(c["id"]), str(c["function"]["name"]), str(c["function"]["arguments"]))
+                      for c in entry["message"].get("tool_calls") or [])
+        self._questioned(key, calls, waiting[1], inputs_of(entry), reply, last=last)
+        asked_again = {call.id for call in calls}
+        return [call_id for call_id in owed if call_id not in asked_again]
 
     def _held(self, key: str, entry: dict[str, Any], reply: ReplyAt, *, last: bool,
               ahead: dict[str, Any] | None) -> None:

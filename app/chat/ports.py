@@ -182,6 +182,7 @@ class TurnMemory(Protocol):
         self, rounds: list[dict[str, Any]], assistant: dict[str, Any], asks: list[str], shown: str,
         prompt: Sequence[dict[str, Any]] = (), *, servers: Mapping[str, str | None] | None = None,
         reference: str = "", after: Sequence[dict[str, Any]] = (), inputs: Mapping[str, InputNeeded] | None = None,
+        continues: bool = False,
     ) -> None: ...
 
     async def remember_reply(self, messages: list[dict[str, Any]], text: str) -> None:

@@ -80,7 +80,7 @@ async def _request(state: LoopState, context: RoundContext) -> AsyncGenerator[Lo
         async with aclosing(resume(state, context)) as resuming:
             async for event in resuming:
                 yield event
-        if state.held.notice is not None:
+        if state.held.notice is not None or state.waiting_for_answer:
             return
     async with aclosing(_rounds(state, context)) as rounds:
         async for event in rounds:

@@ -9,7 +9,7 @@ from app.chat.approvals import new_reference
 from app.chat.loop.asking import asking_text
 from app.chat.loop.decision import same_call
 from app.chat.loop.events import Finished, LoopEvent, Started, ToolsRan, ToolsWaiting
-from app.chat.loop.held import Held, NotRun
+from app.chat.loop.held import Held
 from app.chat.loop.inputs import needing_input, questions_text
 from app.chat.loop.messages import assistant_message, image_message, tool_messages
 from app.chat.loop.state import LoopState, RoundContext
@@ -17,8 +17,6 @@ from app.chat.loop.tool_runs import run_tools
 from app.chat.ports import LoopOptions, ToolOutput
 from app.openai.accumulate import ToolCall
 from app.openai.markup import TextDelta
-
-ASKED_AGAIN = "Not run to the end: the server asked a second question, which cannot be answered yet. Call it again."
 
 
 async def ask_person(
@@ -41,10 +39,13 @@ async def ask_person(
 
 
 async def ask_for_input(
-    content: str, calls: list[ToolCall], outputs: Sequence[ToolOutput], state: LoopState, context: RoundContext
+    content: str, calls: list[ToolCall], outputs: Sequence[ToolOutput], state: LoopState, context: RoundContext,
+    *, again: bool = False,
 ) -> AsyncGenerator[LoopEvent, None]:
     """Some calls came back with the server's questions: the response ends with them, and memory keeps the round
-    with the results of its calls that finished, for the person's answer."""
+    with the results of its calls that finished, for the person's answer. `again`: the calls are a waiting
+    round's, taken up with the person's answers, and their server asks a next question; memory keeps only
+    those that ask, after the others' results, as a continuation of that round."""
     asked = needing_input(calls, outputs)
     state.waiting_for_answer = True
     text = questions_text(content, asked, state.offer.mcp_tools, new_reference())
@@ -53,17 +54,19 @@ async def ask_for_input(
     yield TextDelta(text)
     if context.memory is not None:
         finished = [(c, o) for c, o in zip(calls, outputs, strict=True) if o.input_needed is None]
+        results = tool_messages([c for c, _ in finished], [o for _, o in finished])
+        asking = [call for call, _ in asked]
         await context.memory.remember_waiting_turn(
-            state.our_rounds(), assistant_message(content, calls), [call.id for call, _ in asked],
-            "".join(state.shown), context.options.prompt_messages,
-            after=tool_messages([c for c, _ in finished], [o for _, o in finished]),
-            inputs={call.id: needed for call, needed in asked})
+            results if again else state.our_rounds(), assistant_message(content, asking if again else calls),
+            [call.id for call in asking], "".join(state.shown), context.options.prompt_messages,
+            after=() if again else results, inputs={call.id: needed for call, needed in asked}, continues=again)
     yield Finished("stop", context.stats.usage)
 
 
 async def resume(state: LoopState, context: RoundContext) -> AsyncGenerator[LoopEvent, None]:
     """The waiting round taken up: its calls run (with the person's answers) or refused, their results after
-    them; or the notice that nothing waits any more (or that an answer did not fit), which ends the request."""
+    them; or the notice that nothing waits any more (or that an answer did not fit), or the server's next question,
+    which end the request."""
     held = state.held
     assert held is not None
     yield Started()
@@ -77,6 +80,11 @@ async def resume(state: LoopState, context: RoundContext) -> AsyncGenerator[Loop
         async for event in running:
             yield event
     calls, ordered = list(held.calls), [outputs[call.id] for call in held.calls]
+    if any(output.input_needed is not None for output in ordered):  # the server's next question: asked in turn
+        async with aclosing(ask_for_input("", calls, ordered, state, context, again=True)) as asking:
+            async for event in asking:
+                yield event
+        return
     state.answered.update(same_call(c) for c, o in zip(calls, ordered, strict=True) if not o.retryable)
     state.messages = [*state.messages, *tool_messages(calls, ordered)]
     if await sees_images(ordered, context.options):
@@ -107,9 +115,6 @@ async def _run_held(
                     outputs.update(zip([call.id for call in run], tool_event.outputs, strict=True))
                 yield tool_event
         context.stats.tools_called.extend(call.name for call in run)
-        for call in run:  # a second question for the same call is not kept yet (docs/approvals.md)
-            if outputs[call.id].input_needed is not None:
-                outputs[call.id] = NotRun(ASKED_AGAIN, retryable=True)
     if held.refused:
         yield held.not_run()
 

@@ -2,7 +2,8 @@
 
 On a 2026-era connection both tools answer the first call with an `InputRequiredResult` (`resultType:
 "input_required"`) and finish when the client retries with `inputResponses` and the echoed `requestState`;
-on a 2025-era (`mode="legacy"`) connection `book_table` pushes `elicitation/create` mid-call instead.
+on a 2025-era (`mode="legacy"`) connection `book_table` pushes `elicitation/create` mid-call instead, and
+`book_late` (for those connections only) asks two questions, one after the other.
 
 The request state is sealed with a fixed key (`ASKS_STATE_KEY` overrides it), not the SDK's default
 per-process key, so a retry made through a new connection, which over stdio is a new process of this server,
@@ -40,6 +41,22 @@ async def book_table(restaurant: str, booking: Annotated[ElicitationResult[Booki
     if booking.action != "accept":
         return f"no booking at {restaurant}: the person chose {booking.action}"
     return f"booked {restaurant} for {booking.data.party_size} at {booking.data.time}"
+
+
+class Confirm(BaseModel):
+    ok: bool = Field(title="OK", description="Take the later time")
+
+
+@server.tool()
+async def book_late(restaurant: str, ctx: Context) -> str:
+    """For 2025-era connections: asks for the booking, then whether a later time will do (two questions)."""
+    booking = await ctx.elicit(f"Booking a table at {restaurant}: for how many people, and when?", Booking)
+    if booking.action != "accept":
+        return f"no booking at {restaurant}: the person chose {booking.action}"
+    later = await ctx.elicit(f"{restaurant} is full at {booking.data.time}; 21:00 instead?", Confirm)
+    if later.action != "accept" or not later.data.ok:
+        return f"no booking at {restaurant}: the later time was not taken"
+    return f"booked {restaurant} for {booking.data.party_size} at 21:00"
 
 
 @server.tool()
