@@ -109,7 +109,7 @@ class CallHolder:
         self.server, self._in_flight = server, in_flight
         self.task_group: anyio.abc.TaskGroup | None = None  # the pool's; without it, calls run in the request
         self._running: set[_Running] = set()
-        self._held: dict[str, _Running] = {}
+        self._held: dict[str, tuple[_Running, float]] = {}  # by hold: the call, and when its hold ends
 
     async def run(self, call: McpCall, client: Client, arguments: dict[str, Any], limits: Limits) -> Stage:
         """The call's first stage: its end, or the question it waits on (it is then held)."""
@@ -122,16 +122,20 @@ class CallHolder:
         return await self._next(running)
 
     async def answer(self, hold: str, result: ElicitResult) -> Stage | None:
-        """The held call's next stage once the server has the person's answer; None when no call waits here."""
-        running = self._held.pop(hold, None)
-        if running is None or not running.waiting:
+        """The held call's next stage once the server has the person's answer; None when no call waits here.
+        A question the server withdrew meanwhile is not answered: the call's next stage is its own doing."""
+        self._prune()
+        running, _ = self._held.pop(hold, (None, 0.0))
+        if running is None:
             return None
-        running.answer(result)
+        if running.waiting:
+            running.answer(result)
         return await self._next(running)
 
     async def question(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
         """The elicitation callback: the question held for the person, or declined when it is not clear which
         call it is for or the call asked too often."""
+        self._prune()
         asking = [running for running in self._running if not running.waiting]
         if len(asking) != 1 or asking[0].questions >= QUESTIONS_PER_CALL:
             reason = "too many questions" if len(asking) == 1 else f"{len(asking)} calls running"
@@ -139,14 +143,27 @@ class CallHolder:
             log.info("mcp_elicitation_declined", server=self.server, mode=params.mode, reason=reason)
             return ElicitResult(action="decline")
         running, hold = asking[0], secrets.token_urlsafe(16)
-        self._held[hold] = running
-        answer = await running.asked(params.model_dump(by_alias=True, mode="json", exclude_none=True), hold)
+        self._held[hold] = (running, anyio.current_time() + HOLD_SECONDS)
+        try:
+            answer = await running.asked(params.model_dump(by_alias=True, mode="json", exclude_none=True), hold)
+        except anyio.get_cancelled_exc_class():  # the server withdrew it (or the connection ended)
+            log.info("mcp_elicitation_withdrawn", server=self.server)
+            raise
         if answer is None:  # nobody answered in time: the server hears the person walked away
             self._held.pop(hold, None)
             running.forget()
             log.info("mcp_elicitation_expired", server=self.server, seconds=HOLD_SECONDS)
             return ElicitResult(action="cancel")
         return answer
+
+    def _prune(self) -> None:
+        """Holds past their end: their question was answered "cancel", or withdrawn by the server and not
+        answered since. Nobody reads those calls' stages any more."""
+        now = anyio.current_time()
+        for hold, (running, ends) in list(self._held.items()):
+            if ends < now:
+                del self._held[hold]
+                running.forget()
 
     async def _run(self, running: _Running, client: Client, arguments: dict[str, Any], limits: Limits) -> None:
         # Closing `stages` when the task ends tells a request still waiting that the call stopped (the pool did).

@@ -109,3 +109,18 @@ async def test_two_calls_running_on_one_server_do_not_get_each_others_question()
     texts = [readable(o.content) for o in outcomes if o.input_needed is None]
     assert "no booking at Luigi: the person chose decline" in texts
     assert not any(text.startswith("booked") for text in texts)
+
+
+async def test_an_answer_to_a_question_the_server_withdrew_gets_the_calls_own_result() -> None:
+    async with legacy_pool() as pool:
+        with capture_logs() as logs:
+            outcome = await pool.call_tool("asks__book_quickly", LUIGI)
+            assert outcome.input_needed is not None and outcome.input_needed.state
+            [key] = outcome.input_needed.requests
+            with anyio.fail_after(10):
+                while not any(line["event"] == "mcp_elicitation_withdrawn" for line in logs):
+                    await anyio.sleep(0.05)  # polled, bounded: the server withdraws it after a second
+        late = await pool.call_tool("asks__book_quickly", LUIGI,
+                                    answers=ToolAnswers({key: FOUR_AT_SEVEN}, outcome.input_needed.state))
+    # Nothing of the answer reached the server; the model learns what the call itself came to.
+    assert (readable(late.content), late.is_error) == ("no booking at Luigi: nobody answered within a second", False)

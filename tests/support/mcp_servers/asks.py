@@ -3,7 +3,8 @@
 On a 2026-era connection both tools answer the first call with an `InputRequiredResult` (`resultType:
 "input_required"`) and finish when the client retries with `inputResponses` and the echoed `requestState`;
 on a 2025-era (`mode="legacy"`) connection `book_table` pushes `elicitation/create` mid-call instead, and
-`book_late` (for those connections only) asks two questions, one after the other.
+`book_late` (for those connections only) asks two questions, one after the other, and `book_quickly` withdraws
+its question after a second.
 
 The request state is sealed with a fixed key (`ASKS_STATE_KEY` overrides it), not the SDK's default
 per-process key, so a retry made through a new connection, which over stdio is a new process of this server,
@@ -15,6 +16,7 @@ import os
 import sys
 from typing import Annotated
 
+import anyio
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.request_state import RequestStateSecurity
 from mcp.types import ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
@@ -57,6 +59,15 @@ async def book_late(restaurant: str, ctx: Context) -> str:
     if later.action != "accept" or not later.data.ok:
         return f"no booking at {restaurant}: the later time was not taken"
     return f"booked {restaurant} for {booking.data.party_size} at 21:00"
+
+
+@server.tool()
+async def book_quickly(restaurant: str, ctx: Context) -> str:
+    """For 2025-era connections: asks for the booking, but withdraws the question after a second."""
+    with anyio.move_on_after(1):
+        booking = await ctx.elicit(f"Booking a table at {restaurant}: for how many people, and when?", Booking)
+        return f"booked {restaurant} for {booking.data.party_size} at {booking.data.time}"
+    return f"no booking at {restaurant}: nobody answered within a second"
 
 
 @server.tool()
