@@ -136,6 +136,8 @@ ROWS: list[tuple[str, dict[str, Any], str, Answer]] = [
         "`high_chair`.")),
     ("lines, every problem at once", TABLE, "party_size: 0\nhigh chair: maybe",
      Invalid("Party size must be from 1 to 20. Time is needed. High chair must be yes or no.")),
+    ("the example's placeholder pasted as it was", TABLE, "party_size: 2\ntime: …",
+     Invalid("Time needs a value of yours in place of the example's `…`.")),
     ("several fields: no declines", TABLE, "No.", Declined()),
     ("several fields: never mind cancels", TABLE, "Never  mind", Cancelled()),
     ("several fields: stop cancels", TABLE, "stop!", Cancelled()),

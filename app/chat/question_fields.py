@@ -210,6 +210,8 @@ def _choices(field: Field, text: str) -> list[str]:
 
 
 def _string(field: Field, text: str) -> str:
+    if text.strip("`'\" ") in ("…", "...", ""):  # the example's placeholder, pasted as it was shown
+        raise Problem(f"{field.label} needs a value of yours in place of the example's `…`.")
     low, high = field.spec.get("minLength"), field.spec.get("maxLength")
     if (low is not None and len(text) < low) or (high is not None and len(text) > high):
         raise Problem(f"{field.label} must be{_bounds(low, high, ' characters')} long.")
