@@ -137,3 +137,27 @@ def test_approved_on_one_replica_the_message_reaching_the_other_runs_it(
         upstream.script(Turn(content="Done."))
         assert ask(b.client(ALICE), [*history, {"role": "user", "content": "thanks"}], stream=False) == "Done."
         assert json.loads(results(upstream)[-1])["data"] == {"result": "no note 'replicated'"}  # B's server ran it
+
+
+def test_a_round_the_chat_took_up_on_the_other_replica_leaves_the_page_and_a_late_verdict_is_refused(
+    redis_server: RedisServer, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # The chat's next message marks the verdict's place in the shared store: the page's verdict after it says
+    # so (it decided nothing), and the asking replica's list drops the round at its next look.
+    settings: dict[str, Any] = {"upstream_url": f"{upstream.url}/v1", "tool_trace": "off",
+                                "state_url": redis_server.url, "api_keys": ALICE}
+    with (running_gateway(tmp_path_factory.mktemp("a"), SERVERS, ready=["files"], key=ALICE, **settings) as a,
+          running_gateway(tmp_path_factory.mktemp("b"), SERVERS, ready=["files"], key=ALICE, **settings) as b):
+        upstream.script(Turn(content="Deleting it.", calls=[Call("files__delete_note", {"name": "raced"})]))
+        history = [{"role": "user", "content": "Delete raced."}]
+        history.append({"role": "assistant", "content": ask(a.client(ALICE), history, stream=False)})
+        (held,) = waiting(a, ALICE)
+        upstream.script(Turn(content="Sunny."))
+        assert ask(b.client(ALICE), [*history, {"role": "user", "content": "Weather?"}], stream=True) == "Sunny."
+        late = decide(a, ALICE, held["id"], "approve")
+        assert late.status_code == 409 and late.json()["error"]["code"] == "waiting_taken_up"
+        assert waiting(a, ALICE) == []
+        upstream.script(Turn(content="Asked again."))
+        history += [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": "Sunny."}]
+        ask(a.client(ALICE), [*history, {"role": "user", "content": "ok"}], stream=False)
+    assert "no note" not in json.dumps(results(upstream))  # the delete never ran

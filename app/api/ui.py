@@ -31,11 +31,12 @@ from app.api.deps import (
     UpstreamDep,
 )
 from app.api.health import health_report
+from app.chat.memory import MemoryStores
 from app.mcp import McpPool, first_of
-from app.openai.errors import InvalidRequest, Overloaded, RouteNotFound
+from app.openai.errors import Conflict, InvalidRequest, Overloaded, RouteNotFound
 from app.ops.recent_calls import RecentCalls
 from app.ops.recent_requests import RecentRequests
-from app.ops.waiting_rounds import VERDICTS, Verdict, verdict_key
+from app.ops.waiting_rounds import VERDICT_VALUES, VERDICTS, Verdict, WaitingRound, verdict_key
 from app.state import StateStoreError
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -144,8 +145,25 @@ async def playground(request: Request, pool: PoolDep) -> dict[str, Any]:
 @router.get("/waiting")
 async def waiting_rounds(memory: MemoryDep, owner: OwnerDep) -> dict[str, Any]:
     """The caller's rounds waiting for the person's yes in this process, oldest first."""
-    rounds = memory.waiting.of(owner) if memory.waiting is not None else []
+    if memory.waiting is None:
+        return {"object": "list", "data": []}
+    await _forget_taken_up(memory.waiting.of(owner), memory)
+    rounds = memory.waiting.of(owner)
     return {"object": "list", "data": [held.shown() for held in rounds]}
+
+
+async def _forget_taken_up(rounds: list[WaitingRound], memory: MemoryStores) -> None:
+    """Rounds a chat message took up on another replica (it marked the verdict's place in the shared store)."""
+    undecided = {verdict_key(held.turn_key): held for held in rounds if held.verdict is None}
+    if not undecided or memory.waiting is None:
+        return
+    try:
+        found = await memory.pending.get_many(list(undecided))
+    except StateStoreError:
+        return  # listed a while longer; a verdict on one of them is refused then
+    for key, value in found.items():
+        if value not in VERDICT_VALUES:
+            memory.waiting.taken_up(undecided[key].turn_key)
 
 
 @router.post("/waiting/{round_id}")
@@ -163,6 +181,11 @@ async def decide_round(round_id: str, request: Request, memory: MemoryDep, owner
         stands = (await memory.pending.get_many([key])).get(key, verdict.encode())
     except StateStoreError as exc:
         raise Overloaded("The state store cannot keep the verdict now; try again, or answer in the chat.") from exc
+    if stands not in VERDICT_VALUES:  # the chat's next message took the round up first
+        if memory.waiting is not None:
+            memory.waiting.taken_up(held.turn_key)
+        raise Conflict("The chat's next message took this round up before the verdict came; nothing was decided "
+                       "here.", code="waiting_taken_up")
     held.verdict = "approve" if stands == b"approve" else "deny"
     return {"id": held.id, "decided": held.verdict}
 

@@ -198,13 +198,16 @@ class ConversationMemory:
 
     async def verdict(self, waiting: WaitingTurn) -> Reply | None:
         """The verdict the status page wrote for the waiting turn (YES or NO), if any. This request takes the
-        turn up, so it leaves the page's list."""
+        turn up, so it leaves the page's list; and it marks the verdict's place, so that a verdict given on the
+        page after it (on any replica) is refused rather than said to have decided."""
         if self._stores is None:
             return None
         if self._stores.waiting is not None:
             self._stores.waiting.taken_up(waiting.key)
         key = verdict_key(waiting.key)
         try:
+            if await self._stores.pending.claim(key, self._owner):
+                return None  # the message came first
             found = await self._stores.pending.get_many([key])
         except StateStoreError as exc:
             log.warning("memory_unavailable", store=self._stores.pending.kind, error=str(exc),

@@ -66,6 +66,11 @@ class MethodNotAllowed(InvalidRequest):
         super().__init__(f"{method} is not allowed on {path}; use {allowed}.", headers={"Allow": allowed})
 
 
+class Conflict(InvalidRequest):
+    status_code = 409
+    default_code = "conflict"
+
+
 class RequestTimeout(InvalidRequest):
     status_code = 408
     default_code = "request_timeout"

@@ -18,6 +18,8 @@ from typing import Any, Literal
 WAITING_ROUNDS = 200
 Verdict = Literal["approve", "deny"]
 VERDICTS: tuple[Verdict, ...] = ("approve", "deny")
+# What a verdict's place holds once decided on the page; anything else there is a chat message's mark.
+VERDICT_VALUES = frozenset(verdict.encode() for verdict in VERDICTS)
 
 
 def verdict_key(turn_key: str) -> str:
