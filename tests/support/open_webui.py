@@ -98,16 +98,22 @@ def send(tab: Any, text: str) -> None:
     tab.keyboard.press("Enter")
 
 
-def offered_name(body: dict[str, Any], tool: str) -> str | None:
-    """The name the gateway offers an MCP server's `tool` under in a request (Open WebUI's own tools beside it)."""
+def offered_name(body: dict[str, Any], tool: str, server: str | None = None) -> str | None:
+    """The name the gateway offers an MCP server's `tool` under in a request (Open WebUI's own tools beside it);
+    `server` picks one when two servers have a tool of that name."""
     names = [offered["function"]["name"] for offered in body.get("tools") or []]
-    return next((name for name in names if name.endswith(f"__{tool}")), None)
+    wanted = f"{server}__{tool}" if server else None
+    return next((name for name in names if name == wanted or (wanted is None and name.endswith(f"__{tool}"))), None)
 
 
 def tool_result(content: Any) -> str:
-    """A tool message's text: the server's own result when the gateway wrapped it as JSON, else the text."""
+    """A tool message's text: the server's own result when the gateway wrapped it as JSON (a result, or several
+    text blocks as a list, one a line), else the text."""
     text = content_text(content)
     try:
-        return str(json.loads(text)["data"]["result"])
+        data = json.loads(text)["data"]
+        if isinstance(data, list) and all(isinstance(block, str) for block in data):
+            return "\n".join(data)
+        return str(data["result"])
     except (ValueError, KeyError, TypeError):
         return text
