@@ -175,9 +175,10 @@ def test_the_form_question_lists_every_field_with_what_it_takes() -> None:
     assert text.startswith("The server **asks** asks you:\n\n> Booking a table at Luigi.\n> For how many?\n")
     assert "- **Party size** (`party_size`): a whole number from 1 to 20; required" in text
     assert "- **Time** (`time`): text; required" in text
-    assert "- **seating**: one of `inside`, `outside`; optional; default: inside" in text
+    assert "- **seating**: one of `inside`, `outside`; optional (default: inside)" in text
     assert "- **High chair** (`high_chair`): yes or no; optional" in text
-    assert "```\nparty_size: 1\ntime: …\nseating: inside\nnotes: …\nhigh_chair: yes\n```" in text
+    # The example: what is needed or has a default, never an optional yes the person did not give.
+    assert "```text\nparty_size: 1\ntime: …\nseating: inside\n```" in text
     assert "Optional fields may be left out" in text
     assert text.endswith("Or reply **decline** to refuse, or **cancel** to stop.")
 
@@ -278,8 +279,10 @@ def test_server_everythings_form_is_asked_field_by_field() -> None:
     assert text.count("\n- **") == len(EVERYTHING_FORM["properties"])
     assert "- **String** (`name`): text; required. Your full, legal name" in text
     assert "- **Legacy Titled Single Select Enum** (`legacyTitledEnum`): one of Cats (`pet-1`), Dogs (`pet-2`); " \
-           "optional; default: Cats" in text  # a choice is shown by its label, which is also read back
-    assert "optional; default: Tuna\n" in text and "titledMultipleSelectEnum: Tuna\n" in text
+           "optional (default: Cats)" in text  # a choice is shown by its label, which is also read back
+    assert "(default: Tuna)\n" in text and "titledMultipleSelectEnum: Tuna\n" in text
+    assert "(`firstLine`): text; optional (default: It was a dark and stormy night.)" in text
+    assert "\ncheck:" not in text and "\nemail:" not in text  # optional, no default: not in the example
     assert "any of Tuna (`fish-1`), Salmon (`fish-2`), separated by commas (from 1 to 3 choices); optional" in text
 
 

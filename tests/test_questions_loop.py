@@ -76,6 +76,9 @@ async def test_an_answer_that_does_not_fit_is_asked_again_and_that_exchange_is_l
     assert model.requests == [] and len(tools.answers) == 1  # nothing sent anywhere
     assert "How many people, and when?" in shown(again) and "party_size" in shown(again)
     assert "**web**" in shown(again)  # the call's server, named as the first time
+    # What was wrong comes last, where a person who scrolled down to answer reads it.
+    assert shown(again).endswith("**Not taken:** party_size must be a whole number. Send every line again, the right "
+                                 "ones too.")
     good = [*bad, {"role": "assistant", "content": shown(again)},
             {"role": "user", "content": "party_size: 2\ntime: 8pm"}]
     await turn(model, tools, store, good)

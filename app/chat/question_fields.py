@@ -88,16 +88,15 @@ def _options(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 
 
 def describe(field: Field) -> str:
-    """One markdown list item: the field, what it takes, whether it is needed, its default and description."""
+    """One markdown list item: the field, what it takes, whether it is needed, its description, its default."""
     name = f"**{field.label}**" + (f" (`{field.name}`)" if field.label != field.name else "")
-    parts = [f"- {name}: {_takes(field)}", "required" if field.required else "optional"]
-    if field.default is not None:
-        parts.append(f"default: {shown(field, field.default)}")
-    line = "; ".join(parts)
+    line = f"- {name}: {_takes(field)}; {'required' if field.required else 'optional'}"
     description = " ".join(str(field.spec.get("description") or "").split())
     if description:
         cut = description[:_LONGEST_DESCRIPTION] + ("…" if len(description) > _LONGEST_DESCRIPTION else "")
-        line += f". {cut}"
+        line += f". {cut.rstrip('.')}"
+    if field.default is not None:  # after the description, so that the two do not run into each other
+        line += f" (default: {shown(field, field.default)})"
     return line
 
 

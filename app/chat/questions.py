@@ -107,11 +107,22 @@ def _how_to_answer(asked: list[Field]) -> list[str]:
         if field.kind == "boolean":
             return ["Reply **yes** or **no**."]
         return [f"Reply with the value, for example: `{sample(field)}`."]
-    example = "\n".join(f"{field.name}: {sample(field)}" for field in asked)
-    lines = ["Reply with one line per field, `name: value` (or a JSON object), for example:", "", "```", example, "```"]
+    # Only what is needed or has a default: an example copied as it is must not agree to terms or give an
+    # address on the person's behalf. `text`, so that a client does not offer to run the example as code.
+    shown_fields = [field for field in asked if field.required or field.default is not None] or asked[:1]
+    example = "\n".join(f"{field.name}: {sample(field)}" for field in shown_fields)
+    lines = ["Reply with one line per field, `name: value` (or a JSON object), for example:", "", "```text", example,
+             "```"]
     if not all(field.required and field.default is None for field in asked):
         lines += ["", "Optional fields may be left out; those with a default then take it."]
     return lines
+
+
+def asked_again(params: Mapping[str, Any], server: str | None, problem: str) -> str:
+    """The question once more after an answer that did not fit, what was wrong last, where it is read first."""
+    fields_asked = fields(_schema(params)) if params.get("mode") != "url" else []
+    again = " Send every line again, the right ones too." if len(fields_asked) > 1 else ""
+    return f"{question_for(params, server)}\n\n**Not taken:** {problem}{again}"
 
 
 def read_answer(text: str, schema: Mapping[str, Any]) -> Answer:

@@ -15,7 +15,7 @@ from typing import Any
 from app.chat.approvals import too_late
 from app.chat.loop.held import Held, NotRun
 from app.chat.ports import InputNeeded, RequestTools, ToolAnswers, ToolOutput, TurnMemory, WaitingTurn
-from app.chat.questions import Accepted, Cancelled, Invalid, answer_for, question_for
+from app.chat.questions import Accepted, Cancelled, Invalid, answer_for, asked_again, question_for
 from app.openai.accumulate import ToolCall
 from app.openai.schemas import content_text
 
@@ -52,8 +52,8 @@ async def answered(waiting: WaitingTurn, reply: dict[str, Any], memory: TurnMemo
         for key, params in needed.requests.items():
             answer = answer_for(content_text(reply.get("content")), params)
             if isinstance(answer, Invalid) and waiting.asked_again < ASK_AGAIN_AT_MOST:
-                again = question_for(params, server_of(names.get(call_id, "")))
-                return Held(notice=f"{answer.problem}\n\n{again}", remember_notice=True)
+                again = asked_again(params, server_of(names.get(call_id, "")), answer.problem)
+                return Held(notice=again, remember_notice=True)
             given_up = given_up or isinstance(answer, Invalid)
             results[call_id][key] = _as_result(Cancelled() if isinstance(answer, Invalid) else answer)
     if not await memory.claim(waiting):
