@@ -1,6 +1,7 @@
 """The model evaluation's own parts, in CI with the scripted model: the handler's prompt and grammar logic,
 the task files, the scoring, and one run through a real gateway. The real-model run is a benchmark."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -68,7 +69,8 @@ def test_a_tool_conversation_is_shown_as_plain_turns() -> None:
 CATEGORIES = {"the user names the tool", "the user describes the need", "arguments copied from the user",
               "a bad first call fixed from the invalid_arguments hint", "a tool error reported honestly",
               "two tools in sequence", "plain chat, no tool", "a follow-up that needs an earlier turn's result",
-              "with Open WebUI's 36 tools", "the person approves a call (a pause for a yes)"}
+              "with Open WebUI's 36 tools", "the person approves a call (a pause for a yes)",
+              "the person answers a server's question (a pause for an answer)"}
 
 
 def test_the_task_files_hold_forty_tasks_of_every_category_the_issue_names() -> None:
@@ -79,7 +81,11 @@ def test_the_task_files_hold_forty_tasks_of_every_category_the_issue_names() -> 
     assert all(t.turns for t in tasks)
     assert all(len(t.turns) > 1 for t in tasks if t.category.startswith("a follow-up"))
     # the person's reply is a turn of its own, after the request that made the model ask
-    assert all(len(t.turns) > 1 and t.turns[1] in ("yes", "no") for t in tasks if t.category.startswith("the person"))
+    approvals = [t for t in tasks if t.category.startswith("the person approves")]
+    assert approvals and all(len(t.turns) > 1 and t.turns[1] in ("yes", "no") for t in approvals)
+    answers = [t for t in tasks if t.category.startswith("the person answers")]
+    assert all(len(t.turns) > 1 for t in answers) and {t.turns[1] for t in answers} >= {"Friday", "decline"}
+    assert any(len(t.turns) > 2 for t in answers)  # and one that goes on after the answer
     assert all(t.calls is not None and len(t.calls) >= 2 for t in tasks if t.category == "two tools in sequence")
 
 
@@ -111,6 +117,8 @@ HONEST = Task("h", "c", ["x"], [ExpectedCall("lookup_order")], answer_any=["not 
               answer_not=["shipped"])
 CHAT = Task("c", "c", ["Hi"], [])
 FOLLOW = Task("u", "c", ["x", "y"], None, ["4817"])
+# the day the person chose, not the server's question (asked again) that lists every choice
+DAY = Task("d", "c", ["x", "Tuesday", "y"], None, ["Tuesday"], answer_not=["Monday", "Friday"])
 
 
 @pytest.mark.parametrize(
@@ -142,6 +150,8 @@ FOLLOW = Task("u", "c", ["x", "y"], None, ["4817"])
         # only the answer counts
         (FOLLOW, Observed([], "The code is 4817."), (True, True, True, True)),
         (FOLLOW, Observed([("read_text_file", {})], "I do not know."), (False, True, True, False)),
+        (DAY, Observed([], "It is scheduled for Tuesday."), (True, True, True, True)),
+        (DAY, Observed([], "Which day? one of `Monday`, `Tuesday`, ... `Friday`"), (False, True, True, False)),
     ],
 )
 def test_scoring(task: Task, seen: Observed, expected: tuple) -> None:
@@ -245,3 +255,39 @@ def test_the_help_desk_and_client_tools_through_a_real_gateway(tmp_path: Path) -
             for task in (too_many, unknown, own):
                 result, *_ = run_task(client, gateway.url, task, streamed, tool_of)
                 assert result.passed, (task.id, streamed, result)
+
+
+def test_the_help_desks_question_is_asked_answered_and_declined_through_a_real_gateway(tmp_path: Path) -> None:
+    """schedule_delivery asks the person which day (MCP 2026-07-28's input_required) over real stdio: the question
+    ends the first turn with its choices, the scripted reply is the answer the server gets (the model then sees
+    only the call and its result, and a later turn still has it), decline reaches the server, and an unknown
+    order is an error before anyone is asked."""
+    from bench.eval.runner import HELPDESK
+
+    model = FakeUpstream(default=lambda body: decide(body, words=5))
+    servers = {"helpdesk": {"command": sys.executable, "args": [str(HELPDESK)]}}
+    schedule = 'call helpdesk__schedule_delivery with {"order_id": "%s"}'
+    called = [ExpectedCall("schedule_delivery", {"order_id": "A-1001"})]
+    asked = Task("a", "c", [schedule % "A-1001"], called, ["Which day should a red kettle (order A-1001)",
+                                                            "Monday", "Friday", "decline"])
+    answered = Task("f", "c", [schedule % "A-1001", "Friday"], called, ["Delivery of A-1001 scheduled for Friday"])
+    later = Task("l", "c", [schedule % "A-1001", "friday", 'call helpdesk__lookup_order with {"order_id": "A-1001"}'],
+                 [ExpectedCall("lookup_order")], ["Oslo"])
+    declined = Task("d", "c", [schedule % "A-1001", "decline"], called,
+                    ["Delivery of A-1001 not scheduled: the person chose decline"], answer_not=["scheduled for"])
+    unknown = Task("u", "c", [schedule % "B-9"], [ExpectedCall("schedule_delivery")], ["No order has the id"],
+                   answer_not=["Which day"])
+    with (
+        ServerThread(model.app) as upstream,
+        running_gateway(tmp_path, servers, ready=("helpdesk",), upstream_url=f"{upstream.url}/v1") as gateway,
+        httpx.Client(timeout=60) as client,
+    ):
+        tool_of = tool_names(gateway.url)
+        for streamed in (False, True):
+            for task in (asked, answered, later, declined, unknown):
+                result, *_ = run_task(client, gateway.url, task, streamed, tool_of)
+                assert result.passed, (task.id, streamed, result)
+                if task is later:  # the model was given the call and its result, never the question or the reply
+                    given = json.dumps(model.chat_requests()[-1]["messages"])
+                    assert "scheduled for Friday" in given and "Which day" not in given
+                    assert '"content": "friday"' not in given

@@ -3,16 +3,24 @@
 Its tools cover what the reference servers do not: a tool error the model must report honestly (an
 unknown order or city), numeric limits the model may overstep and must fix from the gateway's
 `invalid_arguments` hint (llama.cpp's grammars do not enforce `minimum`/`maximum`), and results that
-lead to a second tool (an order's city, then its weather). Run: `python -m bench.eval.helpdesk` (stdio).
+lead to a second tool (an order's city, then its weather), and a question for the person: scheduling a
+delivery asks which day (MCP 2026-07-28's `input_required`), so the gateway's pause for an answer is measured.
+Run: `python -m bench.eval.helpdesk` (stdio).
+
+The question's request state is sealed with a fixed key, not the SDK's per-process default: the answer comes
+back in a later request, which may reach a new process of this server (a restarted gateway, another replica).
 """
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from mcp.server.request_state import RequestStateSecurity
+from pydantic import BaseModel, Field
 
-server = MCPServer("helpdesk", version="1.0.0")
+STATE_KEY = "toolbridge-eval-helpdesk-request-state-key-0123456789"
+
+server = MCPServer("helpdesk", version="1.0.0", request_state_security=RequestStateSecurity(keys=[STATE_KEY]))
 
 ORDERS = {
     "A-1001": {"status": "shipped", "arrives": "November 28", "city": "Oslo", "item": "a red kettle"},
@@ -32,10 +40,14 @@ PRODUCTS = ["kettle", "lamp", "chair", "table", "mug", "teapot", "rug", "clock",
 @server.tool()
 def lookup_order(order_id: Annotated[str, Field(description="The order id, such as A-1001")]) -> dict:
     """Look up an order by its id: its status, the item, the delivery city and when it arrives."""
+    return {"order_id": order_id.strip().upper(), **_order(order_id)}
+
+
+def _order(order_id: str) -> dict[str, str]:
     order = ORDERS.get(order_id.strip().upper())
     if order is None:
         raise ToolError(f"No order has the id {order_id!r}.")
-    return {"order_id": order_id.strip().upper(), **order}
+    return order
 
 
 def _weather(city: str, missing: str) -> tuple[str, int, str]:
@@ -71,6 +83,27 @@ def search_products(
     words = query.lower().split()
     found = [p for p in PRODUCTS if any(w.rstrip("s") in p for w in words)] or PRODUCTS
     return found[:limit]
+
+
+class DeliveryDay(BaseModel):
+    day: Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"] = Field(title="Day")
+
+
+def _which_day(order_id: str) -> Elicit[DeliveryDay]:
+    order = _order(order_id)  # an unknown order is an error before anyone is asked
+    return Elicit(f"Which day should {order['item']} (order {order_id.strip().upper()}) be delivered?", DeliveryDay)
+
+
+@server.tool()
+async def schedule_delivery(
+    order_id: Annotated[str, Field(description="The order id")],
+    day: Annotated[ElicitationResult[DeliveryDay], Resolve(_which_day)],
+) -> str:
+    """Schedule an order's delivery; asks the person which day."""
+    order_id = order_id.strip().upper()
+    if day.action != "accept":
+        return f"Delivery of {order_id} not scheduled: the person chose {day.action}."
+    return f"Delivery of {order_id} scheduled for {day.data.day}."
 
 
 if __name__ == "__main__":
