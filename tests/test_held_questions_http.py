@@ -102,3 +102,14 @@ def test_a_second_question_after_the_first_answer_is_asked_and_answered_in_turn(
     assert tool_result(upstream)["data"] == {"result": "booked Luigi for 5 at 21:00"}
     seen = after_system(upstream.chat_requests()[0]["messages"])
     assert [m["role"] for m in seen] == ["user", "assistant", "tool"] and "21:00 instead" not in json.dumps(seen)
+
+
+def test_the_details_trace_shows_the_asking_call_as_waiting_only(
+    legacy_asking: Gateway, upstream: FakeUpstream
+) -> None:
+    # Not also as a finished call with a placeholder result: the call has not finished, it waits for the person.
+    upstream.script(BOOK)
+    question = ask(legacy_asking.client(default_headers={"X-Toolbridge-Trace": "details"}),
+                   [{"role": "user", "content": "Book Luigi, traced."}], stream=True)
+    assert question.count("<details ") == 1 and 'done="false"' in question and "Waiting for your answer" in question
+    assert "input_required" not in question and "for how many people, and when?" in question

@@ -219,10 +219,22 @@ def _trace_texts(
     elif isinstance(event, ToolsWaiting):
         texts = [render_waiting(mode, event.calls, event.for_answer)]
     else:
+        event = _finished(event)
+        if not event.calls:
+            return []
         shown = person.show(event.calls, event.outputs, in_widget=mode == "details") if person else None
         texts = [render_finished(mode, event.calls, event.outputs, event.durations_ms, shown.files if shown else ()),
                  TraceText("content", shown.text) if shown and shown.text else None]
     return [text for text in texts if text is not None]
+
+
+def _finished(event: ToolsRan) -> ToolsRan:
+    """The calls that finished: one that came back with its server's question is shown waiting (ToolsWaiting)."""
+    kept = [i for i, output in enumerate(event.outputs) if output.input_needed is None]
+    if len(kept) == len(event.calls):
+        return event
+    return ToolsRan([event.calls[i] for i in kept], [event.outputs[i] for i in kept],
+                    [event.durations_ms[i] for i in kept])
 
 
 def _text_delta(event: TextDelta) -> dict[str, Any]:
