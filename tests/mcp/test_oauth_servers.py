@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from html.parser import HTMLParser
+from typing import Any
 from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 import anyio
@@ -100,11 +101,13 @@ class Browser:
         return AuthorizationCodeResult(code=query.get("code", ""), state=query.get("state"), iss=query.get("iss"))
 
 
-def oauth(pair: OAuthPair, storage: MemoryStorage, browser: Browser | None) -> OAuthClientProvider:
+def oauth(pair: OAuthPair, storage: MemoryStorage, browser: Browser | None, **handlers: Any) -> OAuthClientProvider:
+    """The SDK's client for the protected server, signing in through `browser`, or else `handlers`
+    (redirect_handler, callback_handler), or else with none."""
     metadata = OAuthClientMetadata(client_name="toolbridge", redirect_uris=[REDIRECT_URI])  # type: ignore[list-item]
-    return OAuthClientProvider(pair.mcp_server.mcp_url, metadata, storage,
-                               browser.redirect_handler if browser else None,
-                               browser.callback_handler if browser else None)
+    if browser is not None:
+        handlers = {"redirect_handler": browser.redirect_handler, "callback_handler": browser.callback_handler}
+    return OAuthClientProvider(pair.mcp_server.mcp_url, metadata, storage, **handlers)
 
 
 @asynccontextmanager
@@ -252,18 +255,35 @@ async def test_the_sdk_rejects_a_mismatched_state() -> None:
         assert not pair.authorization_server.provider.access_tokens and storage.tokens is None
 
 
-async def test_the_flow_splits_into_a_sign_in_url_now_and_a_code_exchange_later() -> None:
+class SignInNeeded(Exception):
+    """What a gateway's redirect handler may raise to stop the SDK before the browser step."""
+
+
+async def stop_at_the_browser_step(authorization_url: str) -> None:
+    raise SignInNeeded(authorization_url)
+
+
+async def never_called() -> AuthorizationCodeResult:
+    raise AssertionError("the callback handler is never reached when the redirect handler raises")
+
+
+@pytest.mark.parametrize("stop", ["no redirect handler", "a redirect handler that raises"])
+async def test_the_flow_splits_into_a_sign_in_url_now_and_a_code_exchange_later(stop: str) -> None:
     # What a gateway can do when the person is not at its machine: let the SDK discover and register, stop it
     # before the browser step, build the authorization URL itself (keeping state and PKCE verifier), and
     # exchange the code in the callback's request; the SDK then reads the tokens from storage.
     with OAuthPair.start() as pair:
         storage = MemoryStorage()
-        first = oauth(pair, storage, None)
+        raising = {"redirect_handler": stop_at_the_browser_step, "callback_handler": never_called}
+        first = oauth(pair, storage, None, **(raising if stop == "a redirect handler that raises" else {}))
         with anyio.fail_after(TIMEOUT), pytest.raises(BaseException) as raised:
             async with connected(pair, first) as client:
                 await whoami(client)
         error = unwrap(raised.value)
-        assert isinstance(error, OAuthFlowError) and "No redirect handler provided" in str(error), repr(error)
+        if stop == "no redirect handler":
+            assert isinstance(error, OAuthFlowError) and "No redirect handler provided" in str(error), repr(error)
+        else:  # the handler's own exception comes out as it is, with the SDK's URL (useless: its verifier is lost)
+            assert isinstance(error, SignInNeeded) and "code_challenge=" in str(error), repr(error)
         client_info, metadata = storage.client_info, first.context.oauth_metadata
         assert client_info is not None and client_info.client_secret and metadata is not None
         resource = first.context.get_resource_url()

@@ -13,16 +13,18 @@ the sign-in tests of issue 31. Both run in-process on free 127.0.0.1 ports (`Ser
   `/.well-known/oauth-protected-resource/mcp`, and 401 + `WWW-Authenticate: Bearer ... resource_metadata="..."`
   for a missing, unknown or expired token. Tools: `whoami` (the subject the token was issued to) and `echo`.
 
-What the SDK's client side does against them (mcp 2.3.0, `mcp/client/auth/oauth2.py`), as tests/mcp/
-test_oauth_servers.py shows:
+What the SDK's client does against them (mcp 2.3.0, `mcp/client/auth/oauth2.py`; shown by
+tests/mcp/test_oauth_servers.py):
 - `OAuthClientProvider(server_url, client_metadata, storage, redirect_handler=None, callback_handler=None,
-  client_metadata_url=None, validate_resource_url=None)` (line 300) is an `httpx2.Auth`: pass it as
-  `httpx2.AsyncClient(auth=...)` to `streamable_http_client(url, http_client=...)`. No timeout parameter.
-- `TokenStorage` (line 130): async `get_tokens`, `set_tokens`, `get_client_info`, `set_client_info`; read once
-  per provider (`_initialize`, line 559); the expiry time and discovered metadata are not stored.
-- It refreshes only before a request, by its own clock (line 613); a 401 always runs discovery and then a full
-  authorization (lines 631-786), calling `redirect_handler(url)` then awaiting `callback_handler()` in the same
-  coroutine (line 425), with PKCE verifier and `state` as locals: the flow cannot be split inside the SDK.
+  client_metadata_url=None, validate_resource_url=None)` (line 300) is an `httpx2.Auth`: give it to
+  `httpx2.AsyncClient(auth=...)` and that to `streamable_http_client(url, http_client=...)`. No timeout of its
+  own (its requests use the client's). `TokenStorage` (line 130): async `get_tokens`/`set_tokens` (`OAuthToken`),
+  `get_client_info`/`set_client_info` (`OAuthClientInformationFull`), read once per provider (line 564); neither
+  the expiry time nor the discovered metadata is stored.
+- It refreshes only before sending, by its own clock (line 613). A 401 always means discovery and then a full
+  authorization (lines 631-786): `redirect_handler(url)` then `callback_handler()` in the same coroutine (lines
+  429-431), with state and PKCE verifier as locals, so the flow cannot be split inside the SDK; a gateway stops
+  it (no redirect handler, or one that raises) after discovery and registration, and does the browser leg itself.
 """
 
 import html
