@@ -198,7 +198,9 @@ async def test_a_revoked_refresh_token_leads_to_a_new_sign_in() -> None:
         with anyio.fail_after(TIMEOUT):
             async with connected(pair, auth) as client:
                 assert await whoami(client) == "alice"
-                pair.authorization_server.provider.revoke_refresh_tokens()
+                pair.authorization_server.provider.revoke_refresh_tokens("bob")
+                assert pair.authorization_server.provider.refresh_tokens  # someone else's: alice's still works
+                pair.authorization_server.provider.revoke_refresh_tokens("alice")
                 await wait_past_expiry(auth)
                 assert await whoami(client) == "alice"
         assert len(browser.opened) == 2 and pair.authorization_server.provider.authorizations == ["alice", "alice"]

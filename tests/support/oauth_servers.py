@@ -5,7 +5,8 @@ the sign-in tests of issue 31. Both run in-process on free 127.0.0.1 ports (`Ser
   dynamic client registration, `/authorize` with PKCE, `/token` for the code and refresh grants, `/revoke`) on an
   in-memory `MemoryProvider`, plus a consent page of ours (`GET /consent`: a plain HTML form with the user's name
   and an "Allow" and a "Deny" button, so a browser or a test can submit it). Knobs: `access_token_lifetime`
-  (seconds, for expiry tests), `provider.revoke_refresh_tokens()`, `wrong_issuer="metadata"` (the metadata names
+  (seconds, for expiry tests), `provider.revoke_refresh_tokens(subject)`, `provider.expire_access_tokens()`,
+  `wrong_issuer="metadata"` (the metadata names
   another issuer: RFC 8414 §3.3) or `wrong_issuer="redirect"` (the metadata announces RFC 9207 `iss` and the
   redirect back carries a wrong one).
 - `ProtectedMcpServer`: an `MCPServer` over streamable HTTP at `/mcp` with `AuthSettings` (resource
@@ -152,9 +153,11 @@ class MemoryProvider:
         self.access_tokens.pop(token.token, None)
         self.refresh_tokens.pop(token.token, None)
 
-    def revoke_refresh_tokens(self) -> None:
-        """Every refresh token stops working, as when a person revokes the app at the provider."""
-        self.refresh_tokens.clear()
+    def revoke_refresh_tokens(self, subject: str | None = None) -> None:
+        """The refresh tokens of `subject` (or everyone's) stop working, as when a person revokes the app at the
+        provider."""
+        for token in [token for token, issued in self.refresh_tokens.items() if subject in (None, issued.subject)]:
+            del self.refresh_tokens[token]
 
     def expire_access_tokens(self) -> None:
         """Every access token is rejected from now on, while the client still believes it valid."""
