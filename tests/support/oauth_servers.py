@@ -6,9 +6,8 @@ the sign-in tests of issue 31. Both run in-process on free 127.0.0.1 ports (`Ser
   in-memory `MemoryProvider`, plus a consent page of ours (`GET /consent`: a plain HTML form with the user's name
   and an "Allow" and a "Deny" button, so a browser or a test can submit it). Knobs: `access_token_lifetime`
   (seconds, for expiry tests), `provider.revoke_refresh_tokens(subject)`, `provider.expire_access_tokens()`,
-  `wrong_issuer="metadata"` (the metadata names
-  another issuer: RFC 8414 §3.3) or `wrong_issuer="redirect"` (the metadata announces RFC 9207 `iss` and the
-  redirect back carries a wrong one).
+  `wrong_issuer="metadata"` (the metadata names another issuer: RFC 8414 §3.3) or `wrong_issuer="redirect"`
+  (the metadata announces RFC 9207 `iss` and the redirect back carries a wrong one).
 - `ProtectedMcpServer`: an `MCPServer` over streamable HTTP at `/mcp` with `AuthSettings` (resource
   `{url}/mcp`, scope `mcp`, tokens bound to that resource), the SDK's protected-resource metadata at
   `/.well-known/oauth-protected-resource/mcp`, and 401 + `WWW-Authenticate: Bearer ... resource_metadata="..."`
