@@ -8,7 +8,8 @@ opaque origin `null` of sandboxed frames and local files. Desktop apps (`app://`
 `null`...) and non-browser clients (no Origin) pass. Listed origins then get CORS headers from Starlette's
 CORSMiddleware, which sits between the two guards.
 
-`AdmissionGuard` checks, cheapest first and before a byte of the body is read: the API key, that a POST
+`AdmissionGuard` checks, cheapest first and before a byte of the body is read: the API key (TOOLBRIDGE_API_KEYS or
+the keys file, app/access/; what the key may use is left in the request's state for the routes), that a POST
 is declared JSON, the declared body size, the number of requests in flight. The images in answers
 (`/images/{id}`) take their unguessable id in place of the key, which a page's `<img>` cannot send. The
 status page (`/`, `/ui/...`) also takes the key as the password of HTTP Basic credentials, and its refusal
