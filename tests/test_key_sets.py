@@ -182,6 +182,27 @@ def test_waiting_rounds_are_the_asking_keys_own(shared: Gateway, upstream: FakeU
     assert refused.status_code == 404 and refused.json()["error"]["code"] == "waiting_not_found"
 
 
+def test_the_metrics_which_name_every_server_are_the_operators(shared: Gateway) -> None:
+    for key, status in ((ALICE, 403), (BOB, 403), (OPS, 200)):
+        response = httpx.get(f"{shared.url}/metrics", headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        assert response.status_code == status
+    assert 'server="library"' in response.text
+
+
+def test_a_keys_file_alone_asks_every_caller_for_a_key_and_keeps_each_keys_rounds_apart(
+    upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    path = keys_file(tmp_path / "keys.json", ["files"])
+    with running_gateway(tmp_path, {"files": SERVERS["files"]}, upstream_url=f"{upstream.url}/v1",
+                         tool_trace="off", toolsets={"shelves": ["library"]}, keys_file=path) as gateway:
+        assert httpx.get(f"{gateway.url}/tools", timeout=30).status_code == 401
+        wait_for_health(gateway.url, servers_ready("files"), key=ALICE)
+        upstream.script(Turn(calls=[Call("files__delete_note", {"name": "plans"})]))
+        gateway.client(ALICE).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "rm"}])
+        assert len(get(gateway, ALICE, "/ui/waiting")["data"]) == 1
+        assert get(gateway, BOB, "/ui/waiting")["data"] == []  # not one anonymous owner for all
+
+
 def until(check: Callable[[], bool], what: str) -> None:
     """Bounded: the watcher re-reads the file a moment after it is written."""
     deadline = time.monotonic() + DEADLINE

@@ -38,6 +38,8 @@ class KeyScope:
 
 
 EVERYTHING = KeyScope()
+# A caller the guard refused, served only where no key is needed (/health's status, public metrics, images).
+NOBODY = KeyScope(frozenset(), caller="nobody")
 
 # The key of the request being served: set by the guard (app/api/guard.py), read where a request's work is
 # recorded for people to look at (app/ops/recent_calls.py, recent_requests.py), deep below the route.

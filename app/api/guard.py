@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.access import CURRENT_SCOPE, EVERYTHING, KeyRing, KeyScope
+from app.access import CURRENT_SCOPE, EVERYTHING, NOBODY, KeyRing, KeyScope
 from app.api.guard_checks import (
     READ_ONLY_METHODS,
     basic_password,
@@ -135,7 +135,7 @@ class AdmissionGuard:
         page = for_the_page(scope["path"])
         admitted = self._admitted(headers.get("authorization", ""), basic=page)
         authorised = admitted if isinstance(admitted, GatewayError) else None
-        key_scope = admitted if isinstance(admitted, KeyScope) else EVERYTHING
+        key_scope = admitted if isinstance(admitted, KeyScope) else NOBODY
         scope.setdefault("state", {}).update(authorised=authorised is None, key_scope=key_scope)
         path = scope["path"]
         stream = path in STATUS_STREAMS

@@ -15,7 +15,17 @@ from starlette.background import BackgroundTask
 
 from app.access import KeyScope
 from app.api.chat_body import parse_chat_body
-from app.api.deps import AuthorisedDep, ImagesDep, KeysDep, MemoryDep, MetricsDep, SettingsDep, UpstreamDep, ViewDep
+from app.api.deps import (
+    AuthorisedDep,
+    ImagesDep,
+    KeyScopeDep,
+    KeysDep,
+    MemoryDep,
+    MetricsDep,
+    SettingsDep,
+    UpstreamDep,
+    ViewDep,
+)
 from app.api.health import health_report
 from app.chat.images import StoredImage
 from app.chat.loop_options import loop_options, tool_budget_for
@@ -28,7 +38,7 @@ from app.chat.tool_offer import describe_offer, describe_request
 from app.chat.toolsets import HEADER as TOOLS_HEADER
 from app.chat.toolsets import choose_tools, with_virtual_models
 from app.mcp import KeyView, McpPool
-from app.openai.errors import MethodNotAllowed, Overloaded, RouteNotFound
+from app.openai.errors import Forbidden, MethodNotAllowed, Overloaded, RouteNotFound
 from app.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.serving import ON_SHUTDOWN
 from app.settings import Settings
@@ -221,8 +231,12 @@ def _image_headers(stored: StoredImage) -> dict[str, str]:
 
 
 @router.get("/metrics", include_in_schema=False)
-async def metrics(collected: MetricsDep) -> Response:
-    """Prometheus text format; behind the API key unless TOOLBRIDGE_METRICS_PUBLIC (app/api/guard.py)."""
+async def metrics(collected: MetricsDep, scope: KeyScopeDep, settings: SettingsDep) -> Response:
+    """Prometheus text format; behind the API key unless TOOLBRIDGE_METRICS_PUBLIC (app/api/guard.py). They name
+    every server: the operator's, not for a key limited to some servers."""
+    if not scope.everything and not settings.metrics_public:
+        raise Forbidden("The metrics name every MCP server: a key of TOOLBRIDGE_API_KEYS reads them.",
+                        code="metrics_not_for_this_key")
     return Response(collected.render(), media_type=METRICS_CONTENT_TYPE)
 
 
