@@ -228,9 +228,15 @@ def test_the_keys_file_is_reloaded_while_running_and_a_bad_one_keeps_the_last_go
         assert health["status"] == "degraded" and ALICE not in json.dumps(health)
         assert 'key #1: servers must be a list of server names, or "*"' in health["keys_file"]["error"]
         assert alice_sees() == {"basic", "library"}  # the last good file stays in force
-        path.write_text(json.dumps({"keys": {}}))  # Alice taken out
-        until(lambda: httpx.get(f"{gateway.url}/tools", headers={"Authorization": f"Bearer {ALICE}"},
-                                timeout=30).status_code == 401, "a key taken out still works")
+        with httpx.stream("GET", f"{gateway.url}/ui/events", auth=("", ALICE), timeout=30) as stream:
+            lines = stream.iter_lines()
+            assert set(json.loads(next(line for line in lines if line.startswith("data:"))[5:])) == {"basic", "library"}
+            path.write_text(json.dumps({"keys": {}}))  # Alice taken out
+            until(lambda: httpx.get(f"{gateway.url}/tools", headers={"Authorization": f"Bearer {ALICE}"},
+                                    timeout=30).status_code == 401, "a key taken out still works")
+            post(gateway, OPS, "/ui/playground", {"tool": "basic__echo", "arguments": {"text": "after"}})
+            # Her open stream ends, unsent (the first event, or its end, whichever comes first).
+            assert next((line for line in lines if line.startswith("event:")), None) is None
         assert "error" not in get(gateway, OPS, "/health")["keys_file"]
 
 

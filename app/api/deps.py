@@ -90,9 +90,14 @@ async def get_owner(request: Request, settings: SettingsDep) -> str:
     The page sends the key as a Basic password, other clients as a bearer key; the guard let in only ours."""
     if not settings.authenticates:
         return memory_owner(None)
+    return memory_owner(presented_key(request))
+
+
+def presented_key(request: Request) -> str:
+    """The key the caller sent: a Basic password from the page, a bearer key from other clients."""
     scheme, _, presented = request.headers.get("authorization", "").partition(" ")
     presented = presented.strip()
-    return memory_owner(basic_password(presented) if scheme.lower() == "basic" else presented)
+    return basic_password(presented) if scheme.lower() == "basic" else presented
 
 
 UpstreamDep = Annotated[UpstreamClient, Depends(get_upstream)]

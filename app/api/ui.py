@@ -12,7 +12,7 @@ the key as password), which it asks for once and then sends with every request o
 """
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -21,6 +21,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from sse_starlette import EventSourceResponse
 
+from app.access import KeyScope
 from app.api.deps import (
     AuthorisedDep,
     KeyScopeDep,
@@ -32,6 +33,7 @@ from app.api.deps import (
     SettingsDep,
     UpstreamDep,
     ViewDep,
+    presented_key,
 )
 from app.api.health import health_report
 from app.chat.memory import MemoryStores
@@ -101,18 +103,26 @@ async def recent_requests(recent: RecentRequestsDep, scope: KeyScopeDep, after: 
 
 
 @router.get("/events")
-async def events(pool: ViewDep, recent: RecentCallsDep, requests: RecentRequestsDep) -> EventSourceResponse:
+async def events(request: Request, pool: ViewDep, recent: RecentCallsDep, requests: RecentRequestsDep,
+                 keys: KeysDep) -> EventSourceResponse:
     """`servers` (every server's status) at once and at each change; `call` for each tool call; `request` for
     each chat request's tool offer."""
-    return EventSourceResponse(_events(pool, recent, requests), ping=EVENTS_PING_SECONDS)
+    key = presented_key(request)
+    current = (lambda: keys.scope_of(key)) if keys.required else (lambda: pool.scope)
+    return EventSourceResponse(_events(pool, recent, requests, current), ping=EVENTS_PING_SECONDS)
 
 
-async def _events(pool: KeyView, recent: RecentCalls, requests: RecentRequests) -> AsyncIterator[dict[str, str]]:
-    """What the key may see (`pool.scope`): its servers, and a limited key's own calls and requests."""
+async def _events(pool: KeyView, recent: RecentCalls, requests: RecentRequests,
+                  current: Callable[[], KeyScope | None]) -> AsyncIterator[dict[str, str]]:
+    """What the key may see: its servers, and a limited key's own calls and requests; as the keys file says
+    now (`current`): the stream ends once the key is taken out."""
     seen, seen_requests = recent.count, requests.count
     yield {"event": "servers", "data": orjson.dumps(pool.health()).decode()}
     while True:
         await first_of(pool.next_change, recent.next_call, requests.next_request)
+        if (scope := current()) is None:
+            return
+        pool = KeyView(pool.pool, scope)
         for request in requests.entries(seen_requests, pool.scope):
             yield {"event": "request", "data": orjson.dumps(request).decode()}
         seen_requests = requests.count
