@@ -55,13 +55,22 @@ def load_keys_file(path: Path, toolsets: Mapping[str, Sequence[str]]) -> KeysFil
     except (OSError, UnicodeError) as exc:
         raise KeysFileError(f"keys file {path}: cannot be read ({type(exc).__name__})") from exc
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_once_each)
     except ValueError as exc:  # the decoder's message says where, without quoting the text
         raise KeysFileError(f"keys file {path}: not JSON: {exc}") from exc
+    except KeysFileError as exc:
+        raise KeysFileError(f"keys file {path}: {exc}") from exc
     try:
         return parse_keys(data, toolsets)
     except KeysFileError as exc:
         raise KeysFileError(f"keys file {path}: {exc}") from exc
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose names are all different: JSON's last-one-wins would drop a key's first set unseen."""
+    if len({name for name, _ in pairs}) != len(pairs):
+        raise KeysFileError("an object names the same key or field twice")
+    return dict(pairs)
 
 
 def parse_keys(data: Any, toolsets: Mapping[str, Sequence[str]]) -> KeysFile:

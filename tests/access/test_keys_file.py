@@ -54,6 +54,8 @@ def test_each_problem_is_named_without_the_key(data: Any, problem: str) -> None:
     (None, "no such file (TOOLBRIDGE_KEYS_FILE)"),
     (b"{\"keys\": {\"" + SECRET.encode() + b"\": ", "not JSON: Expecting value: line 1"),
     (b"\xff\xfe", "cannot be read (UnicodeDecodeError)"),
+    (b'{"keys": {"' + SECRET.encode() + b'": {"servers": ["a"]}, "' + SECRET.encode() + b'": {"servers": "*"}}}',
+     "an object names the same key or field twice"),
 ])
 def test_a_file_that_cannot_be_read_names_itself(tmp_path: Path, content: bytes | None, problem: str) -> None:
     path = tmp_path / "keys.json"
