@@ -94,6 +94,11 @@ def test_chat_takes_another_keys_server_for_no_server_at_all(shared: Gateway) ->
         assert f"names '{named}', which is no MCP server, tool or toolset" in str(refused.value)
 
 
+def test_models_list_the_toolsets_a_key_may_use(shared: Gateway) -> None:
+    listed = {key: [model.id for model in shared.client(key).models.list()] for key in OWN}
+    assert listed == {ALICE: [MODEL], BOB: [MODEL, f"{MODEL}+shelves"], OPS: [MODEL, f"{MODEL}+shelves"]}
+
+
 def test_slash_commands_run_a_keys_own_prompts_alone(shared: Gateway, upstream: FakeUpstream) -> None:
     upstream.script(Turn(content="Hello Ann"))
     shared.client(BOB).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "/greet name=Ann"}])

@@ -174,10 +174,13 @@ async def list_resources(pool: ViewDep) -> dict[str, Any]:
 
 
 @router.get("/v1/models")
-async def list_models(request: Request, upstream: UpstreamDep, settings: SettingsDep) -> Response:
+async def list_models(request: Request, upstream: UpstreamDep, settings: SettingsDep, pool: ViewDep) -> Response:
+    """The upstream's models, and a virtual model per toolset of which the caller's key may use something."""
     status, headers, body = await upstream.list_models(query=request.url.query, headers=request.headers)
     if status == 200:
-        body = with_virtual_models(body, settings.toolsets)
+        usable = {name: members for name, members in settings.toolsets.items()
+                  if pool.scope.everything or any(pool.knows(member) for member in members)}
+        body = with_virtual_models(body, usable)
     return Response(body, status, headers=headers)
 
 
