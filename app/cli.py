@@ -16,7 +16,8 @@ import uvicorn
 from pydantic import Field, ValidationError
 from pydantic_settings import CliApp, CliPositionalArg, SettingsConfigDict, SettingsError
 
-from app.lifespan import build_pool
+from app.access import KeysFileError
+from app.lifespan import build_pool, key_ring
 from app.logging import configure_logging
 from app.main import create_app
 from app.mcp import McpConfigError, ServerState, config_paths, load_mcp_configs
@@ -57,7 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:  # a value the environment or .env gives in a form no parser reads
         print(f"toolbridge: {exc}", file=sys.stderr)
         return 2
-    configure_logging(args.log_format, args.log_level, secrets=args.secrets())
+    try:
+        keys = key_ring(args)
+    except KeysFileError as exc:  # its message names the file and the problem, never a key
+        print(f"toolbridge: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(args.log_format, args.log_level, secrets=[*args.secrets(), *keys.secrets()])
     if args.otel and importlib.util.find_spec("opentelemetry.sdk") is None:
         print("toolbridge: TOOLBRIDGE_OTEL needs the otel extra: pip install 'toolbridge[otel]'", file=sys.stderr)
         return 2

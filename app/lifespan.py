@@ -4,9 +4,13 @@ import asyncio
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any, TypedDict
 
+import anyio
+
 from app import __version__
+from app.access import KeyRing
 from app.chat.images import ImageStore
 from app.chat.memory import MemoryStores
 from app.chat.tool_budget import load_ranker_in_background
@@ -18,6 +22,7 @@ from app.mcp import (
     PoolOptions,
     config_paths,
     load_mcp_configs,
+    request_on_change,
     resolve_profile,
 )
 from app.openai.accumulate import TurnAccumulator
@@ -44,6 +49,7 @@ class State(TypedDict):
     recent_calls: RecentCalls
     images: ImageStore
     recent_requests: RecentRequests
+    keys: KeyRing
 
 
 def build_pool(
@@ -96,8 +102,17 @@ def _observer(metrics: Metrics | None, recent: RecentCalls | None) -> ToolCallOb
     return observe
 
 
+def key_ring(settings: Settings) -> KeyRing:
+    """The client keys: TOOLBRIDGE_API_KEYS and the keys file, read now.
+
+    Raises:
+        KeysFileError: the keys file cannot be used.
+    """
+    return KeyRing(settings.client_keys, Path(settings.keys_file) if settings.keys_file else None, settings.toolsets)
+
+
 def build_lifespan(
-    settings: Settings, *, upstream_transport: Transport | None = None
+    settings: Settings, keys: KeyRing, *, upstream_transport: Transport | None = None
 ) -> Callable[[Any], AbstractAsyncContextManager[State]]:
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[State]:
@@ -120,14 +135,16 @@ def build_lifespan(
                 build_pool(settings, config, reload=True, upstream=upstream, metrics=metrics, recent=recent)
             )
             metrics.watch_servers(pool.health)
-            _reload_on_sighup(pool, stack)
+            await _watch_keys(keys, stack)
+            _reload_on_sighup([pool.request_reload, keys.reload], stack)
             memory = await stack.enter_async_context(open_memory(settings))
             if settings.tool_budget:
                 load_ranker_in_background()
             images = ImageStore(max_bytes=int(settings.image_store_mb * 1024 * 1024),
                                 max_age_seconds=settings.image_max_age_hours * 3600)
             yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": memory, "metrics": metrics,
-                   "recent_calls": recent, "images": images, "recent_requests": RecentRequests()}
+                   "recent_calls": recent, "images": images, "recent_requests": RecentRequests(),
+                   "keys": keys}
 
     return lifespan
 
@@ -161,11 +178,22 @@ def _completer(upstream: UpstreamClient) -> Complete:
     return complete
 
 
-def _reload_on_sighup(pool: McpPool, stack: AsyncExitStack) -> None:
-    """`kill -HUP` re-reads mcp.json, as daemons do; on platforms without SIGHUP nothing happens."""
+async def _watch_keys(keys: KeyRing, stack: AsyncExitStack) -> None:
+    """The keys file re-read whenever it is saved, always: a key taken out must stop working then, without a
+    setting or a signal the operator might forget. mcp.json's watcher, on this one file."""
+    if keys.path is None:
+        return
+    watchers = await stack.enter_async_context(anyio.create_task_group())
+    stack.callback(watchers.cancel_scope.cancel)  # runs first, ending the watcher before the group is left
+    watchers.start_soon(request_on_change, [keys.path.resolve()], keys.reload, name="keys:watch")
+
+
+def _reload_on_sighup(reloads: list[Callable[[], None]], stack: AsyncExitStack) -> None:
+    """`kill -HUP` re-reads mcp.json and the keys file, as daemons do; on platforms without SIGHUP nothing
+    happens."""
     loop = asyncio.get_running_loop()
     try:
-        loop.add_signal_handler(signal.SIGHUP, pool.request_reload)
+        loop.add_signal_handler(signal.SIGHUP, lambda: [reload() for reload in reloads])
     except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not the main thread (tests)
         return
     stack.callback(loop.remove_signal_handler, signal.SIGHUP)

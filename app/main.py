@@ -18,7 +18,7 @@ from app.api.request_log import RequestLogMiddleware
 from app.api.routes import chat_completions, router
 from app.api.ui import page_router
 from app.api.ui import router as ui_router
-from app.lifespan import build_lifespan
+from app.lifespan import build_lifespan, key_ring
 from app.openai.errors import GatewayError, InvalidRequest, RouteNotFound, error_envelope
 from app.settings import Settings
 from app.upstream import Transport
@@ -27,11 +27,16 @@ log = structlog.get_logger("toolbridge.app")
 
 
 def create_app(settings: Settings, *, upstream_transport: Transport | None = None) -> FastAPI:
-    """The gateway app. `upstream_transport` swaps the upstream HTTP transport (tests, faster stacks)."""
+    """The gateway app. `upstream_transport` swaps the upstream HTTP transport (tests, faster stacks).
+
+    Raises:
+        KeysFileError: TOOLBRIDGE_KEYS_FILE names a file that cannot be used.
+    """
+    keys = key_ring(settings)
     app = FastAPI(
         title="toolbridge",
         version=__version__,
-        lifespan=build_lifespan(settings, upstream_transport=upstream_transport),
+        lifespan=build_lifespan(settings, keys, upstream_transport=upstream_transport),
         docs_url=None,
         redoc_url=None,
     )
@@ -43,7 +48,7 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
     # headers are granted; the key is checked before a byte of the body is read; chats then take their lane.
     app.add_middleware(ChatLane, route=_chat_route(router), endpoint=chat_completions, handled=_MAPPED,
                        on_error=_mapped_error)
-    app.add_middleware(AdmissionGuard, settings=settings)
+    app.add_middleware(AdmissionGuard, settings=settings, keys=keys)
     if settings.browser_origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.browser_origins, allow_methods=["*"], allow_headers=["*"],

@@ -9,10 +9,11 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from app.access import EVERYTHING, KeyRing, KeyScope
 from app.api.guard_checks import basic_password
 from app.chat.images import ImageStore
 from app.chat.memory import MemoryStores, memory_owner
-from app.mcp import McpPool
+from app.mcp import KeyView, McpPool
 from app.ops.metrics import Metrics
 from app.ops.recent_calls import RecentCalls
 from app.ops.recent_requests import RecentRequests
@@ -60,6 +61,22 @@ async def get_recent_requests(request: Request) -> RecentRequests:
     return recent_requests
 
 
+async def get_key_scope(request: Request) -> KeyScope:
+    """What the caller's key may use (set by `guard.AdmissionGuard`)."""
+    scope: KeyScope = getattr(request.state, "key_scope", EVERYTHING)
+    return scope
+
+
+async def get_view(request: Request) -> KeyView:
+    """The MCP pool as the caller's key sees it: every route reaches the servers through this."""
+    return KeyView(request.state.pool, await get_key_scope(request))
+
+
+async def get_keys(request: Request) -> KeyRing:
+    keys: KeyRing = request.state.keys  # State attributes are Any
+    return keys
+
+
 async def get_authorised(request: Request) -> bool:
     """Whether the caller showed a valid key, or none is needed (set by `guard.AdmissionGuard`)."""
     return bool(getattr(request.state, "authorised", False))
@@ -71,11 +88,16 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 async def get_owner(request: Request, settings: SettingsDep) -> str:
     """Whose conversation memory the caller's key opens (memory_keys.memory_owner), "" (everyone's) without keys.
     The page sends the key as a Basic password, other clients as a bearer key; the guard let in only ours."""
-    if not settings.client_keys:
+    if not settings.authenticates:
         return memory_owner(None)
+    return memory_owner(presented_key(request))
+
+
+def presented_key(request: Request) -> str:
+    """The key the caller sent: a Basic password from the page, a bearer key from other clients."""
     scheme, _, presented = request.headers.get("authorization", "").partition(" ")
     presented = presented.strip()
-    return memory_owner(basic_password(presented) if scheme.lower() == "basic" else presented)
+    return basic_password(presented) if scheme.lower() == "basic" else presented
 
 
 UpstreamDep = Annotated[UpstreamClient, Depends(get_upstream)]
@@ -83,6 +105,9 @@ PoolDep = Annotated[McpPool, Depends(get_pool)]
 MemoryDep = Annotated[MemoryStores, Depends(get_memory)]
 OwnerDep = Annotated[str, Depends(get_owner)]
 AuthorisedDep = Annotated[bool, Depends(get_authorised)]
+KeyScopeDep = Annotated[KeyScope, Depends(get_key_scope)]
+ViewDep = Annotated[KeyView, Depends(get_view)]
+KeysDep = Annotated[KeyRing, Depends(get_keys)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 RecentCallsDep = Annotated[RecentCalls, Depends(get_recent_calls)]
 ImagesDep = Annotated[ImageStore, Depends(get_images)]

@@ -8,7 +8,8 @@ opaque origin `null` of sandboxed frames and local files. Desktop apps (`app://`
 `null`...) and non-browser clients (no Origin) pass. Listed origins then get CORS headers from Starlette's
 CORSMiddleware, which sits between the two guards.
 
-`AdmissionGuard` checks, cheapest first and before a byte of the body is read: the API key, that a POST
+`AdmissionGuard` checks, cheapest first and before a byte of the body is read: the API key (TOOLBRIDGE_API_KEYS or
+the keys file, app/access/; what the key may use is left in the request's state for the routes), that a POST
 is declared JSON, the declared body size, the number of requests in flight. The images in answers
 (`/images/{id}`) take their unguessable id in place of the key, which a page's `<img>` cannot send. The
 status page (`/`, `/ui/...`) also takes the key as the password of HTTP Basic credentials, and its refusal
@@ -24,7 +25,6 @@ The checks that need only strings (Host, Origin, content type, declared size) ar
 """
 
 import asyncio
-import hmac
 from typing import NoReturn
 from urllib.parse import urlsplit
 
@@ -33,6 +33,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.access import CURRENT_SCOPE, EVERYTHING, NOBODY, KeyRing, KeyScope
 from app.api.guard_checks import (
     READ_ONLY_METHODS,
     basic_password,
@@ -116,9 +117,9 @@ class BrowserGuard:
 
 
 class AdmissionGuard:
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings, keys: KeyRing) -> None:
         self.app = app
-        self._keys = [key.encode() for key in settings.client_keys]
+        self._keys = keys
         self._public = PUBLIC_PATHS | ({"/metrics"} if settings.metrics_public else set())
         self._max_body = settings.max_body_bytes
         self._body_timeout = settings.client_timeout
@@ -132,8 +133,10 @@ class AdmissionGuard:
             return
         headers = Headers(scope=scope)
         page = for_the_page(scope["path"])
-        authorised = self._authorised(headers.get("authorization", ""), basic=page)
-        scope.setdefault("state", {})["authorised"] = authorised is None
+        admitted = self._admitted(headers.get("authorization", ""), basic=page)
+        authorised = admitted if isinstance(admitted, GatewayError) else None
+        key_scope = admitted if isinstance(admitted, KeyScope) else NOBODY
+        scope.setdefault("state", {}).update(authorised=authorised is None, key_scope=key_scope)
         path = scope["path"]
         stream = path in STATUS_STREAMS
         counted = not stream and path not in PUBLIC_PATHS and path != "/metrics"
@@ -151,9 +154,11 @@ class AdmissionGuard:
             return
         self.in_flight += counted
         self.status_streams += stream
+        token = CURRENT_SCOPE.set(key_scope)
         try:
             await self.app(scope, _BoundedBody(scope, receive, self._max_body, self._body_timeout), send)
         finally:
+            CURRENT_SCOPE.reset(token)
             self.in_flight -= counted
             self.status_streams -= stream
 
@@ -171,11 +176,12 @@ class AdmissionGuard:
             )
         return None
 
-    def _authorised(self, authorization: str, basic: bool = False) -> GatewayError | None:
-        """None when the caller may use the API; else why not. With `basic` (the status page), HTTP Basic
-        credentials with the key as password count too: a browser can send nothing else by itself."""
-        if not self._keys:
-            return None
+    def _admitted(self, authorization: str, basic: bool = False) -> KeyScope | GatewayError:
+        """What the caller's key may use (everything when the gateway has no keys); else why it is refused. With
+        `basic` (the status page), HTTP Basic credentials with the key as password count too: a browser can send
+        nothing else by itself."""
+        if not self._keys.required:
+            return EVERYTHING
         scheme, _, presented = authorization.partition(" ")
         presented = presented.strip()
         if basic and scheme.lower() == "basic":
@@ -184,9 +190,8 @@ class AdmissionGuard:
             presented = ""
         if not presented:
             return AuthenticationFailed("Missing API key: send 'Authorization: Bearer <key>'.")
-        if not any(hmac.compare_digest(presented.encode(), key) for key in self._keys):
-            return AuthenticationFailed("Incorrect API key.")
-        return None
+        found = self._keys.scope_of(presented)
+        return AuthenticationFailed("Incorrect API key.") if found is None else found
 
     def _size_refusal(self, content_length: str | None) -> GatewayError | None:
         return too_large(self._max_body) if declared_too_large(content_length, self._max_body) else None

@@ -13,21 +13,32 @@ from fastapi.responses import Response, StreamingResponse
 from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
+from app.access import KeyScope
 from app.api.chat_body import parse_chat_body
-from app.api.deps import AuthorisedDep, ImagesDep, MemoryDep, MetricsDep, PoolDep, SettingsDep, UpstreamDep
+from app.api.deps import (
+    AuthorisedDep,
+    ImagesDep,
+    KeyScopeDep,
+    KeysDep,
+    MemoryDep,
+    MetricsDep,
+    SettingsDep,
+    UpstreamDep,
+    ViewDep,
+)
 from app.api.health import health_report
 from app.chat.images import StoredImage
 from app.chat.loop_options import loop_options, tool_budget_for
 from app.chat.ports import RequestStats
-from app.chat.service import ChatNeeds, answer_chat
+from app.chat.service import ChatNeeds, ChatPool, answer_chat
 from app.chat.shown import ROUTE as IMAGES_ROUTE
 from app.chat.shown import PersonView
 from app.chat.streaming import SHUTTING_DOWN, ShutdownCutoff
 from app.chat.tool_offer import describe_offer, describe_request
 from app.chat.toolsets import HEADER as TOOLS_HEADER
 from app.chat.toolsets import choose_tools, with_virtual_models
-from app.mcp import McpPool
-from app.openai.errors import MethodNotAllowed, Overloaded, RouteNotFound
+from app.mcp import KeyView, McpPool
+from app.openai.errors import Forbidden, MethodNotAllowed, Overloaded, RouteNotFound
 from app.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.serving import ON_SHUTDOWN
 from app.settings import Settings
@@ -65,8 +76,10 @@ def _chat_needs(raw: Request, settings: Settings) -> ChatNeeds:
     state = raw.state
     upstream: UpstreamClient = state.upstream  # typed here, so that mypy checks they keep the service's ports
     pool: McpPool = state.pool
+    scope: KeyScope = state.key_scope  # set by the guard; a key limited to some servers sees the pool through a view
+    chat_pool: ChatPool = pool if scope.everything else KeyView(pool, scope)
     stats: RequestStats = getattr(state, "request_stats", None) or RequestStats()  # set by the request log
-    return ChatNeeds(settings=settings, upstream=upstream, pool=pool, memory=state.memory, stats=stats,
+    return ChatNeeds(settings=settings, upstream=upstream, pool=chat_pool, memory=state.memory, stats=stats,
                      headers=raw.headers, recent=getattr(state, "recent_requests", None))
 
 
@@ -121,7 +134,7 @@ async def chat_completions_other_methods(request: Request) -> Response:
 
 @router.get("/tools")
 async def list_tools(
-    pool: PoolDep, settings: SettingsDep, upstream: UpstreamDep, model: str | None = None, q: str | None = None,
+    pool: ViewDep, settings: SettingsDep, upstream: UpstreamDep, model: str | None = None, q: str | None = None,
     tools_header: Annotated[str | None, Header(alias=TOOLS_HEADER)] = None,
 ) -> dict[str, Any]:
     """The MCP tools a request is offered (for `model`, a virtual one naming a toolset, and the tools header
@@ -133,7 +146,7 @@ async def list_tools(
 
 
 @router.post("/tools")
-async def tools_for_chat(raw: Request, pool: PoolDep, settings: SettingsDep, upstream: UpstreamDep) -> dict[str, Any]:
+async def tools_for_chat(raw: Request, pool: ViewDep, settings: SettingsDep, upstream: UpstreamDep) -> dict[str, Any]:
     """What a chat request with this body is offered: its own tools (`client`, as they would be sent) and the
     MCP tools, each with its relevance and whether the tool budget keeps it; the names withheld, and `why`.
     The body is a chat completion's, checked the same way; nothing is sent upstream. Earlier turns' calls
@@ -149,22 +162,25 @@ async def tools_for_chat(raw: Request, pool: PoolDep, settings: SettingsDep, ups
 
 
 @router.get("/prompts")
-async def list_prompts(pool: PoolDep) -> dict[str, Any]:
+async def list_prompts(pool: ViewDep) -> dict[str, Any]:
     """The MCP servers' prompts, each with the slash command that runs it in chat."""
     return {"object": "list", "data": [entry.describe() for entry in pool.prompt_book.listed()]}
 
 
 @router.get("/resources")
-async def list_resources(pool: PoolDep) -> dict[str, Any]:
+async def list_resources(pool: ViewDep) -> dict[str, Any]:
     """Each MCP server's resources and URI templates as last listed, and the tool that reads them."""
     return {"object": "list", "data": [{"server": name, **listing} for name, listing in pool.resources().items()]}
 
 
 @router.get("/v1/models")
-async def list_models(request: Request, upstream: UpstreamDep, settings: SettingsDep) -> Response:
+async def list_models(request: Request, upstream: UpstreamDep, settings: SettingsDep, pool: ViewDep) -> Response:
+    """The upstream's models, and a virtual model per toolset of which the caller's key may use something."""
     status, headers, body = await upstream.list_models(query=request.url.query, headers=request.headers)
     if status == 200:
-        body = with_virtual_models(body, settings.toolsets)
+        usable = {name: members for name, members in settings.toolsets.items()
+                  if pool.scope.everything or any(pool.knows(member) for member in members)}
+        body = with_virtual_models(body, usable)
     return Response(body, status, headers=headers)
 
 
@@ -218,13 +234,18 @@ def _image_headers(stored: StoredImage) -> dict[str, str]:
 
 
 @router.get("/metrics", include_in_schema=False)
-async def metrics(collected: MetricsDep) -> Response:
-    """Prometheus text format; behind the API key unless TOOLBRIDGE_METRICS_PUBLIC (app/api/guard.py)."""
+async def metrics(collected: MetricsDep, scope: KeyScopeDep, settings: SettingsDep) -> Response:
+    """Prometheus text format; behind the API key unless TOOLBRIDGE_METRICS_PUBLIC (app/api/guard.py). They name
+    every server: the operator's, not for a key limited to some servers."""
+    if not scope.everything and not settings.metrics_public:
+        raise Forbidden("The metrics name every MCP server: a key of TOOLBRIDGE_API_KEYS reads them.",
+                        code="metrics_not_for_this_key")
     return Response(collected.render(), media_type=METRICS_CONTENT_TYPE)
 
 
 @router.get("/health")
 async def health(
-    pool: PoolDep, upstream: UpstreamDep, authorised: AuthorisedDep, settings: SettingsDep, memory: MemoryDep
+    pool: ViewDep, upstream: UpstreamDep, authorised: AuthorisedDep, settings: SettingsDep, memory: MemoryDep,
+    keys: KeysDep,
 ) -> dict[str, Any]:
-    return await health_report(pool, upstream, settings, authorised, memory)
+    return await health_report(pool, upstream, settings, authorised, memory, keys)

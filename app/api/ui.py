@@ -2,6 +2,7 @@
 CDN), and what it reads and does under /ui: the recent tool calls and requests, live changes (SSE), a restart of one
 server, a playground that runs a tool the way a model's call runs, and the calls waiting for the person's yes,
 which the page may approve or deny (only the caller's own: a round asked under another key is not found).
+A key limited to some servers (the keys file) sees, restarts and runs only those, and its own calls and requests.
 
 Behind the same key, Host and Origin checks as the API (app/api/guard.py): a web page elsewhere can
 neither read these nor post to them; every POST must be declared JSON (the restart too, without a body), which
@@ -11,7 +12,7 @@ the key as password), which it asks for once and then sends with every request o
 """
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -20,19 +21,23 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from sse_starlette import EventSourceResponse
 
+from app.access import KeyScope
 from app.api.deps import (
     AuthorisedDep,
+    KeyScopeDep,
+    KeysDep,
     MemoryDep,
     OwnerDep,
-    PoolDep,
     RecentCallsDep,
     RecentRequestsDep,
     SettingsDep,
     UpstreamDep,
+    ViewDep,
+    presented_key,
 )
 from app.api.health import health_report
 from app.chat.memory import MemoryStores
-from app.mcp import McpPool, first_of
+from app.mcp import KeyView, first_of
 from app.openai.errors import Conflict, InvalidRequest, Overloaded, RouteNotFound
 from app.ops.recent_calls import RecentCalls
 from app.ops.recent_requests import RecentRequests
@@ -72,60 +77,70 @@ async def style() -> Response:
 
 
 @router.get("/health")
-async def health(pool: PoolDep, upstream: UpstreamDep, authorised: AuthorisedDep, settings: SettingsDep,
-                 memory: MemoryDep) -> dict[str, Any]:
+async def health(pool: ViewDep, upstream: UpstreamDep, authorised: AuthorisedDep, settings: SettingsDep,
+                 memory: MemoryDep, keys: KeysDep) -> dict[str, Any]:
     """What /health says to a caller with the key (the page cannot send a bearer key by itself)."""
-    return await health_report(pool, upstream, settings, authorised, memory)
+    return await health_report(pool, upstream, settings, authorised, memory, keys)
 
 
 @router.get("/tools")
-async def tools(pool: PoolDep) -> dict[str, Any]:
+async def tools(pool: ViewDep) -> dict[str, Any]:
     """Every MCP tool as the model sees it, with the server's own description and schema (as /tools)."""
     return {"object": "list", "data": pool.catalogue.describe()}
 
 
 @router.get("/calls")
-async def recent_calls(recent: RecentCallsDep, after: int = 0) -> dict[str, Any]:
-    """The last tool calls, oldest first; `after`: only those numbered past it."""
-    return {"object": "list", "data": recent.entries(after)}
+async def recent_calls(recent: RecentCallsDep, scope: KeyScopeDep, after: int = 0) -> dict[str, Any]:
+    """The last tool calls, oldest first; `after`: only those numbered past it. A limited key's own alone."""
+    return {"object": "list", "data": recent.entries(after, scope)}
 
 
 @router.get("/requests")
-async def recent_requests(recent: RecentRequestsDep, after: int = 0) -> dict[str, Any]:
-    """The last chat requests' tool offers, oldest first: tools offered and withheld, and why."""
-    return {"object": "list", "data": recent.entries(after)}
+async def recent_requests(recent: RecentRequestsDep, scope: KeyScopeDep, after: int = 0) -> dict[str, Any]:
+    """The last chat requests' tool offers, oldest first: tools offered and withheld, and why. A limited key's
+    own alone."""
+    return {"object": "list", "data": recent.entries(after, scope)}
 
 
 @router.get("/events")
-async def events(pool: PoolDep, recent: RecentCallsDep, requests: RecentRequestsDep) -> EventSourceResponse:
+async def events(request: Request, pool: ViewDep, recent: RecentCallsDep, requests: RecentRequestsDep,
+                 keys: KeysDep) -> EventSourceResponse:
     """`servers` (every server's status) at once and at each change; `call` for each tool call; `request` for
     each chat request's tool offer."""
-    return EventSourceResponse(_events(pool, recent, requests), ping=EVENTS_PING_SECONDS)
+    key = presented_key(request)
+    current = (lambda: keys.scope_of(key)) if keys.required else (lambda: pool.scope)
+    return EventSourceResponse(_events(pool, recent, requests, current), ping=EVENTS_PING_SECONDS)
 
 
-async def _events(pool: McpPool, recent: RecentCalls, requests: RecentRequests) -> AsyncIterator[dict[str, str]]:
+async def _events(pool: KeyView, recent: RecentCalls, requests: RecentRequests,
+                  current: Callable[[], KeyScope | None]) -> AsyncIterator[dict[str, str]]:
+    """What the key may see: its servers, and a limited key's own calls and requests; as the keys file says
+    now (`current`): the stream ends once the key is taken out."""
     seen, seen_requests = recent.count, requests.count
     yield {"event": "servers", "data": orjson.dumps(pool.health()).decode()}
     while True:
         await first_of(pool.next_change, recent.next_call, requests.next_request)
-        for request in requests.entries(seen_requests):
+        if (scope := current()) is None:
+            return
+        pool = KeyView(pool.pool, scope)
+        for request in requests.entries(seen_requests, pool.scope):
             yield {"event": "request", "data": orjson.dumps(request).decode()}
         seen_requests = requests.count
-        for call in recent.entries(seen):
+        for call in recent.entries(seen, pool.scope):
             yield {"event": "call", "data": orjson.dumps(call).decode()}
         seen = recent.count
         yield {"event": "servers", "data": orjson.dumps(pool.health()).decode()}
 
 
 @router.post("/servers/{name}/restart", status_code=202)
-async def restart_server(name: str, pool: PoolDep) -> dict[str, Any]:
+async def restart_server(name: str, pool: ViewDep) -> dict[str, Any]:
     if not pool.restart(name):
         raise RouteNotFound(f"There is no MCP server '{name}' running.", code="server_not_found")
     return {"server": name, "restarting": True}
 
 
 @router.post("/playground")
-async def playground(request: Request, pool: PoolDep) -> dict[str, Any]:
+async def playground(request: Request, pool: ViewDep) -> dict[str, Any]:
     """Runs one tool by the name the model sees, with the arguments given, through the path a model's call
     takes (argument check, server, envelope, cap), and returns exactly what the model would read."""
     try:

@@ -106,7 +106,7 @@ def conversation_memory(
     """The request's memory: the API key's own (every caller's when no keys are set), narrowed to Open
     WebUI's chat when it names one."""
     rendering = RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars)
-    owner = memory_owner(_api_key(headers) if settings.client_keys else None)
+    owner = memory_owner(_api_key(headers) if settings.authenticates else None)
     return ConversationMemory(stores, rendering, chat_id=chat_id(headers), owner=owner)
 
 

@@ -5,9 +5,11 @@ call run, a result rendered is inside (docs/architecture.md, the code map)."""
 
 from app.mcp.config import McpConfig, McpConfigError, config_paths, load_mcp_config, load_mcp_configs
 from app.mcp.convert import ConversionOptions, resolve_profile
+from app.mcp.key_view import KeyView
 from app.mcp.options import PoolOptions
 from app.mcp.pool import McpPool
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, build_prompt_book, has_images, openai_messages
+from app.mcp.reload import request_on_change
 from app.mcp.sampling import Complete
 from app.mcp.status import ServerState
 from app.mcp.supervisor import first_of
@@ -15,6 +17,7 @@ from app.mcp.supervisor import first_of
 __all__ = [
     "Complete",
     "ConversionOptions",
+    "KeyView",
     "McpConfig",
     "McpConfigError",
     "McpPool",
@@ -30,5 +33,6 @@ __all__ = [
     "load_mcp_config",
     "load_mcp_configs",
     "openai_messages",
+    "request_on_change",
     "resolve_profile",
 ]

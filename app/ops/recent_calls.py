@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import structlog
 
+from app.access import CURRENT_SCOPE, EVERYTHING, KeyScope
 from app.ops.call_record import CallRecord
 
 RECENT_CALLS = 200
@@ -22,7 +23,7 @@ RECENT_CALLS = 200
 
 class RecentCalls:
     def __init__(self, size: int = RECENT_CALLS, show_values: bool = False) -> None:
-        self._calls: deque[dict[str, Any]] = deque(maxlen=size)
+        self._calls: deque[tuple[str, dict[str, Any]]] = deque(maxlen=size)  # by the key that made it
         self._show_values = show_values
         self._added = anyio.Event()
         self.count = 0  # calls ever added: a reader that saw `count` knows which ones are new
@@ -40,13 +41,13 @@ class RecentCalls:
         if self._show_values:
             entry |= {"arguments": call.arguments, "result": call.result, "error": call.error}
         self.count += 1
-        self._calls.append({"number": self.count, **entry})
+        self._calls.append((CURRENT_SCOPE.get().caller, {"number": self.count, **entry}))
         self._added.set()
         self._added = anyio.Event()
 
-    def entries(self, after: int = 0) -> list[dict[str, Any]]:
-        """The calls kept, oldest first; with `after`, only those numbered past it."""
-        return [call for call in self._calls if call["number"] > after]
+    def entries(self, after: int = 0, scope: KeyScope = EVERYTHING) -> list[dict[str, Any]]:
+        """The calls kept, oldest first; with `after`, only those numbered past it; those `scope`'s key may see."""
+        return [call for caller, call in self._calls if call["number"] > after and scope.sees_caller(caller)]
 
     async def next_call(self) -> None:
         """Returns when the next call is added."""

@@ -13,19 +13,21 @@ from typing import Any
 import anyio
 import structlog
 
+from app.access import CURRENT_SCOPE, EVERYTHING, KeyScope
+
 RECENT_REQUESTS = 100
 NAMES_KEPT = 50  # of the withheld tools' names, per request (the count says how many in all)
 
 
 class RecentRequests:
     def __init__(self, size: int = RECENT_REQUESTS) -> None:
-        self._requests: deque[dict[str, Any]] = deque(maxlen=size)
+        self._requests: deque[tuple[str, dict[str, Any]]] = deque(maxlen=size)  # by the key that made it
         self._added = anyio.Event()
         self.count = 0  # requests ever added: a reader that saw `count` knows which ones are new
 
     def add(self, model: str | None, offered: int, withheld: Sequence[str], why: str) -> None:
         self.count += 1
-        self._requests.append({
+        self._requests.append((CURRENT_SCOPE.get().caller, {
             "number": self.count,
             "at": time.time(),
             "request_id": structlog.contextvars.get_contextvars().get("request_id"),
@@ -34,13 +36,13 @@ class RecentRequests:
             "tools_withheld": len(withheld),
             "withheld": list(withheld[:NAMES_KEPT]),
             "why": why or None,
-        })
+        }))
         self._added.set()
         self._added = anyio.Event()
 
-    def entries(self, after: int = 0) -> list[dict[str, Any]]:
-        """The requests kept, oldest first; with `after`, only those numbered past it."""
-        return [entry for entry in self._requests if entry["number"] > after]
+    def entries(self, after: int = 0, scope: KeyScope = EVERYTHING) -> list[dict[str, Any]]:
+        """The requests kept, oldest first; with `after`, only those numbered past it; those `scope`'s key may see."""
+        return [entry for caller, entry in self._requests if entry["number"] > after and scope.sees_caller(caller)]
 
     async def next_request(self) -> None:
         """Returns when the next request is added."""

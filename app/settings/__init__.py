@@ -62,6 +62,12 @@ class Settings(BaseSettings):
     api_keys: SecretStr = Field(
         SecretStr(""), description="Comma-separated bearer keys clients must send. Empty means no authentication."
     )
+    keys_file: PathsText = Field(
+        "",
+        description="A JSON file of client keys, each limited to named MCP servers and toolsets "
+        "(docs/configuration.md: The keys file), beside TOOLBRIDGE_API_KEYS, whose keys may use everything; "
+        "re-read when it is saved.",
+    )
     allowed_hosts: str = Field(
         "",
         description="Comma-separated Host names (besides loopback and the bind address) the gateway answers to; "
@@ -253,6 +259,11 @@ class Settings(BaseSettings):
     def client_keys(self) -> frozenset[str]:
         """The bearer keys clients may use; empty means authentication is off."""
         return frozenset(_items(self.api_keys.get_secret_value()))
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether callers must show a key: TOOLBRIDGE_API_KEYS or a keys file is set."""
+        return bool(self.client_keys) or bool(self.keys_file)
 
     @property
     def host_names(self) -> frozenset[str]:

@@ -5,6 +5,7 @@ import base64
 
 import pytest
 
+from app.access import EVERYTHING, KeyRing
 from app.api.guard import AdmissionGuard, BrowserGuard
 from app.api.guard_checks import (
     basic_password,
@@ -25,7 +26,8 @@ def browser_guard(**settings: str) -> BrowserGuard:
 
 
 def admission_guard(**settings: str | int) -> AdmissionGuard:
-    return AdmissionGuard(None, Settings(_env_file=None, **settings))  # type: ignore[arg-type, call-arg]
+    made = Settings(_env_file=None, **settings)  # type: ignore[arg-type, call-arg]
+    return AdmissionGuard(None, made, KeyRing(made.client_keys, None, {}))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("host", "name"), [
@@ -265,15 +267,15 @@ def test_the_password_of_basic_credentials(credentials: str, password: str) -> N
     ("Bearer sk-1", True, None),
 ])
 def test_the_api_key(authorization: str, page: bool, outcome: str | None) -> None:
-    refusal = admission_guard(api_keys="sk-1, sk-2")._authorised(authorization, basic=page)
+    refusal = admission_guard(api_keys="sk-1, sk-2")._admitted(authorization, basic=page)
     if outcome is None:
-        assert refusal is None
+        assert refusal is EVERYTHING
     else:
         assert isinstance(refusal, AuthenticationFailed) and refusal.message.startswith(outcome)
 
 
 def test_without_keys_everyone_is_authorised() -> None:
-    assert admission_guard()._authorised("", basic=False) is None
+    assert admission_guard()._admitted("", basic=False) is EVERYTHING
 
 
 @pytest.mark.parametrize(("content_length", "refused"), [

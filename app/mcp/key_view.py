@@ -1,0 +1,75 @@
+"""The MCP pool as one caller's key sees it: only the servers and tools its set holds (app/access/scope.py
+decides). Every route and the chat path reach the pool through this when the key is limited: a server outside
+the set is not listed, not restarted, its prompts and resources not shown, and its tools neither offered nor
+called (a call of one is a call of an unknown tool)."""
+
+from typing import Any
+
+from mcp.types import GetPromptResult
+
+from app.access import KeyScope
+from app.chat.ports import ALL_TOOLS, ProgressReport, ToolAnswers, ToolSelection
+from app.mcp.convert import Catalogue
+from app.mcp.pinned import PinnedTools
+from app.mcp.pool import McpPool
+from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed
+from app.mcp.results import ToolOutcome
+
+
+class KeyView:
+    def __init__(self, pool: McpPool, scope: KeyScope) -> None:
+        self.pool, self.scope = pool, scope
+
+    @property
+    def catalogue(self) -> Catalogue:
+        return self.pool.catalogue.select(lambda name, route: self.scope.may_call(name, route.server))
+
+    def tools_for_request(
+        self, offered: bool = True, client_tools: frozenset[str] = frozenset(), selection: ToolSelection = ALL_TOOLS
+    ) -> PinnedTools:
+        pinned = self.pool.tools_for_request(offered, client_tools, selection)
+        return PinnedTools(pinned.pool, pinned.catalogue.select(lambda n, route: self.scope.may_call(n, route.server)))
+
+    def knows(self, name: str) -> bool:
+        """Whether `name` is a server or a tool as offered that this key may use: another's is no name at all."""
+        route = self.pool.catalogue.route(name)
+        if route is not None and self.scope.may_call(name, route.server):
+            return True
+        return self.scope.may_use_server(name) and self.pool.knows(name)
+
+    async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None,
+                        catalogue: Catalogue | None = None, answers: ToolAnswers | None = None) -> ToolOutcome:
+        return await self.pool.call_tool(name, arguments, on_progress, catalogue or self.catalogue, answers)
+
+    @property
+    def prompt_book(self) -> PromptBook:
+        book = self.pool.prompt_book
+        entries = {command: e for command, e in book.entries.items() if self.scope.may_use_server(e.server)}
+        shared = {name: kept for name, commands in book.shared.items()
+                  if (kept := tuple(command for command in commands if command in entries))}
+        return PromptBook(entries, shared)
+
+    async def get_prompt(self, entry: PromptEntry, arguments: dict[str, str]) -> GetPromptResult:
+        self._may_prompt(entry)
+        return await self.pool.get_prompt(entry, arguments)
+
+    async def complete(self, entry: PromptEntry, argument: str, partial: str, context: dict[str, str]) -> list[str]:
+        self._may_prompt(entry)
+        return await self.pool.complete(entry, argument, partial, context)
+
+    def _may_prompt(self, entry: PromptEntry) -> None:
+        if not self.scope.may_use_server(entry.server):  # entries come from the book above: never, but cheap
+            raise PromptFailed(f"There is no prompt '{entry.command}'.")
+
+    def health(self) -> dict[str, dict[str, Any]]:
+        return {name: status for name, status in self.pool.health().items() if self.scope.may_use_server(name)}
+
+    def resources(self) -> dict[str, dict[str, Any]]:
+        return {name: listing for name, listing in self.pool.resources().items() if self.scope.may_use_server(name)}
+
+    def restart(self, name: str) -> bool:
+        """Restarts the server if this key may use it; False as for a server that does not exist."""
+        return self.scope.may_use_server(name) and self.pool.restart(name)
+
+    async def next_change(self) -> None:
+        await self.pool.next_change()
