@@ -86,16 +86,38 @@ def _bounded(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any
     return event
 
 
+class _Redactor:
+    """The exact secrets to take out of every line: those known at start, and keys a reloaded file adds."""
+
+    def __init__(self) -> None:
+        self._known: set[str] = set()
+        self.exact: re.Pattern[str] | None = None
+
+    def add(self, secrets: Iterable[str]) -> None:
+        added = {s for s in secrets if s} - self._known
+        if added:
+            self._known |= added
+            longest_first = sorted(self._known, key=len, reverse=True)
+            self.exact = re.compile("|".join(re.escape(s) for s in longest_first))
+
+
+_redactor = _Redactor()
+
+
+def add_secrets(secrets: Iterable[str]) -> None:
+    """Secrets learnt after start (a keys file re-read): redacted from every later line too."""
+    _redactor.add(secrets)
+
+
 def _redacting(renderer: Any, secrets: Iterable[str]) -> Any:
-    known = sorted({s for s in secrets if s}, key=len, reverse=True)
-    exact = re.compile("|".join(re.escape(s) for s in known)) if known else None
+    _redactor.add(secrets)
 
     def render(logger: Any, method: str, event: dict[str, Any]) -> Any:
         line = renderer(logger, method, event)
         if isinstance(line, str):
             line = _CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, line)
-            if exact is not None:
-                line = exact.sub(REDACTED, line)
+            if _redactor.exact is not None:
+                line = _redactor.exact.sub(REDACTED, line)
         return line
 
     return render

@@ -553,3 +553,24 @@ def test_connections_during_the_shutdown_grace_are_refused_not_left_hanging(
             events = [line.removeprefix("data: ") for line in lines if line.startswith("data: ")]
         chunks = [json.loads(event) for event in events if event != "[DONE]"]
         assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == "slept well"
+
+
+LOG_A_RELOADED_KEY = """
+import json, pathlib, structlog
+from app.access.key_ring import KeyRing
+from app.logging import configure_logging
+path = pathlib.Path({path!r})
+path.write_text(json.dumps({{"keys": {{"sk-FIRST-CANARY": {{"servers": "*"}}}}}}))
+ring = KeyRing([], path, {{}})
+configure_logging("json", "info", secrets=ring.secrets())
+path.write_text(json.dumps({{"keys": {{"sk-FIRST-CANARY": {{"servers": "*"}}, "sk-LATER-CANARY": {{"servers": []}}}}}}))
+ring.reload()
+structlog.get_logger("test").info("careless", said="sk-FIRST-CANARY and sk-LATER-CANARY")
+"""
+
+
+def test_a_key_first_written_into_a_reloaded_keys_file_is_redacted_from_the_log_too(tmp_path: Path) -> None:
+    script = LOG_A_RELOADED_KEY.format(path=str(tmp_path / "keys.json"))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert "careless" in result.stderr and "keys_file_reloaded" in result.stderr
+    assert "FIRST-CANARY" not in result.stderr and "LATER-CANARY" not in result.stderr

@@ -15,6 +15,7 @@ import structlog
 
 from app.access.keys_file import KeysFile, KeysFileError, key_digest, load_keys_file
 from app.access.scope import EVERYTHING, KeyScope
+from app.logging import add_secrets
 
 log = structlog.get_logger("toolbridge.keys")
 
@@ -54,6 +55,7 @@ class KeyRing:
             log.error("keys_file_reload_failed", error=self.problem, effect="the last good keys file stays in force")
             return
         self.problem = None
+        add_secrets(self._file.plain)  # a key first written now is kept out of the log as those at start are
         log.info("keys_file_reloaded", path=str(self.path), keys=len(self._file.scopes))
 
     def secrets(self) -> list[str]:
