@@ -16,7 +16,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # A leaf: nothing from app but its vocabularies and checks, so reading a setting imports no SDK and no HTTP client.
-from app.settings.checks import LogLevel, PathsText, StateUrl, Toolsets, WebAddress
+from app.settings.checks import FernetKey, LogLevel, PathsText, StateUrl, Toolsets, WebAddress
 from app.settings.vocabularies import (
     ConfirmPolicy,
     PrefixMode,
@@ -29,7 +29,7 @@ from app.settings.vocabularies import (
 
 TOOL_BUDGET_DEFAULT = 24  # the smallest that left the eval's 22 tools whole: below it both models lost tasks
 MIN_MCP_TOOLS_DEFAULT = 4  # the eval's Open WebUI tasks at an 8k context: 4 passed 6/11, 8 passed 4/11 (docs/eval.md)
-SECRET_SETTINGS = frozenset({"api_keys", "upstream_api_key"})
+SECRET_SETTINGS = frozenset({"api_keys", "upstream_api_key", "token_key"})
 
 
 class Settings(BaseSettings):
@@ -217,6 +217,11 @@ class Settings(BaseSettings):
         "memory:// (this process only), or none. Default: "
         "state.db in the user data directory (~/.local/share/toolbridge on Linux).",
     )
+    token_key: FernetKey | None = Field(
+        None, description="The Fernet key that encrypts sign-in tokens at rest (32 bytes, url-safe base64). Unset: "
+        "one generated on first use, kept owner-only beside the SQLite file (state.tokens.key). Required with a "
+        "redis:// state URL, where replicas share the tokens.",
+    )
     state_max_mb: PositiveFloat = Field(
         200.0, description="Megabytes the conversation memory may hold; the oldest turns are forgotten first."
     )
@@ -253,7 +258,8 @@ class Settings(BaseSettings):
         """Every secret value the settings hold, for the log to redact."""
         upstream = self.upstream_api_key.get_secret_value() if self.upstream_api_key else ""
         state_password = urlsplit(self.state_url).password or ""  # redis://:PASSWORD@host
-        return [upstream, state_password, *self.client_keys]
+        token_key = self.token_key.get_secret_value() if self.token_key else ""
+        return [upstream, state_password, token_key, *self.client_keys]
 
     @property
     def client_keys(self) -> frozenset[str]:

@@ -1,13 +1,15 @@
 """The checks some settings' values pass, as annotated types the settings' fields are declared with: a web
-address, a state URL, toolsets, a log level in any case, a path given as text. A failed check is a clear
+address, a state URL, toolsets, a log level in any case, a path given as text, a Fernet key. A failed check is a clear
 message naming the setting (pydantic adds the name)."""
 
+import base64
+import binascii
 import re
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BeforeValidator
+from pydantic import AfterValidator, BeforeValidator, SecretStr
 
 from app.settings.vocabularies import parse_state_url
 
@@ -35,6 +37,21 @@ def _usable_toolsets(value: dict[str, list[str]]) -> dict[str, list[str]]:
     return value
 
 
+def _fernet_key(value: SecretStr) -> SecretStr:
+    # Checked with the settings, not only when the vault opens, so a mistyped key stops the gateway at start.
+    text = value.get_secret_value().strip()
+    if not text:
+        return value  # blank: unset (a generated key, see app/state/vault_open.py)
+    try:
+        whole = len(base64.urlsafe_b64decode(text.encode("ascii"))) == 32
+    except (ValueError, binascii.Error):
+        whole = False
+    if not whole:
+        raise ValueError("is not a Fernet key (32 bytes in url-safe base64); make one with: python -c "
+                         "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'")
+    return value
+
+
 def _lowercase(value: object) -> object:
     return value.lower() if isinstance(value, str) else value
 
@@ -48,3 +65,4 @@ StateUrl = Annotated[str, AfterValidator(_known_store)]
 Toolsets = Annotated[dict[str, list[str]], AfterValidator(_usable_toolsets)]
 LogLevel = Annotated[Literal["debug", "info", "warning", "error"], BeforeValidator(_lowercase)]
 PathsText = Annotated[str, BeforeValidator(_path_as_text)]  # a Path given in code reads as its text
+FernetKey = Annotated[SecretStr, AfterValidator(_fernet_key)]  # the token vault's key, kept secret

@@ -1,20 +1,31 @@
 """Conversation memory's store: in memory, SQLite or Redis, named by TOOLBRIDGE_STATE_URL. Start-up opens
-it with `open_state_store`; the chat request's memory reads and writes through `StateStore`.
+it with `open_state_store`; the chat request's memory reads and writes through `StateStore`. Beside it, the
+token vault (`open_vault`, `Vault`): encrypted secrets that must outlive memory, replaced and deleted, never
+evicted.
 
-`RedisStore` is not among these names: redis-py is imported only when a Redis URL is opened (open.py).
+`RedisStore` and `RedisVaultBackend` are not among these names: redis-py is imported only when a Redis
+URL is opened (open.py, vault_open.py).
 """
 
 from app.state.open import open_state_store
 from app.state.sqlite import SqliteStore
 from app.state.store import ANONYMOUS, Bounds, MemoryStore, StateStore, StateStoreError, parse_state_url
+from app.state.token_key import TokenKeyError
+from app.state.vault import MemoryVaultBackend, Vault, VaultBackend
+from app.state.vault_open import open_vault
 
 __all__ = [
     "ANONYMOUS",
     "Bounds",
     "MemoryStore",
+    "MemoryVaultBackend",
     "SqliteStore",
     "StateStore",
     "StateStoreError",
+    "TokenKeyError",
+    "Vault",
+    "VaultBackend",
     "open_state_store",
+    "open_vault",
     "parse_state_url",
 ]

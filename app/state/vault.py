@@ -1,0 +1,97 @@
+"""The token vault: secrets that must outlive conversation memory (OAuth tokens, client registrations, an
+authorization server's metadata, a token's absolute expiry), each a small JSON object under a name.
+
+Unlike the conversation store (store.py) a value is replaced by a later `put`, gone after `delete`, and never
+evicted by size or age: a token is kept until it is refreshed or its owner signs out. Every value is encrypted
+with Fernet (AES-128-CBC with HMAC-SHA256, from the `cryptography` library) before a backend sees it, so the
+SQLite file and Redis hold only ciphertext. A value that does not decrypt (the key changed) is treated as
+absent and logged once, without the value: the person signs in again; nothing crashes.
+"""
+
+from typing import Any, Protocol
+
+import orjson
+import structlog
+from cryptography.fernet import Fernet, InvalidToken
+
+log = structlog.get_logger("toolbridge.vault")
+
+
+class VaultBackend(Protocol):
+    """Where the ciphertext lives (MemoryVaultBackend, vault_sqlite.py, vault_redis.py); a failure is a
+    `StateStoreError`."""
+
+    kind: str
+
+    async def read(self, name: str) -> bytes | None: ...
+
+    async def write(self, name: str, value: bytes) -> None:
+        """Stores `value` under `name`, replacing what was there."""
+        ...
+
+    async def remove(self, name: str) -> None: ...
+
+    async def names(self, prefix: str) -> list[str]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class MemoryVaultBackend:
+    """This process's memory: gone at restart (TOOLBRIDGE_STATE_URL=memory:// or none)."""
+
+    kind = "memory"
+
+    def __init__(self) -> None:
+        self.values: dict[str, bytes] = {}
+
+    async def read(self, name: str) -> bytes | None:
+        return self.values.get(name)
+
+    async def write(self, name: str, value: bytes) -> None:
+        self.values[name] = value
+
+    async def remove(self, name: str) -> None:
+        self.values.pop(name, None)
+
+    async def names(self, prefix: str) -> list[str]:
+        return sorted(name for name in self.values if name.startswith(prefix))
+
+    async def aclose(self) -> None:
+        self.values.clear()
+
+
+class Vault:
+    """Named JSON objects, encrypted under one Fernet key. Names are not secret (they appear in logs)."""
+
+    def __init__(self, backend: VaultBackend, key: bytes) -> None:
+        self.backend = backend
+        self.kind = backend.kind
+        self._fernet = Fernet(key)
+        self._unreadable: set[str] = set()  # names already logged as not decrypting
+
+    async def get(self, name: str) -> dict[str, Any] | None:
+        sealed = await self.backend.read(name)
+        if sealed is None:
+            return None
+        try:
+            value = orjson.loads(self._fernet.decrypt(sealed))
+        except InvalidToken:
+            if name not in self._unreadable:
+                self._unreadable.add(name)
+                log.warning("vault_value_unreadable", name=name, consequence="treated as absent: sign in again",
+                            reason="encrypted under another key (TOOLBRIDGE_TOKEN_KEY or the key file changed)")
+            return None
+        return value if isinstance(value, dict) else None
+
+    async def put(self, name: str, value: dict[str, Any]) -> None:
+        await self.backend.write(name, self._fernet.encrypt(orjson.dumps(value)))
+        self._unreadable.discard(name)
+
+    async def delete(self, name: str) -> None:
+        await self.backend.remove(name)
+
+    async def names(self, prefix: str = "") -> list[str]:
+        return await self.backend.names(prefix)
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()

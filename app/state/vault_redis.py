@@ -1,0 +1,53 @@
+"""The token vault in Redis, shared by replicas: one key per name under `toolbridge:vault:v1:`, plain SET, GET
+and DEL, no TTL (a token is kept until it is refreshed or its owner signs out) and none of memory's eviction.
+Values are ciphertext; every replica must have the same TOOLBRIDGE_TOKEN_KEY to read them."""
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar, cast
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from app.state.store import StateStoreError
+
+PREFIX = "toolbridge:vault:v1:"
+SOCKET_TIMEOUT = 2.0
+T = TypeVar("T")
+
+
+class RedisVaultBackend:
+    kind = "redis"
+
+    def __init__(self, url: str) -> None:
+        self._client = aioredis.Redis.from_url(url, socket_timeout=SOCKET_TIMEOUT,
+                                               socket_connect_timeout=SOCKET_TIMEOUT, retry_on_timeout=False)
+        scheme, _, rest = url.partition("://")
+        self._where = f"{scheme}://{rest.rsplit('@', 1)[-1]}"  # never the password
+
+    async def read(self, name: str) -> bytes | None:
+        value = await self._call(lambda: self._client.get(PREFIX + name))
+        # redis-py types values as bytes | str; this client does not decode responses, so they are bytes
+        return cast(bytes | None, value)
+
+    async def write(self, name: str, value: bytes) -> None:
+        await self._call(lambda: self._client.set(PREFIX + name, value))
+
+    async def remove(self, name: str) -> None:
+        await self._call(lambda: self._client.delete(PREFIX + name))
+
+    async def names(self, prefix: str) -> list[str]:
+        pattern = PREFIX + "".join(f"\\{char}" if char in "*?[]\\" else char for char in prefix) + "*"
+
+        async def scan() -> list[str]:
+            return [key.decode()[len(PREFIX):] async for key in self._client.scan_iter(match=pattern, count=500)]
+
+        return sorted(await self._call(scan))
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _call(self, work: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await work()
+        except RedisError as exc:
+            raise StateStoreError(f"{self._where}: {exc}") from exc
