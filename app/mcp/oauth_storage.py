@@ -1,0 +1,82 @@
+"""One (server, identity) pair's OAuth sign-in kept in the token vault: the SDK's `TokenStorage` protocol
+(`mcp.client.auth.oauth2.TokenStorage`), plus what that protocol leaves out and a restarted gateway needs.
+
+The SDK stores tokens and the client registration only; it keeps a token's expiry time and the authorization
+server's metadata in the provider's context, so a new provider over the same tokens would send an expired
+access token, take the 401 for a sign-in and never refresh. This storage keeps both beside the tokens (the
+absolute expiry, computed when a token is stored) and `attach` puts them back into a provider's context
+before it connects, so a restart refreshes instead. One vault entry per pair, `oauth/{server}/{identity}`:
+the identity is a label (the gateway's, or a key's name or digest), never a secret, as names are logged.
+"""
+
+import time
+from typing import Any
+
+from mcp.client.auth import OAuthClientProvider
+from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken
+
+from app.state import Vault
+
+GATEWAY_IDENTITY = "gateway"  # the one identity a gateway has unless a server signs in per key
+
+
+class VaultTokenStorage:
+    """The SDK's TokenStorage over the vault, for one server and one identity."""
+
+    def __init__(self, vault: Vault, server: str, identity: str = GATEWAY_IDENTITY) -> None:
+        self.vault = vault
+        self.name = f"oauth/{server}/{identity}"
+        self._provider: OAuthClientProvider | None = None
+
+    async def attach(self, provider: OAuthClientProvider) -> None:
+        """Gives `provider` the stored expiry and metadata (before its first request), and from now on stores
+        the metadata it discovers whenever it stores a registration or tokens."""
+        record = await self._record()
+        self._provider = provider
+        if record.get("expires_at") is not None:
+            provider.context.token_expiry_time = float(record["expires_at"])
+        if record.get("metadata") is not None and provider.context.oauth_metadata is None:
+            provider.context.oauth_metadata = OAuthMetadata.model_validate(record["metadata"])
+
+    async def get_tokens(self) -> OAuthToken | None:
+        tokens = (await self._record()).get("tokens")
+        return OAuthToken.model_validate(tokens) if tokens else None
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        # Absolute, as the SDK's own context computes it (`calculate_token_expiry`): now plus expires_in.
+        expires_at = time.time() + tokens.expires_in if tokens.expires_in is not None else None
+        await self._update(tokens=tokens.model_dump(mode="json", exclude_none=True), expires_at=expires_at)
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        client = (await self._record()).get("client_info")
+        return OAuthClientInformationFull.model_validate(client) if client else None
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        await self._update(client_info=client_info.model_dump(mode="json", exclude_none=True))
+
+    async def set_metadata(self, metadata: OAuthMetadata) -> None:
+        """The authorization server's metadata, for a sign-in the gateway runs itself (its callback route)."""
+        await self._update(metadata=metadata.model_dump(mode="json", exclude_none=True))
+
+    async def signed_in(self) -> bool:
+        return bool((await self._record()).get("tokens"))
+
+    async def forget(self) -> None:
+        """Sign-out: the tokens and their expiry go, from the vault and the attached provider. The client
+        registration and the metadata stay, so signing in again does not register another client."""
+        record = await self._record()
+        record.pop("tokens", None)
+        record.pop("expires_at", None)
+        await (self.vault.put(self.name, record) if record else self.vault.delete(self.name))
+        if self._provider is not None:
+            self._provider.context.clear_tokens()
+
+    async def _record(self) -> dict[str, Any]:
+        return await self.vault.get(self.name) or {}
+
+    async def _update(self, **parts: Any) -> None:
+        record = await self._record() | parts
+        discovered = self._provider.context.oauth_metadata if self._provider is not None else None
+        if discovered is not None:
+            record["metadata"] = discovered.model_dump(mode="json", exclude_none=True)
+        await self.vault.put(self.name, record)
