@@ -124,3 +124,16 @@ async def test_an_answer_to_a_question_the_server_withdrew_gets_the_calls_own_re
                                     answers=ToolAnswers({key: FOUR_AT_SEVEN}, outcome.input_needed.state))
     # Nothing of the answer reached the server; the model learns what the call itself came to.
     assert (readable(late.content), late.is_error) == ("no booking at Luigi: nobody answered within a second", False)
+
+
+async def test_a_call_asks_at_most_three_questions_the_fourth_is_declined() -> None:
+    yes = {"action": "accept", "content": {"ok": True}}
+    async with legacy_pool() as pool:
+        outcome = await pool.call_tool("asks__ask_forever", "{}")
+        for number in (1, 2, 3):
+            needed = outcome.input_needed
+            assert needed is not None and needed.state, outcome.content
+            [(key, params)] = needed.requests.items()
+            assert params["message"] == f"Question {number}: go on?"
+            outcome = await pool.call_tool("asks__ask_forever", "{}", answers=ToolAnswers({key: yes}, needed.state))
+    assert (readable(outcome.content), outcome.input_needed) == ("stopped at question 4: decline", None)

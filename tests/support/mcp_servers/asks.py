@@ -3,8 +3,8 @@
 On a 2026-era connection both tools answer the first call with an `InputRequiredResult` (`resultType:
 "input_required"`) and finish when the client retries with `inputResponses` and the echoed `requestState`;
 on a 2025-era (`mode="legacy"`) connection `book_table` pushes `elicitation/create` mid-call instead, and
-`book_late` (for those connections only) asks two questions, one after the other, and `book_quickly` withdraws
-its question after a second.
+`book_late` (for those connections only) asks two questions, one after the other, `book_quickly` withdraws
+its question after a second, and `ask_forever` asks again after every answer.
 
 The request state is sealed with a fixed key (`ASKS_STATE_KEY` overrides it), not the SDK's default
 per-process key, so a retry made through a new connection, which over stdio is a new process of this server,
@@ -68,6 +68,17 @@ async def book_quickly(restaurant: str, ctx: Context) -> str:
         booking = await ctx.elicit(f"Booking a table at {restaurant}: for how many people, and when?", Booking)
         return f"booked {restaurant} for {booking.data.party_size} at {booking.data.time}"
     return f"no booking at {restaurant}: nobody answered within a second"
+
+
+@server.tool()
+async def ask_forever(ctx: Context) -> str:
+    """For 2025-era connections: asks again after every accepted answer, until one is not accepted."""
+    asked = 0
+    while True:
+        asked += 1
+        answer = await ctx.elicit(f"Question {asked}: go on?", Confirm)
+        if answer.action != "accept":
+            return f"stopped at question {asked}: {answer.action}"
 
 
 @server.tool()
