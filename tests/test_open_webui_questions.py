@@ -217,7 +217,8 @@ def test_everythings_big_form_is_shown_and_answered_in_the_next_message(open_web
                       "Number in range 1-1000", "Untitled Multiple Select Enum", "Titled Single Select Enum",
                       "Titled Multiple Select Enum", "Legacy Titled Single Select Enum"):
             expect(tab.locator("li strong", has_text=label).first).to_be_visible()
-        expect(tab.get_by_text("a whole number from 1 to 100; optional; default: 42").last).to_be_visible()
+        expect(tab.get_by_text("a whole number from 1 to 100; optional. Your favorite integer").last).to_be_visible()
+        expect(tab.get_by_text("(default: 42)").last).to_be_visible()
         expect(tab.get_by_text("Wonder Woman (hero-3)").last).to_be_visible()
         expect(tab.locator(".cm-content", has_text="name: …").last).to_be_visible()
         _shot(tab, "form_asked", height=1400)
