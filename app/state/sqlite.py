@@ -27,6 +27,21 @@ _MAX_KEYS_PER_QUERY = 500
 T = TypeVar("T")
 
 
+def owner_only_connection(path: Path) -> sqlite3.Connection:
+    """A connection in WAL mode to a file only its owner may read, in a directory only its owner may list."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # Created owner-only before SQLite opens it; its -wal and -shm files take the same mode.
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    os.chmod(path, 0o600)
+    connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5.0)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
 class SqliteStore:
     kind = "sqlite"
 
@@ -93,13 +108,8 @@ class SqliteStore:
             return work()
 
     def _open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # Created owner-only before SQLite opens it; its -wal and -shm files take the same mode.
-        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-        os.chmod(self.path, 0o600)
-        connection = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=5.0)
+        connection = owner_only_connection(self.path)
         try:
-            connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")  # WAL keeps the file sound; a crash may lose the last turn
             if connection.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
                 # Keys are scoped to an owner since version 2: older entries could never be found again.

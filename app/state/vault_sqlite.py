@@ -7,7 +7,6 @@ write holding SQLite's one write lock never delays a token refresh. Calls run in
 time, so a slow disk never stalls the event loop.
 """
 
-import os
 import sqlite3
 import threading
 import time
@@ -17,6 +16,7 @@ from typing import TypeVar
 
 import anyio.to_thread
 
+from app.state.sqlite import owner_only_connection
 from app.state.store import StateStoreError
 
 T = TypeVar("T")
@@ -73,13 +73,8 @@ class SqliteVaultBackend:
             return work()
 
     def _open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # Created owner-only before SQLite opens it; its -wal and -shm files take the same mode.
-        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-        os.chmod(self.path, 0o600)
-        connection = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=5.0)
+        connection = owner_only_connection(self.path)
         try:
-            connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA secure_delete=ON")  # a deleted token's ciphertext is overwritten, not left
             connection.execute("CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL, "
                                "updated_at REAL NOT NULL)")
