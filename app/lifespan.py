@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import anyio
+import structlog
 
 from app import __version__
 from app.access import KeyRing
@@ -17,6 +18,7 @@ from app.chat.tool_budget import load_ranker_in_background
 from app.mcp import (
     Complete,
     ConversionOptions,
+    HttpServerConfig,
     McpConfig,
     McpPool,
     PoolOptions,
@@ -34,8 +36,10 @@ from app.ops.recent_requests import RecentRequests
 from app.ops.telemetry import start_tracing
 from app.ops.waiting_rounds import WaitingRounds
 from app.settings import Settings
-from app.state import Bounds, MemoryStore, open_state_store
+from app.state import Bounds, MemoryStore, TokenKeyError, Vault, open_state_store, open_vault
 from app.upstream import Transport, UpstreamClient, make_transport
+
+log = structlog.get_logger("toolbridge.app")
 
 PENDING_SECONDS = 3_600.0  # a client coming back with its tools' results later than this starts afresh
 
@@ -61,6 +65,7 @@ def build_pool(
     upstream: UpstreamClient | None = None,
     metrics: Metrics | None = None,
     recent: RecentCalls | None = None,
+    vault: Vault | None = None,
 ) -> McpPool:
     """The MCP pool with the conversion and result settings; shared by the app and `toolbridge tools`."""
     paths = config_paths(settings.mcp_config)
@@ -85,6 +90,7 @@ def build_pool(
         watch=paths if reload and settings.watch_config else (),
         complete=_completer(upstream) if sampling and upstream is not None else None,
         on_tool_call=_observer(metrics, recent),
+        vault=vault,
     )
 
 
@@ -131,9 +137,9 @@ def build_lifespan(
                     observe=metrics.observe_upstream,
                 )
             )
-            pool = await stack.enter_async_context(
-                build_pool(settings, config, reload=True, upstream=upstream, metrics=metrics, recent=recent)
-            )
+            vault = await open_sign_in_vault(settings, config, stack)
+            pool = await stack.enter_async_context(build_pool(
+                settings, config, reload=True, upstream=upstream, metrics=metrics, recent=recent, vault=vault))
             metrics.watch_servers(pool.health)
             await _watch_keys(keys, stack)
             _reload_on_sighup([pool.request_reload, keys.reload], stack)
@@ -161,6 +167,24 @@ async def open_memory(settings: Settings) -> AsyncIterator[MemoryStores]:
         yield MemoryStores(turns=store, pending=store if store is not None else pending,
                            failure=failures[0] if failures else None,
                            waiting=WaitingRounds(max_age_seconds=settings.confirm_timeout))
+
+
+async def open_sign_in_vault(settings: Settings, config: McpConfig, stack: AsyncExitStack) -> Vault | None:
+    """The token vault for servers that ask for OAuth, opened for the app's life. With Redis and no
+    TOOLBRIDGE_TOKEN_KEY there is none (and a server that asks for a sign-in says so), unless mcp.json names
+    such a server: then the gateway does not start, as with any setting it cannot use.
+
+    Raises:
+        TokenKeyError: no key can be had, and mcp.json has a server with `oauth`.
+    """
+    token_key = settings.token_key.get_secret_value() if settings.token_key else None
+    try:
+        return await stack.enter_async_context(open_vault(settings.state_url, token_key))
+    except TokenKeyError as exc:
+        if any(isinstance(server, HttpServerConfig) and server.oauth for server in config.servers.values()):
+            raise
+        log.warning("sign_in_vault_unavailable", reason=str(exc), effect="servers that ask for OAuth cannot sign in")
+        return None
 
 
 def _completer(upstream: UpstreamClient) -> Complete:

@@ -16,6 +16,7 @@ from app.api.chat_lane import CHAT_PATH, ChatLane
 from app.api.guard import BODY_FAILURE, AdmissionGuard, BrowserGuard
 from app.api.request_log import RequestLogMiddleware
 from app.api.routes import chat_completions, router
+from app.api.sign_in_routes import router as sign_in_router
 from app.api.ui import page_router
 from app.api.ui import router as ui_router
 from app.lifespan import build_lifespan, key_ring
@@ -43,6 +44,7 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
     app.include_router(router)
     app.include_router(ui_router)
     app.include_router(page_router)
+    app.include_router(sign_in_router)
     _describe_chat_body(app)
     # Outermost last: the log line sees every answer, refusals included; the browser checks come before CORS
     # headers are granted; the key is checked before a byte of the body is read; chats then take their lane.

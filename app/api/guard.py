@@ -60,7 +60,8 @@ from app.settings import Settings
 PUBLIC_PATHS = frozenset({"/health"})
 # Served to whoever has the unguessable id in the path instead of the key, which an <img> cannot send: the images
 # in answers (app/chat/images.py). Host and Origin are checked all the same.
-CAPABILITY_PATHS = (f"/{IMAGES_ROUTE}",)
+# The same for the way back from an OAuth sign-in, whose single-use `state` is the capability (sign_in_routes.py).
+CAPABILITY_PATHS = (f"/{IMAGES_ROUTE}", "/oauth/callback")
 BODY_FAILURE = "toolbridge.body_failure"  # scope key: why the body could not be read, for the error handler
 OVERLOADED_RETRY_AFTER = "1"
 STATUS_STREAMS = frozenset({"/ui/events"})  # open as long as a status page is: bounded apart from requests

@@ -10,9 +10,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -65,10 +74,56 @@ class StdioServerConfig(_ServerBase):
     cwd: str | None = None
 
 
+class OAuthConfig(BaseModel):
+    """How the gateway signs in to a server that asks for OAuth (app/mcp/server_auth.py). Unknown keys are an
+    error here, unlike a server entry's: a misspelt secret must not pass as "no secret"."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    grant: Literal["authorization_code", "client_credentials"] = Field(
+        "authorization_code", description="authorization_code: a person signs in from the status page; "
+        "client_credentials: the gateway signs in as itself (machine to machine), with client_id and client_secret."
+    )
+    scopes: list[str] | None = Field(None, description="Scopes to ask for; absent: what the server says it needs.")
+    client_id: str | None = Field(None, alias="clientId", min_length=1,
+                                  description="A client registered beforehand (GitHub); absent: dynamic registration.")
+    client_secret: SecretStr | None = Field(None, alias="clientSecret", min_length=1)
+
+    @field_validator("scopes", mode="before")
+    @classmethod
+    def _scopes_shape(cls, value: object) -> object:
+        return value.split() if isinstance(value, str) else value  # "repo read:org", as OAuth writes scopes
+
+    @model_validator(mode="after")
+    def _complete(self) -> Self:
+        if self.grant == "client_credentials" and not (self.client_id and self.client_secret):
+            raise ValueError("the client_credentials grant needs client_id and client_secret")
+        if self.client_secret and not self.client_id:
+            raise ValueError("client_secret without client_id")
+        return self
+
+    @property
+    def scope(self) -> str | None:
+        return " ".join(self.scopes) if self.scopes else None
+
+
 class HttpServerConfig(_ServerBase):
     type: Literal["http", "streamable-http", "streamable_http", "streamableHttp", "sse"] | None = None
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, str] = Field(default_factory=dict)
+    oauth: OAuthConfig | None = Field(
+        None, description="The server asks for OAuth: true, or how to sign in. A server answering 401 with a "
+        "Bearer challenge is taken as `true` when no Authorization header is configured."
+    )
+
+    @field_validator("oauth", mode="before")
+    @classmethod
+    def _oauth_shape(cls, value: object) -> object:
+        if value is True:
+            return {}
+        if value is False:
+            return None
+        return value
 
     @property
     def is_legacy_sse(self) -> bool:

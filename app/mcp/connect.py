@@ -1,6 +1,6 @@
 """Opening a connection to one MCP server: a stdio process (its stderr read, its process group kept),
 streamable HTTP with legacy SSE as the fallback, what became of a call's HTTP request, and a readable
-reason when connecting fails."""
+reason when connecting fails (failures.py)."""
 
 import asyncio
 import os
@@ -14,7 +14,7 @@ import anyio
 import httpx2
 import psutil
 import structlog
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, StdioServerParameters
 from mcp.client.session import ElicitationFnT
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
@@ -23,6 +23,7 @@ from mcp.types import Implementation
 from app import __version__
 from app.mcp.callbacks import declining_elicitation, server_log_forwarder
 from app.mcp.config import HttpServerConfig, ServerConfig, StdioServerConfig
+from app.mcp.failures import describe_failure as describe_failure
 from app.mcp.processes import (
     SERVER_MARKER,
     StderrTail,
@@ -35,6 +36,7 @@ from app.mcp.processes import (
     spawned_since,
 )
 from app.mcp.sampling import Complete, sampling_handler
+from app.mcp.server_auth import ServerAuth
 from app.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES, stdio_client
 
 log = structlog.get_logger("toolbridge.mcp")
@@ -101,10 +103,10 @@ class ConnectionOpener:
     @asynccontextmanager
     async def open(
         self, name: str, server: ServerConfig, *, read_timeout: float, on_message: MessageHandler,
-        stderr: StderrTail | None, on_question: ElicitationFnT | None = None,
+        stderr: StderrTail | None, on_question: ElicitationFnT | None = None, auth: ServerAuth | None = None,
     ) -> AsyncIterator[Connection]:
         """`on_question`: what a server's question in the middle of a call is handed to (held_calls.py); declined
-        without it."""
+        without it. `auth`: an HTTP server's OAuth (server_auth.py), which sees its answers."""
         options: dict[str, Any] = {
             "client_info": CLIENT_INFO,
             "read_timeout_seconds": read_timeout,
@@ -121,7 +123,7 @@ class ConnectionOpener:
                 assert stderr is not None
                 yield Connection(await self._enter_stdio(stack, name, server, options, stderr), "stdio")
             else:
-                yield Connection(*await enter_http(stack, server, options))
+                yield Connection(*await enter_http(stack, server, options, auth))
 
     async def _enter_stdio(
         self, stack: AsyncExitStack, name: str, server: StdioServerConfig, options: dict[str, Any], tail: StderrTail
@@ -202,30 +204,38 @@ def tracking_delivery(on_refused: Callable[[], None] = lambda: None) -> Iterator
 
 class _DeliveryTrackingClient(httpx2.AsyncClient):
     # Overriding send, not the transport, keeps httpx's own transport choice (proxies from the environment).
+    def __init__(self, saw: Callable[[httpx2.Response], None], **options: Any) -> None:
+        super().__init__(**options)
+        self._saw = saw
+
     async def send(self, request: httpx2.Request, **options: Any) -> httpx2.Response:
         delivery = _delivery.get()
-        if delivery is None or request.method != "POST":
-            return await super().send(request, **options)
-        delivery.posted = True
+        if delivery is not None and request.method == "POST":
+            delivery.posted = True
         try:
-            return await super().send(request, **options)
+            response = await super().send(request, **options)
         except httpx2.ConnectError:  # raised before a byte of the request is written
-            delivery.refused = True
-            delivery.on_refused()
+            if delivery is not None and request.method == "POST":
+                delivery.refused = True
+                delivery.on_refused()
             raise
+        self._saw(response)
+        return response
 
 
 async def enter_http(
-    stack: AsyncExitStack, server: HttpServerConfig, options: dict[str, Any]
+    stack: AsyncExitStack, server: HttpServerConfig, options: dict[str, Any], auth: ServerAuth | None = None
 ) -> tuple[Client, str]:
     """Streamable HTTP, falling back to legacy SSE when no `type` says which one the server speaks."""
+    provider = await auth.provider() if auth is not None else None
     if server.is_legacy_sse:
-        return await stack.enter_async_context(Client(sse_transport(server), **options)), "sse"
+        return await stack.enter_async_context(Client(sse_transport(server, provider), **options)), "sse"
     attempt = AsyncExitStack()
     try:
-        http = await attempt.enter_async_context(
-            _DeliveryTrackingClient(headers=server.headers, timeout=HTTP_TIMEOUT, follow_redirects=True)
-        )
+        http = await attempt.enter_async_context(_DeliveryTrackingClient(
+            auth.saw if auth is not None else lambda _: None,
+            headers=server.headers, timeout=HTTP_TIMEOUT, follow_redirects=True, auth=provider,
+        ))
         client = await attempt.enter_async_context(
             Client(streamable_http_client(server.url, http_client=http), **options)
         )
@@ -234,34 +244,12 @@ async def enter_http(
         if server.type is not None:
             raise
         try:
-            return await stack.enter_async_context(Client(sse_transport(server), **options)), "sse"
+            return await stack.enter_async_context(Client(sse_transport(server, provider), **options)), "sse"
         except Exception:  # boundary: report the streamable error, the more likely intent
             raise streamable_error from None
     stack.push_async_exit(attempt.__aexit__)
     return client, "http"
 
 
-def sse_transport(server: HttpServerConfig) -> Any:
-    return sse_client(server.url, headers=server.headers, timeout=30.0, sse_read_timeout=300.0)
-
-
-def describe_failure(exc: BaseException, command: str | None = None) -> str:
-    """A readable reason from whatever the SDK raised, exception groups unwrapped."""
-    leaves = list(_leaves(exc))
-    parts = []
-    for leaf in leaves:
-        if isinstance(leaf, FileNotFoundError):
-            parts.append(f"command not found: {leaf.filename or command}")
-        elif isinstance(leaf, MCPError):
-            parts.append(f"{leaf.message} (MCP error {leaf.code})")
-        else:
-            parts.append(f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__)
-    return "; ".join(dict.fromkeys(parts)) or type(exc).__name__
-
-
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield exc
+def sse_transport(server: HttpServerConfig, auth: httpx2.Auth | None = None) -> Any:
+    return sse_client(server.url, headers=server.headers, timeout=30.0, sse_read_timeout=300.0, auth=auth)

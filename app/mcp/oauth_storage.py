@@ -71,6 +71,12 @@ class VaultTokenStorage:
         if self._provider is not None:
             self._provider.context.clear_tokens()
 
+    async def forget_registration(self) -> None:
+        """The client registration goes (it names another redirect URI than the gateway's now)."""
+        record = await self._record()
+        record.pop("client_info", None)
+        await self.vault.put(self.name, record)
+
     async def _record(self) -> dict[str, Any]:
         return await self.vault.get(self.name) or {}
 

@@ -28,9 +28,11 @@ from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, build_prompt_
 from app.mcp.reload import diff_configs, request_on_change
 from app.mcp.results import FailureKind, ToolOutcome
 from app.mcp.sampling import Complete
+from app.mcp.server_auth import SignIns
 from app.mcp.status import ServerState, ServerStatus, unrun_statuses
 from app.mcp.supervisor import PoolOptions, ServerSupervisor
 from app.ops.call_record import ToolCallObserver
+from app.state import Vault
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -50,12 +52,14 @@ class McpPool:
         watch: Sequence[Path] = (),
         complete: Complete | None = None,
         on_tool_call: ToolCallObserver | None = None,
+        vault: Vault | None = None,
     ) -> None:
         """`load_config` re-reads the config on `request_reload` (and, with `watch`, when those files change);
         `complete` answers MCP sampling requests; `on_tool_call` learns of every call, one to a tool
         that does not exist included (its server None)."""
         self.config, self._options = config, options
         self._load_config, self._on_tool_call = load_config, on_tool_call
+        self.sign_ins = SignIns(vault)  # the HTTP servers' OAuth (server_auth.py)
         self._watch = [path.resolve() for path in watch]
         self._opener = ConnectionOpener(complete=complete, sampling_model=options.sampling_model,
                                         start_gate=StartGate(options.start_slots, options.start_turn),
@@ -107,7 +111,8 @@ class McpPool:
 
     def _supervisor(self, name: str, server: ServerConfig) -> ServerSupervisor:
         return ServerSupervisor(name, server, self._options, self._opener, stopping=self._stopping,
-                                offer_changed=self._rebuild_catalogue, state_changed=self._status_changed)
+                                offer_changed=self._rebuild_catalogue, state_changed=self._status_changed,
+                                auth=self.sign_ins.of(name, server))
 
     def _start(self, supervisor: ServerSupervisor) -> None:
         assert self._task_group is not None
@@ -154,6 +159,7 @@ class McpPool:
             with anyio.move_on_after(supervisor.longest_call + SHUTDOWN_TIMEOUT):
                 await supervisor.done.wait()
             del self._supervisors[supervisor.name]
+            self.sign_ins.drop(supervisor.name)
         self.config = new
         self._unrun = unrun_statuses(new)
         for name in diff.starting:
@@ -172,7 +178,7 @@ class McpPool:
         return {**{name: s.status for name, s in self._supervisors.items()}, **self._unrun}
 
     def health(self) -> dict[str, dict[str, Any]]:
-        return {name: status.as_dict() for name, status in self._statuses().items()}
+        return self.sign_ins.shown({name: status.as_dict() for name, status in self._statuses().items()})
 
     @property
     def degraded(self) -> bool:

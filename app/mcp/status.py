@@ -16,6 +16,7 @@ class ServerState(StrEnum):
     FAILED = "failed"
     DISABLED = "disabled"
     STOPPED = "stopped"
+    NEEDS_SIGN_IN = "needs_sign_in"  # an HTTP server that asks for OAuth, and nobody signed in yet
 
 
 @dataclass
@@ -57,6 +58,9 @@ def unavailable(server: str, state: ServerState) -> str:
     secrets). The operator finds the error in the log and in /health."""
     if state in (ServerState.STARTING, ServerState.RESTARTING):
         return f"MCP server '{server}' is {state.value}; try again in a moment."
+    if state is ServerState.NEEDS_SIGN_IN:
+        return (f"MCP server '{server}' needs a person to sign in before its tools can be used (the gateway's status "
+                "page has a Sign in button).")
     if state is ServerState.FAILED:
         return f"MCP server '{server}' is not available: it failed to start (the gateway's operator can see why)."
     return f"MCP server '{server}' is {state.value}."

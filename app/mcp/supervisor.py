@@ -10,7 +10,7 @@ in one task, and this layout gives that for free. What the whole pool shares (sh
 
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -19,11 +19,15 @@ from mcp import Client
 
 from app.mcp.calling import CALL_TIMEOUT_SLACK
 from app.mcp.config import ServerConfig, StdioServerConfig
-from app.mcp.connect import Connection, ConnectionOpener, describe_failure
+from app.mcp.connect import Connection, ConnectionOpener
+from app.mcp.failures import describe_failure
+from app.mcp.first_of import first_of
 from app.mcp.live import LiveConnection
 from app.mcp.offer import Listing, ServerOffer
 from app.mcp.options import PoolOptions as PoolOptions  # its home before options.py; imported from here still
+from app.mcp.pauses import back_off, wait_for_sign_in
 from app.mcp.processes import StderrTail
+from app.mcp.server_auth import ServerAuth
 from app.mcp.status import ServerState, ServerStatus, transport_name
 from app.mcp.watching import keep_alive, pings
 
@@ -31,8 +35,6 @@ log = structlog.get_logger("toolbridge.mcp")
 
 # Reconnection after a failed start: 1 s, 2 s, 4 s ... (PoolOptions.retry_first) at most a minute apart.
 RETRY_MAX = 60.0
-# A call for a server that is down cuts its backoff short, but attempts stay at least this far apart.
-RETRY_WHEN_NEEDED = 1.0
 
 
 class ServerSupervisor:
@@ -48,9 +50,10 @@ class ServerSupervisor:
         stopping: anyio.Event,
         offer_changed: Callable[[], None],
         state_changed: Callable[[], None],
+        auth: ServerAuth | None = None,
     ) -> None:
         """`stopping` is the whole pool's shutdown; `offer_changed` and `state_changed` tell the pool to
-        rebuild its catalogue and prompts, and that the status changed."""
+        rebuild its catalogue and prompts, and that the status changed. `auth`: an HTTP server's OAuth."""
         self.name, self.config, self._options, self._opener = name, config, options, opener
         self._stopping, self._state_changed = stopping, state_changed
         self.status = ServerStatus(ServerState.STARTING, transport_name(config))
@@ -63,6 +66,9 @@ class ServerSupervisor:
         self._unreadable_start: str | None = None  # why the start was given up before its deadline
         self._served = False  # this connection published what it offers
         self._restart_asked = False
+        self.auth = auth
+        if auth is not None:  # a live connection whose sign-in the server took back ends
+            auth.lost = lambda: self.live.lost.set()
 
     @property
     def call_timeout(self) -> float:
@@ -98,8 +104,6 @@ class ServerSupervisor:
         if self._start_scope is not None:
             self._start_scope.cancel()
 
-    # -- the connection's life ----------------------------------------------------------------------
-
     async def run(self) -> None:
         """Connects, serves until shutdown, and reconnects with capped backoff when the server fails to
         start or its connection is lost."""
@@ -110,6 +114,9 @@ class ServerSupervisor:
                 ended = await self._serve_once()
                 if self._stopping.is_set() or self.stop.is_set() or not self._options.retry or ended == "stopped":
                     break
+                if ended == "sign_in" and self.auth is not None:
+                    await wait_for_sign_in(self.live, self.auth, self._stopping, self.stop)
+                    continue
                 if ended == "lost":
                     status.restarts += 1
                     failures = 0  # it ran until it died: try again at once, then back off
@@ -117,7 +124,7 @@ class ServerSupervisor:
                     failures += 1
                 first = self._options.retry_first
                 delay = 0.0 if failures == 0 else min(first * 2 ** (failures - 1), RETRY_MAX)
-                await self._back_off(delay)
+                await back_off(self.live, self._stopping, self.stop, delay)
         finally:
             self.done.set()
             self._start_scope = None
@@ -127,19 +134,10 @@ class ServerSupervisor:
                 status.state = ServerState.STOPPED
             self._state_changed()
 
-    async def _back_off(self, delay: float) -> None:
-        """Waits `delay` before the next attempt, or less once a call needs the server (see `call`),
-        though never less than RETRY_WHEN_NEEDED after the last attempt: a dead server is not hammered."""
-        stopped = (self._stopping.wait, self.stop.wait)
-        earliest = anyio.current_time() + min(delay, RETRY_WHEN_NEEDED)
-        needed = self.live.needed = anyio.Event()
-        with anyio.move_on_after(delay):
-            await first_of(*stopped, needed.wait)
-        with anyio.move_on_after(earliest - anyio.current_time()):
-            await first_of(*stopped)
-
     async def _serve_once(self) -> str:
-        """One connection's life: "stopped" (shutdown), "lost" (it died after serving), or "failed"."""
+        """One connection's life: "stopped" (shutdown), "lost" (died after serving), "sign_in", or "failed"."""
+        if self.auth is not None and self.auth.person_signs_in and not await self.auth.check():
+            return self._needs_sign_in()
         connect_timeout = self.connect_timeout
         lost = self.live.lost = anyio.Event()
         self._stderr = StderrTail() if isinstance(self.config, StdioServerConfig) else None
@@ -160,6 +158,7 @@ class ServerSupervisor:
                     async with self._opener.open(
                         self.name, self.config, read_timeout=connect_timeout,
                         on_message=self._on_message, stderr=self._stderr, on_question=self.live.holder.question,
+                        auth=self.auth,
                     ) as connection:
                         await self._start(connection, ready, scope, started)
                         return await self._serve(connection.client, lost)
@@ -201,6 +200,9 @@ class ServerSupervisor:
         if self._stopping.is_set() or self.stop.is_set():
             self._unpublish()
             return "stopped"
+        if self.auth is not None and await self.auth.waits_for_person():  # the sign-in was taken back
+            self._unpublish()
+            return self._needs_sign_in()
         if self._restart_asked:
             self._restart_asked = False
             self._lose("restarted on request", asked=True)
@@ -212,6 +214,8 @@ class ServerSupervisor:
         """What an exception in a connection's life means: it failed to start, or it was lost or stopped."""
         command = self.config.command if isinstance(self.config, StdioServerConfig) else None
         reason = describe_failure(exc, command) + await self._stderr_hint()
+        if not self._served and self.auth is not None and await self.auth.waits_for_person(exc):
+            return self._needs_sign_in()
         if not self._served:
             self._fail(reason)
             return "failed"
@@ -220,6 +224,13 @@ class ServerSupervisor:
             return "stopped"
         self._lose(reason)  # it served, then its transport broke: the same as any other lost connection
         return "lost"
+
+    def _needs_sign_in(self) -> str:
+        if self.status.state is not ServerState.NEEDS_SIGN_IN:
+            log.warning("mcp_server_needs_sign_in", server=self.name, where=f"/ui/servers/{self.name}/sign-in")
+        self.status.state, self.status.error, self.status.tools = ServerState.NEEDS_SIGN_IN, None, 0
+        self._state_changed()
+        return "sign_in"
 
     async def _let_calls_finish(self, lost: anyio.Event) -> None:
         """A server stopped by a reload first finishes the calls running on it (each is bounded anyway)."""
@@ -287,14 +298,3 @@ class ServerSupervisor:
             log.debug("mcp_server_still_failing", server=self.name, error=reason)
         else:
             log.error("mcp_server_failed", server=self.name, error=reason)
-
-
-async def first_of(*waits: Callable[[], Awaitable[Any]]) -> None:
-    """Returns as soon as any of the waits returns."""
-    async with anyio.create_task_group() as group:
-        async def run(wait: Callable[[], Awaitable[Any]]) -> None:
-            await wait()
-            group.cancel_scope.cancel()
-
-        for wait in waits:
-            group.start_soon(run, wait)

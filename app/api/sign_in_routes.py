@@ -1,0 +1,81 @@
+"""The person's sign-in to an MCP server that asks for OAuth, in their browser (app/mcp/sign_in.py does it).
+
+`GET /ui/servers/{name}/sign-in` is where the status page's "Sign in" button (a plain link) and a chat's sign-in
+link lead: behind the key, as every /ui route, and only for a server the key may use; it redirects the browser
+to the server's authorization server. That one sends the browser back to `GET /oauth/callback`, which takes no
+key (a browser coming back from another site sends none it can be trusted to): the unguessable, single-use
+`state` the sign-in made is the capability, as an image's id is. It ends on the status page. `POST
+/ui/servers/{name}/sign-out` forgets the tokens and reconnects the server, which then waits for a sign-in again.
+Failures at a browser's navigation are a small page with the reason and the way back, never a token.
+"""
+
+import html
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from app.api.deps import KeyScopeDep, PoolDep, SettingsDep, ViewDep
+from app.mcp import KeyView, ServerAuth, SignInFailed, SignInUnavailable, finish_sign_in, start_sign_in
+from app.openai.errors import RouteNotFound
+from app.settings import Settings
+
+router = APIRouter(include_in_schema=False)
+CALLBACK = "/oauth/callback"
+# The authorization URL and the code in the callback's are nobody else's business: no cache, no referrer.
+_REDIRECT_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+_PAGE_HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+                 "Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff"}
+
+
+def callback_url(settings: Settings, request: Request) -> str:
+    """Where the authorization server sends the browser back: TOOLBRIDGE_PUBLIC_URL's, or the address the
+    browser used (Host is checked by the guard). Register this URL with a server whose client you register."""
+    base = settings.public_url or str(request.base_url)
+    return base.rstrip("/") + CALLBACK
+
+
+@router.get("/ui/servers/{name}/sign-in")
+async def sign_in(name: str, request: Request, pool: ViewDep, settings: SettingsDep, scope: KeyScopeDep) -> Response:
+    auth = _auth(pool, name)
+    try:
+        url = await start_sign_in(auth, callback_url(settings, request), scope.caller or "")
+    except (SignInFailed, SignInUnavailable) as exc:
+        return _page("Sign-in not started", str(exc), 502 if isinstance(exc, SignInFailed) else 503)
+    return RedirectResponse(url, status_code=303, headers=_REDIRECT_HEADERS)
+
+
+@router.get(CALLBACK)
+async def callback(request: Request, pool: PoolDep, state: str = "", code: str | None = None, iss: str | None = None,
+                   error: str | None = None) -> Response:
+    vault = pool.sign_ins.vault
+    if vault is None:
+        return _page("Sign-in not finished", str(SignInUnavailable("?")), 503)
+    try:
+        server = await finish_sign_in(vault, pool.sign_ins.find, state, code, iss, error)
+    except SignInFailed as exc:
+        return _page("Sign-in not finished", str(exc), 400)
+    return RedirectResponse(f"/?signed_in={quote(server)}", status_code=303, headers=_REDIRECT_HEADERS)
+
+
+@router.post("/ui/servers/{name}/sign-out")
+async def sign_out(name: str, pool: ViewDep) -> dict[str, Any]:
+    auth = _auth(pool, name)
+    await auth.forget()
+    pool.restart(name)  # the live connection ends; the next one finds no tokens and waits for a sign-in
+    return {"server": name, "signed_in": False}
+
+
+def _auth(pool: KeyView, name: str) -> ServerAuth:
+    auth = pool.pool.sign_ins.find(name) if pool.scope.may_use_server(name) else None
+    if auth is None or not auth.person_signs_in:
+        raise RouteNotFound(f"There is no MCP server '{name}' to sign in to.", code="server_not_found")
+    return auth
+
+
+def _page(title: str, message: str, status: int) -> Response:
+    body = (f"<!doctype html><meta charset=utf-8><title>{html.escape(title)}</title>"
+            f"<body style='font:16px system-ui;max-width:40em;margin:3em auto'><h1>{html.escape(title)}</h1>"
+            f"<p>{html.escape(message)}</p><p><a href='/'>Back to the status page</a></p>")
+    return HTMLResponse(body, status_code=status, headers=_PAGE_HEADERS)

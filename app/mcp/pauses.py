@@ -1,0 +1,34 @@
+"""What a supervised server waits for between two connections (supervisor.py): its backoff after a failure,
+or a person's sign-in. Either ends early at shutdown or a stop; a call that wants the server (`live.needed`)
+cuts a backoff short (though never under RETRY_WHEN_NEEDED after the last attempt: a dead server is not
+hammered) and makes a server waiting for a sign-in look in the vault at once."""
+
+import anyio
+
+from app.mcp.first_of import first_of
+from app.mcp.live import LiveConnection
+from app.mcp.server_auth import ServerAuth
+
+# A call for a server that is down cuts its backoff short, but attempts stay at least this far apart.
+RETRY_WHEN_NEEDED = 1.0
+SIGN_IN_LOOK = 15.0  # how often a server waiting for a sign-in looks whether another replica finished one
+
+
+async def back_off(live: LiveConnection, stopping: anyio.Event, stop: anyio.Event, delay: float) -> None:
+    """Waits `delay` before the next attempt, or less once a call needs the server."""
+    earliest = anyio.current_time() + min(delay, RETRY_WHEN_NEEDED)
+    needed = live.needed = anyio.Event()
+    with anyio.move_on_after(delay):
+        await first_of(stopping.wait, stop.wait, needed.wait)
+    with anyio.move_on_after(earliest - anyio.current_time()):
+        await first_of(stopping.wait, stop.wait)
+
+
+async def wait_for_sign_in(live: LiveConnection, auth: ServerAuth, stopping: anyio.Event, stop: anyio.Event) -> None:
+    """Until the callback stored tokens here, or another replica's are in the vault."""
+    while not (stopping.is_set() or stop.is_set()):
+        needed = live.needed = anyio.Event()
+        with anyio.move_on_after(SIGN_IN_LOOK):
+            await first_of(stopping.wait, stop.wait, auth.changed, needed.wait)
+        if auth.signed_in or await auth.check_quietly():
+            return

@@ -1,0 +1,204 @@
+"""How the gateway signs in to one HTTP MCP server that asks for OAuth, with the identity the gateway has.
+
+The mcp SDK's `OAuthClientProvider` (an httpx Auth) does the protocol on the connection: it sends the stored
+access token, refreshes it before it expires and keeps the rotated tokens in the vault (oauth_storage.py).
+What the SDK cannot do is wait for a person: its browser step is one coroutine from the authorization URL to
+the code. So the connection's provider stops there (`SignInNeeded`), and the person's sign-in runs as two
+requests of their browser instead (sign_in.py): the server then waits as "needs sign-in", not failing and
+retrying, until the callback stores tokens (`signed_in`) or another replica did (`check`).
+
+A server is taken as asking for OAuth when mcp.json says `oauth`, or when, with no Authorization header
+configured, it answered 401 with a Bearer challenge (`challenged`).
+"""
+
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import anyio
+import httpx2
+import structlog
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
+
+from app import __version__
+from app.mcp.config import HttpServerConfig, OAuthConfig, ServerConfig
+from app.mcp.failures import leaves
+from app.mcp.oauth_storage import VaultTokenStorage
+from app.state import StateStoreError, Vault
+
+log = structlog.get_logger("toolbridge.mcp")
+
+CLIENT_NAME = "toolbridge"
+# Registration needs a redirect URI before the person's browser says which address the gateway has; the
+# sign-in registers again with the right one (sign_in.py). Never sent a browser: the flow stops before.
+UNUSED_REDIRECT = "http://127.0.0.1/oauth/callback"
+
+
+class SignInNeeded(Exception):
+    """The server wants a person's sign-in: raised where the SDK would open a browser."""
+
+    def __init__(self, server: str, authorization_url: str = "") -> None:
+        super().__init__(f"MCP server '{server}' needs a sign-in")
+        self.authorization_url = authorization_url  # the SDK's, with its own state and verifier: see sign_in.py
+
+
+class ServerAuth:
+    """One server's OAuth, for the gateway's identity. `lost` is called when a live connection finds it must sign
+    in again (the refresh token was revoked), so that the connection ends and the server waits for the person."""
+
+    def __init__(self, name: str, config: HttpServerConfig, vault: Vault | None) -> None:
+        self.name, self.url, self.vault = name, config.url, vault
+        self.configured: OAuthConfig | None = config.oauth
+        self._may_challenge = config.oauth is None and not any(h.lower() == "authorization" for h in config.headers)
+        self.challenged = False  # answered 401 with a Bearer challenge, with no oauth in mcp.json
+        self.signed_in: bool | None = None  # as last seen in the vault; None: not looked yet
+        self.lost: Callable[[], None] = lambda: None
+        self.sign_in_lost = False
+        self._changed = anyio.Event()
+
+    @property
+    def settings(self) -> OAuthConfig | None:
+        """What this server's OAuth is, or None if it does not use it (as far as the gateway knows yet)."""
+        return self.configured or (OAuthConfig.model_validate({}) if self.challenged else None)
+
+    @property
+    def person_signs_in(self) -> bool:
+        settings = self.settings
+        return settings is not None and settings.grant == "authorization_code"
+
+    def storage(self) -> VaultTokenStorage:
+        if self.vault is None:
+            raise SignInUnavailable(self.name)
+        return VaultTokenStorage(self.vault, self.name)
+
+    def saw(self, response: httpx2.Response) -> None:
+        """Every response of a connection without OAuth: a Bearer challenge makes the server one that has it."""
+        challenge = response.headers.get("www-authenticate", "")
+        if self._may_challenge and response.status_code == 401 and challenge.lower().startswith("bearer"):
+            self.challenged = True
+
+    async def check(self) -> bool:
+        """Whether the vault holds tokens for this server now (another replica's sign-in counts)."""
+        self.signed_in = self.vault is not None and await self.storage().signed_in()
+        return self.signed_in
+
+    async def provider(self) -> httpx2.Auth | None:
+        """The SDK's provider for a connection (None: the server uses no OAuth), given the stored expiry and
+        metadata so that it refreshes rather than signing in again after a restart."""
+        settings = self.settings
+        if settings is None:
+            return None
+        storage = self.storage()
+        provider: OAuthClientProvider
+        if settings.grant == "client_credentials":
+            assert settings.client_id is not None and settings.client_secret is not None
+            provider = ClientCredentialsOAuthProvider(
+                self.url, storage, settings.client_id, settings.client_secret.get_secret_value(),
+                token_endpoint_auth_method="client_secret_post", scope=settings.scope)
+        else:
+            provider = OAuthClientProvider(self.url, client_metadata(settings, UNUSED_REDIRECT), storage,
+                                           redirect_handler=self._stop_at_the_browser, callback_handler=_never)
+            registered = preregistered(settings, UNUSED_REDIRECT)
+            if registered is not None and await storage.get_client_info() is None:
+                await storage.set_client_info(registered)
+        await storage.attach(provider)
+        return provider
+
+    async def _stop_at_the_browser(self, authorization_url: str) -> NoReturn:
+        self.sign_in_lost = True
+        self.lost()
+        raise SignInNeeded(self.name, authorization_url)
+
+    async def waits_for_person(self, failure: BaseException | None = None) -> bool:
+        """After a connection ended (in `failure`, if it failed to start): whether the server now waits for a
+        person's sign-in. Tokens it no longer takes (revoked, and not refreshed) are forgotten."""
+        refused = self.sign_in_lost or (failure is not None and any(
+            isinstance(leaf, SignInNeeded) for leaf in leaves(failure)))
+        if refused:
+            await self.forget()
+        return refused or (failure is not None and self.configured is None and self.challenged)
+
+    async def check_quietly(self) -> bool:
+        """`check`, with a state store that cannot answer now taken as "not yet" (looked at again later)."""
+        try:
+            return await self.check()
+        except StateStoreError as exc:
+            log.warning("mcp_sign_in_unreadable", server=self.name, error=str(exc))
+            return False
+
+    def now_signed_in(self) -> None:
+        """The callback stored tokens: the waiting server connects now."""
+        self.signed_in, self.sign_in_lost = True, False
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def forget(self) -> None:
+        """Sign-out, or a sign-in the server no longer accepts: the tokens go (the registration stays)."""
+        if self.vault is not None:
+            await self.storage().forget()
+        self.signed_in = False
+
+    async def changed(self) -> None:
+        await self._changed.wait()
+
+
+class SignIns:
+    """The pool's HTTP servers' OAuth by name: what the sign-in routes find, and what /health shows of it."""
+
+    def __init__(self, vault: Vault | None) -> None:
+        self.vault = vault
+        self._auths: dict[str, ServerAuth] = {}
+
+    def of(self, name: str, server: ServerConfig) -> ServerAuth | None:
+        """A new server's (an HTTP one's: stdio servers have no OAuth)."""
+        if not isinstance(server, HttpServerConfig):
+            return None
+        auth = self._auths[name] = ServerAuth(name, server, self.vault)
+        return auth
+
+    def find(self, name: str) -> ServerAuth | None:
+        return self._auths.get(name)
+
+    def drop(self, name: str) -> None:
+        self._auths.pop(name, None)
+
+    def shown(self, health: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """`signed_in` beside each server a person signs in to (the status page's Sign in and Sign out)."""
+        for name, auth in self._auths.items():
+            if auth.person_signs_in and name in health:
+                health[name]["signed_in"] = bool(auth.signed_in)
+        return health
+
+
+class SignInUnavailable(Exception):
+    """No vault to keep tokens in (TOOLBRIDGE_TOKEN_KEY is missing beside a Redis state store)."""
+
+    def __init__(self, server: str) -> None:
+        super().__init__(f"MCP server '{server}' needs a sign-in, and the gateway has nowhere to keep its tokens: "
+                         "set TOOLBRIDGE_TOKEN_KEY (see docs/security.md)")
+
+
+def client_metadata(settings: OAuthConfig, redirect_uri: str) -> OAuthClientMetadata:
+    return OAuthClientMetadata(
+        client_name=CLIENT_NAME, software_id=CLIENT_NAME, software_version=__version__, scope=settings.scope,
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]  # pydantic takes the string
+        token_endpoint_auth_method="client_secret_post" if settings.client_secret else None,
+    )
+
+
+def preregistered(settings: OAuthConfig, redirect_uri: str) -> OAuthClientInformationFull | None:
+    """The client mcp.json names (GitHub has no dynamic registration), as the SDK keeps a registered one."""
+    if settings.client_id is None:
+        return None
+    secret = settings.client_secret.get_secret_value() if settings.client_secret else None
+    return OAuthClientInformationFull(
+        client_id=settings.client_id, client_secret=secret,
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        token_endpoint_auth_method="client_secret_post" if secret else "none",
+        scope=settings.scope,
+    )
+
+
+async def _never() -> NoReturn:
+    raise AssertionError("the redirect handler stops the flow first")

@@ -1,0 +1,224 @@
+"""A person's sign-in to a server, as two requests of their browser (the routes are app/api/sign_in_routes.py).
+
+`start`: the SDK discovers the authorization server and registers the gateway (it stops at the browser step,
+server_auth.py); its authorization URL is kept but for `state` and the PKCE challenge, which are made anew here
+because the SDK's die with its coroutine. What the callback needs (the verifier, the redirect URI, whose sign-in)
+waits in the vault under a digest of `state`, for ten minutes, on every replica. `finish`: that record is taken
+once, the authorization server's `iss` checked (RFC 9207), the code exchanged at its token endpoint with the
+registered client's credentials (the SDK's `prepare_token_auth`), and the tokens stored: the server connects.
+"""
+
+import hashlib
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import httpx2
+import structlog
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError, PKCEParameters
+from mcp.client.auth.utils import handle_token_response_scopes, validate_authorization_response_iss
+from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken
+
+from app.mcp.oauth_storage import VaultTokenStorage
+from app.mcp.server_auth import ServerAuth, SignInNeeded, client_metadata, preregistered
+from app.state import Vault
+
+log = structlog.get_logger("toolbridge.mcp")
+
+SIGN_IN_SECONDS = 600  # from the status page's button to the callback: a person reading a consent page
+PENDING = "oauth-pending/"
+MOST_PENDING = 100  # sign-ins started and never finished, kept until they expire: a bound on a key's clicking
+HTTP_TIMEOUT = httpx2.Timeout(30.0)
+# A JSON-RPC request the server refuses without a token: what makes the SDK discover where to sign in.
+_PROBE = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "toolbridge", "version": "0"}}}
+
+
+class SignInFailed(Exception):
+    """Why a sign-in cannot start or finish, in words for the person at the browser (never a token)."""
+
+
+async def start(auth: ServerAuth, redirect_uri: str, owner: str) -> str:
+    """The authorization server's URL to send the person's browser to. `owner`: whose sign-in (a key's
+    digest), recorded for the log.
+
+    Raises:
+        SignInFailed: the server does not ask for a sign-in, or its authorization server cannot be reached.
+        SignInUnavailable: no vault.
+    """
+    settings = auth.settings
+    if settings is None or not auth.person_signs_in:
+        raise SignInFailed(f"MCP server '{auth.name}' does not ask for a person's sign-in.")
+    storage = auth.storage()
+    await _registration_for(storage, auth, redirect_uri)
+    provider = OAuthClientProvider(auth.url, client_metadata(settings, redirect_uri), _WithoutTokens(storage),
+                                   redirect_handler=_stop(auth.name), callback_handler=_unused)
+    sdk_url = await _discovered(provider, auth)
+    metadata = provider.context.oauth_metadata
+    if metadata is not None:
+        await storage.set_metadata(metadata)
+    pkce, state = PKCEParameters.generate(), secrets.token_urlsafe(32)
+    query = dict(parse_qsl(urlsplit(sdk_url).query)) | {"state": state, "code_challenge": pkce.code_challenge}
+    await _prune(storage.vault)
+    await storage.vault.put(_pending_name(state), {
+        "server": auth.name, "verifier": pkce.code_verifier, "redirect_uri": redirect_uri, "owner": owner,
+        "resource": query.get("resource"), "scope": query.get("scope"), "expires_at": time.time() + SIGN_IN_SECONDS,
+    })
+    log.info("mcp_sign_in_started", server=auth.name, key=owner)
+    return urlunsplit(urlsplit(sdk_url)._replace(query=urlencode(query)))
+
+
+async def finish(vault: Vault, find: Callable[[str], ServerAuth | None], state: str, code: str | None,
+                 iss: str | None, error: str | None) -> str:
+    """Takes the sign-in `state` names (once), checks and exchanges the code, stores the tokens; the server's
+    name. `find(name)` is the pool's ServerAuth for a name (None once removed).
+
+    Raises:
+        SignInFailed: an unknown, used or expired `state`, a refusal, a wrong issuer, a code not exchanged.
+    """
+    pending = await vault.get(_pending_name(state)) if state else None
+    if pending is not None:
+        await vault.delete(_pending_name(state))  # single use, before anything can fail
+    if pending is None or pending["expires_at"] < time.time():
+        raise SignInFailed("This sign-in was finished already, or it expired (ten minutes), or it never started "
+                           "here: start again from the status page.")
+    server = pending["server"]
+    auth = find(server)
+    if auth is None or auth.settings is None:
+        raise SignInFailed(f"MCP server '{server}' is no longer in the gateway's configuration.")
+    if error:
+        raise SignInFailed(f"The sign-in to '{server}' was not given ({error[:60]}); nothing changed.")
+    storage = auth.storage()
+    record = await vault.get(storage.name) or {}
+    metadata = OAuthMetadata.model_validate(record["metadata"]) if record.get("metadata") else None
+    try:
+        validate_authorization_response_iss(iss, metadata)
+    except OAuthFlowError as exc:
+        log.warning("mcp_sign_in_refused", server=server, reason="issuer mismatch")
+        raise SignInFailed(f"The sign-in to '{server}' came back from another authorization server than the one "
+                           "asked; it was not used.") from exc
+    if not code:
+        raise SignInFailed(f"The sign-in to '{server}' came back without a code.")
+    tokens = await _exchanged(auth, storage, metadata, pending, code)
+    await storage.set_tokens(tokens)
+    auth.now_signed_in()
+    log.info("mcp_signed_in", server=server, key=pending.get("owner"))
+    return str(server)
+
+
+async def _registration_for(storage: VaultTokenStorage, auth: ServerAuth, redirect_uri: str) -> None:
+    """A registration whose redirect URIs hold this one: mcp.json's client, or a dynamic one registered anew
+    when the gateway is reached at another address than before."""
+    assert auth.settings is not None
+    registered = preregistered(auth.settings, redirect_uri)
+    if registered is not None:
+        await storage.set_client_info(registered)
+        return
+    known = await storage.get_client_info()
+    if known is not None and redirect_uri not in [str(uri) for uri in known.redirect_uris or []]:
+        await storage.forget_registration()
+
+
+async def _discovered(provider: OAuthClientProvider, auth: ServerAuth) -> str:
+    """Lets the SDK discover and register, up to the browser step; the authorization URL it would open."""
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+    try:
+        async with httpx2.AsyncClient(auth=provider, timeout=HTTP_TIMEOUT, follow_redirects=True) as http:
+            await http.post(auth.url, json=_PROBE, headers=headers)
+    except SignInNeeded as stopped:
+        return stopped.authorization_url
+    except (httpx2.HTTPError, OAuthFlowError, ValueError) as exc:  # the SDK's errors name no secret
+        log.warning("mcp_sign_in_discovery_failed", server=auth.name, error=str(exc)[:300])
+        raise SignInFailed(f"MCP server '{auth.name}' or its authorization server could not be asked how to "
+                           "sign in (the gateway's log says why).") from exc
+    raise SignInFailed(f"MCP server '{auth.name}' answered without asking for a sign-in.")
+
+
+async def _exchanged(auth: ServerAuth, storage: VaultTokenStorage, metadata: OAuthMetadata | None,
+                     pending: dict[str, Any], code: str) -> OAuthToken:
+    client = await storage.get_client_info()
+    if client is None:
+        raise SignInFailed(f"The gateway's registration with '{auth.name}' is gone; start again.")
+    data = {"grant_type": "authorization_code", "code": code, "redirect_uri": pending["redirect_uri"],
+            "client_id": client.client_id, "code_verifier": pending["verifier"]}
+    if pending.get("resource"):
+        data["resource"] = pending["resource"]  # RFC 8707, as the authorization request had it
+    token_endpoint = str(metadata.token_endpoint) if metadata is not None else f"{_origin(auth.url)}/token"
+    context = _context_of(auth, client, pending["redirect_uri"])
+    data, headers = context.prepare_token_auth(data, {"Content-Type": "application/x-www-form-urlencoded"})
+    async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+        try:
+            response = await http.post(token_endpoint, data=data, headers=headers)
+        except httpx2.HTTPError as exc:
+            raise SignInFailed(f"The authorization server of '{auth.name}' could not be reached.") from exc
+    if response.status_code not in (200, 201):
+        log.warning("mcp_sign_in_refused", server=auth.name, reason=f"token endpoint answered {response.status_code}")
+        raise SignInFailed(f"The authorization server of '{auth.name}' did not accept the sign-in "
+                           f"(HTTP {response.status_code}); start again.")
+    try:
+        tokens = await handle_token_response_scopes(response)
+    except Exception as exc:  # boundary: the SDK raises several kinds for a malformed answer
+        raise SignInFailed(f"The authorization server of '{auth.name}' answered with no usable token.") from exc
+    if tokens.scope is None:
+        tokens.scope = pending.get("scope")  # RFC 6749 5.1: the scope asked for, as the SDK records it
+    return tokens
+
+
+def _context_of(auth: ServerAuth, client: OAuthClientInformationFull, redirect_uri: str) -> Any:
+    assert auth.settings is not None
+    provider = OAuthClientProvider(auth.url, client_metadata(auth.settings, redirect_uri), _WithoutTokens(None))
+    provider.context.client_info = client
+    return provider.context
+
+
+async def _prune(vault: Vault) -> None:
+    names = await vault.names(PENDING)
+    now = time.time()
+    for name in names:
+        record = await vault.get(name)
+        if record is None or record.get("expires_at", 0) < now or len(names) > MOST_PENDING:
+            await vault.delete(name)
+
+
+def _pending_name(state: str) -> str:
+    # A digest: the vault's names appear in logs; the state itself is the callback's capability.
+    return PENDING + hashlib.sha256(state.encode()).hexdigest()
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+class _WithoutTokens:
+    """The vault's storage for a new sign-in: no tokens read (those there are what the sign-in replaces), the
+    registration read and kept."""
+
+    def __init__(self, storage: VaultTokenStorage | None) -> None:
+        self._storage = storage
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return None
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        raise AssertionError("a sign-in's tokens are stored by `finish`")
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return await self._storage.get_client_info() if self._storage is not None else None
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        if self._storage is not None:
+            await self._storage.set_client_info(client_info)
+
+
+def _stop(server: str) -> Callable[[str], Awaitable[NoReturn]]:
+    async def stop(authorization_url: str) -> NoReturn:
+        raise SignInNeeded(server, authorization_url)
+
+    return stop
+
+
+async def _unused() -> Any:
+    raise AssertionError("the redirect handler stops the flow first")
