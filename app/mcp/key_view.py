@@ -14,6 +14,7 @@ from app.mcp.pinned import PinnedTools
 from app.mcp.pool import McpPool
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed
 from app.mcp.results import ToolOutcome
+from app.mcp.status import ServerState
 
 
 class KeyView:
@@ -63,6 +64,10 @@ class KeyView:
 
     def health(self) -> dict[str, dict[str, Any]]:
         return {name: status for name, status in self.pool.health().items() if self.scope.may_use_server(name)}
+
+    def servers_needing_sign_in(self) -> list[str]:
+        """This key's servers that wait for a person's sign-in before their tools are offered."""
+        return [name for name, status in self.health().items() if status["state"] == ServerState.NEEDS_SIGN_IN]
 
     def resources(self) -> dict[str, dict[str, Any]]:
         return {name: listing for name, listing in self.pool.resources().items() if self.scope.may_use_server(name)}
