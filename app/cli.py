@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import sys
+from contextlib import AsyncExitStack
 from typing import Any, Literal
 
 import anyio
@@ -17,7 +18,7 @@ from pydantic import Field, ValidationError
 from pydantic_settings import CliApp, CliPositionalArg, SettingsConfigDict, SettingsError
 
 from app.access import KeysFileError
-from app.lifespan import build_pool, key_ring
+from app.lifespan import build_pool, key_ring, open_sign_in_vault
 from app.logging import configure_logging
 from app.main import create_app
 from app.mcp import McpConfigError, ServerState, config_paths, load_mcp_configs
@@ -127,9 +128,12 @@ def _tune_garbage_collection() -> None:
 
 async def print_tools(settings: Settings) -> int:
     """Prints the tools as JSON on stdout; on stderr, the tools whose calls wait for the person's yes
-    (TOOLBRIDGE_CONFIRM, mcp.json's "confirm"), and the servers that failed (exit status 1)."""
-    pool = build_pool(settings, load_mcp_configs(config_paths(settings.mcp_config)), retry=False)
-    async with pool:
+    (TOOLBRIDGE_CONFIRM, mcp.json's "confirm"), the servers that wait for a sign-in, and those that failed
+    (exit status 1). Servers a person signed in to use the gateway's stored sign-in."""
+    config = load_mcp_configs(config_paths(settings.mcp_config))
+    async with AsyncExitStack() as stack:
+        vault = await open_sign_in_vault(settings, config, stack)
+        pool = await stack.enter_async_context(build_pool(settings, config, retry=False, vault=vault))
         await pool.wait_settled()
         catalogue = pool.catalogue
         health = pool.health()
@@ -141,6 +145,10 @@ async def print_tools(settings: Settings) -> int:
         if route.asks_first:
             print(f"toolbridge: {name} (server '{route.server}') asks first: a call waits for the person's yes",
                   file=sys.stderr)
+    for name, status in health.items():
+        if status["state"] == ServerState.NEEDS_SIGN_IN:
+            print(f"toolbridge: MCP server '{name}' needs a sign-in: start the gateway and press Sign in on its "
+                  "status page", file=sys.stderr)
     failed = {name: s for name, s in health.items() if s["state"] == ServerState.FAILED}
     for name, status in failed.items():
         print(f"toolbridge: MCP server '{name}' failed: {status.get('error')}", file=sys.stderr)

@@ -9,6 +9,7 @@ refusal at the consent page change nothing; and no token is ever in the log or a
 
 import json
 import re
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import pytest
 from tests.conftest import Gateway, running_gateway, wait_for_health
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
 from tests.support.oauth_servers import OAuthPair
+from tests.test_cli import TOOLBRIDGE, clean_env
 
 DEADLINE = 30.0
 
@@ -178,3 +180,19 @@ def test_no_token_reaches_the_log_or_any_answer(
         assert re.search(r"mcp_signed_in", seen.out + seen.err)
         db = (tmp_path / "state.tokens.db").read_bytes()
         assert [s for s in secrets if s.encode() in db] == []
+
+
+def test_toolbridge_tools_uses_the_gateways_sign_in_and_says_who_waits(tmp_path: Path, upstream: FakeUpstream) -> None:
+    with protected_gateway(tmp_path, upstream, {"oauth": True}) as (pair, gateway):
+        state_url = f"sqlite:///{tmp_path / 'state.db'}"
+        command = [TOOLBRIDGE, "tools", "--mcp-config", str(tmp_path / "mcp.json"), "--state-url", state_url]
+        waiting = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, env=clean_env())
+        assert json.loads(waiting.stdout) == [] and waiting.returncode == 0
+        assert "MCP server 'protected' needs a sign-in" in waiting.stderr
+        wait_state(gateway, "protected", "needs_sign_in")
+        Person(gateway).sign_in("protected")
+        wait_state(gateway, "protected", "ready")
+        listed = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, env=clean_env())
+        names = {tool["function"]["name"] for tool in json.loads(listed.stdout)}
+        assert names == {"whoami", "echo"} and listed.returncode == 0, listed.stderr
+        assert pair.authorization_server.provider.authorizations == ["alice"]

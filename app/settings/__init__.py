@@ -196,8 +196,8 @@ class Settings(BaseSettings):
     )
     public_url: WebAddress = Field(
         "", description="The gateway's address as people's browsers reach it (http://127.0.0.1:8000 when Open WebUI "
-        "runs in Docker and calls it http://toolbridge:8000), for the links to images in answers. Empty: the address "
-        "the client used."
+        "runs in Docker and calls it http://toolbridge:8000), for the links to images in answers and the sign-in's "
+        "callback URL (PUBLIC_URL/oauth/callback). Empty: the address the client used."
     )
     image_store_mb: PositiveFloat = Field(
         64.0, description="Megabytes the images served to browsers may take in all; the oldest go first, and one "
