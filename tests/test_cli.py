@@ -556,6 +556,29 @@ def test_connections_during_the_shutdown_grace_are_refused_not_left_hanging(
         assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == "slept well"
 
 
+LOG_THE_SDKS_SIGN_IN_FAILURES = """
+import logging
+from pydantic import BaseModel
+from app.logging import configure_logging
+configure_logging("json", "info")
+class Token(BaseModel):
+    expires_in: int
+try:
+    Token.model_validate({{"access_token": "at-TOKEN-CANARY", "expires_in": "never"}})
+except Exception:
+    logging.getLogger("mcp.client.auth.oauth2").exception("Invalid refresh response")
+logging.getLogger("mcp.client.auth.oauth2").warning("Token refresh failed: 400")
+"""
+
+
+def test_the_sdks_sign_in_tracebacks_never_reach_the_log_and_its_plain_warnings_do() -> None:
+    # The SDK's refresh logs pydantic's error, whose text quotes the token endpoint's answer (oauth2.py 560).
+    script = LOG_THE_SDKS_SIGN_IN_FAILURES.format()
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert "Token refresh failed: 400" in result.stderr
+    assert "TOKEN-CANARY" not in result.stderr and "Invalid refresh response" not in result.stderr
+
+
 LOG_A_RELOADED_KEY = """
 import json, pathlib, structlog
 from app.access.key_ring import KeyRing

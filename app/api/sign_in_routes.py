@@ -71,7 +71,7 @@ def _auth(pool: KeyView, name: str) -> ServerAuth:
     auth = pool.pool.sign_ins.find(name) if pool.scope.may_use_server(name) else None
     if auth is None or not auth.person_signs_in:
         raise RouteNotFound(f"There is no MCP server '{name}' to sign in to.", code="server_not_found")
-    return auth
+    return auth.of_caller()  # a `per_key` server: the caller's key's own sign-in
 
 
 def _page(title: str, message: str, status: int) -> Response:

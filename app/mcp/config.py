@@ -88,6 +88,8 @@ class OAuthConfig(BaseModel):
     client_id: str | None = Field(None, alias="clientId", min_length=1,
                                   description="A client registered beforehand (GitHub); absent: dynamic registration.")
     client_secret: SecretStr | None = Field(None, alias="clientSecret", min_length=1)
+    per_key: bool = Field(False, alias="perKey", description="Each client key signs in as itself (its own "
+                          "identity and connection); false: one identity for the whole gateway.")
 
     @field_validator("scopes", mode="before")
     @classmethod
@@ -100,6 +102,8 @@ class OAuthConfig(BaseModel):
             raise ValueError("the client_credentials grant needs client_id and client_secret")
         if self.client_secret and not self.client_id:
             raise ValueError("client_secret without client_id")
+        if self.per_key and self.grant == "client_credentials":
+            raise ValueError("per_key needs people who sign in: not with the client_credentials grant")
         return self
 
     @property

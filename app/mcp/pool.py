@@ -22,6 +22,7 @@ from app.mcp.config import McpConfig, McpConfigError, ServerConfig
 from app.mcp.connect import ConnectionOpener, StartGate
 from app.mcp.convert import Catalogue, build_catalogue
 from app.mcp.live import LiveConnection
+from app.mcp.per_key import callers_catalogue, supervisor_for
 from app.mcp.pinned import PinnedTools
 from app.mcp.processes import end_process_groups
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, build_prompt_book
@@ -54,9 +55,8 @@ class McpPool:
         on_tool_call: ToolCallObserver | None = None,
         vault: Vault | None = None,
     ) -> None:
-        """`load_config` re-reads the config on `request_reload` (and, with `watch`, when those files change);
-        `complete` answers MCP sampling requests; `on_tool_call` learns of every call, one to a tool
-        that does not exist included (its server None)."""
+        """`load_config` re-reads the config on `request_reload` (with `watch`, when those files change); `complete`
+        answers sampling requests; `on_tool_call` learns of every call, to an unknown tool too (server None)."""
         self.config, self._options = config, options
         self._load_config, self._on_tool_call = load_config, on_tool_call
         self.sign_ins = SignIns(vault)  # the HTTP servers' OAuth (server_auth.py)
@@ -110,9 +110,9 @@ class McpPool:
         await end_process_groups(self._opener.process_groups)
 
     def _supervisor(self, name: str, server: ServerConfig) -> ServerSupervisor:
-        return ServerSupervisor(name, server, self._options, self._opener, stopping=self._stopping,
-                                offer_changed=self._rebuild_catalogue, state_changed=self._status_changed,
-                                auth=self.sign_ins.of(name, server))
+        return supervisor_for(name, server, self._options, self._opener, self.sign_ins.of(name, server), self._start,
+                              stopping=self._stopping, offer_changed=self._rebuild_catalogue,
+                              state_changed=self._status_changed)
 
     def _start(self, supervisor: ServerSupervisor) -> None:
         assert self._task_group is not None
@@ -171,8 +171,8 @@ class McpPool:
 
     @property
     def catalogue(self) -> Catalogue:
-        """The current tools; replaced as a whole when a list changes, so readers keep a stable view."""
-        return self._catalogue
+        """The current tools as the caller may have them; replaced as a whole when a list changes."""
+        return callers_catalogue(self._catalogue, self._supervisors)
 
     def _statuses(self) -> dict[str, ServerStatus]:
         return {**{name: s.status for name, s in self._supervisors.items()}, **self._unrun}
@@ -199,7 +199,7 @@ class McpPool:
         catalogue = self._catalogue.clear_of(client_tools)
         if selection != ALL_TOOLS:
             catalogue = catalogue.select(lambda name, route: selection.admits(name, route.server))
-        return PinnedTools(self, catalogue)
+        return PinnedTools(self, callers_catalogue(catalogue, self._supervisors))
 
     def knows(self, name: str) -> bool:
         """Whether a name is one of the configured servers or a tool as offered now."""
@@ -279,7 +279,7 @@ class McpPool:
         # What is offered, after every filter (mcp.json, blocked, tools that only run as MCP tasks).
         offered = Counter(route.server for route in self._catalogue.routes.values())
         for name in ordered:
-            self._supervisors[name].status.tools = offered[name]
+            self._supervisors[name].count_tools(offered[name])
         self._status_changed()
 
     def _status_changed(self) -> None:

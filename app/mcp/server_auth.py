@@ -22,9 +22,10 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 
 from app import __version__
+from app.access import CURRENT_SCOPE
 from app.mcp.config import HttpServerConfig, OAuthConfig, ServerConfig
 from app.mcp.failures import leaves
-from app.mcp.oauth_storage import VaultTokenStorage
+from app.mcp.oauth_storage import GATEWAY_IDENTITY, VaultTokenStorage
 from app.state import StateStoreError, Vault
 
 log = structlog.get_logger("toolbridge.mcp")
@@ -43,13 +44,23 @@ class SignInNeeded(Exception):
         self.authorization_url = authorization_url  # the SDK's, with its own state and verifier: see sign_in.py
 
 
-class ServerAuth:
-    """One server's OAuth, for the gateway's identity. `lost` is called when a live connection finds it must sign
-    in again (the refresh token was revoked), so that the connection ends and the server waits for the person."""
+def current_identity() -> str:
+    """Whose sign-in the request being served uses on a `per_key` server: its key's digest; the gateway's for
+    the keys that see everything and when the gateway has no keys."""
+    return CURRENT_SCOPE.get().caller or GATEWAY_IDENTITY
 
-    def __init__(self, name: str, config: HttpServerConfig, vault: Vault | None) -> None:
-        self.name, self.url, self.vault = name, config.url, vault
+
+class ServerAuth:
+    """One server's OAuth, for one identity (the gateway's, or with `per_key` a key's: `for_identity`). `lost` is
+    called when a live connection finds it must sign in again (the refresh token was revoked), so that the
+    connection ends and the server waits for the person; `on_signed_in` when a sign-in stored tokens."""
+
+    def __init__(self, name: str, config: HttpServerConfig, vault: Vault | None,
+                 identity: str = GATEWAY_IDENTITY) -> None:
+        self.name, self.url, self.vault, self.identity, self._config = name, config.url, vault, identity, config
         self.configured: OAuthConfig | None = config.oauth
+        self.on_signed_in: Callable[[ServerAuth], None] = lambda _: None
+        self._identities: dict[str, ServerAuth] = {}
         self._may_challenge = config.oauth is None and not any(h.lower() == "authorization" for h in config.headers)
         self.challenged = False  # answered 401 with a Bearer challenge, with no oauth in mcp.json
         self.signed_in: bool | None = None  # as last seen in the vault; None: not looked yet
@@ -67,10 +78,42 @@ class ServerAuth:
         settings = self.settings
         return settings is not None and settings.grant == "authorization_code"
 
+    @property
+    def per_key(self) -> bool:
+        """Each key signs in as itself: this (the server's) never connects; its identities' do."""
+        return self.configured is not None and self.configured.per_key and self.identity == GATEWAY_IDENTITY
+
+    def for_identity(self, identity: str) -> "ServerAuth":
+        """A key's own OAuth for a `per_key` server (the same one each time)."""
+        if identity not in self._identities:
+            child = self._identities[identity] = ServerAuth(self.name, self._config, self.vault, identity)
+            child.on_signed_in = self.on_signed_in
+        return self._identities[identity]
+
+    def of_caller(self) -> "ServerAuth":
+        """The OAuth the request being served uses: its key's on a `per_key` server, else this."""
+        return self.for_identity(current_identity()) if self.per_key else self
+
+    async def identities_signed_in(self) -> list["ServerAuth"]:
+        """A `per_key` server's identities with tokens in the vault (signed in here, before a restart, or on
+        another replica)."""
+        if self.vault is None:
+            return []
+        prefix = f"oauth/{self.name}/"
+        found = [self.for_identity(name.removeprefix(prefix)) for name in await self.vault.names(prefix)]
+        return [auth for auth in found if auth.identity != GATEWAY_IDENTITY and await auth.check()]
+
+    async def identities_signed_in_quietly(self) -> list["ServerAuth"]:
+        try:
+            return await self.identities_signed_in()
+        except StateStoreError as exc:  # looked at again later
+            log.warning("mcp_sign_in_unreadable", server=self.name, error=str(exc))
+            return []
+
     def storage(self) -> VaultTokenStorage:
         if self.vault is None:
             raise SignInUnavailable(self.name)
-        return VaultTokenStorage(self.vault, self.name)
+        return VaultTokenStorage(self.vault, self.name, self.identity)
 
     def saw(self, response: httpx2.Response) -> None:
         """Every response of a connection without OAuth: a Bearer challenge makes the server one that has it."""
@@ -79,8 +122,9 @@ class ServerAuth:
             self.challenged = True
 
     async def check(self) -> bool:
-        """Whether the vault holds tokens for this server now (another replica's sign-in counts)."""
-        self.signed_in = self.vault is not None and await self.storage().signed_in()
+        """Whether the vault holds tokens for this server now (another replica's sign-in counts); never for a
+        `per_key` server's own (gateway) identity."""
+        self.signed_in = self.vault is not None and not self.per_key and await self.storage().signed_in()
         return self.signed_in
 
     async def provider(self) -> httpx2.Auth | None:
@@ -132,6 +176,7 @@ class ServerAuth:
         self.signed_in, self.sign_in_lost = True, False
         self._changed.set()
         self._changed = anyio.Event()
+        self.on_signed_in(self)
 
     async def forget(self) -> None:
         """Sign-out, or a sign-in the server no longer accepts: the tokens go (the registration stays)."""
@@ -167,7 +212,7 @@ class SignIns:
         """`signed_in` beside each server a person signs in to (the status page's Sign in and Sign out)."""
         for name, auth in self._auths.items():
             if auth.person_signs_in and name in health:
-                health[name]["signed_in"] = bool(auth.signed_in)
+                health[name]["signed_in"] = bool(auth.of_caller().signed_in)
         return health
 
 

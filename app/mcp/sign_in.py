@@ -63,7 +63,8 @@ async def start(auth: ServerAuth, redirect_uri: str, owner: str) -> str:
     query = dict(parse_qsl(urlsplit(sdk_url).query)) | {"state": state, "code_challenge": pkce.code_challenge}
     await _prune(storage.vault)
     await storage.vault.put(_pending_name(state), {
-        "server": auth.name, "verifier": pkce.code_verifier, "redirect_uri": redirect_uri, "owner": owner,
+        "server": auth.name, "identity": auth.identity, "verifier": pkce.code_verifier, "redirect_uri": redirect_uri,
+        "owner": owner,
         "resource": query.get("resource"), "scope": query.get("scope"), "expires_at": time.time() + SIGN_IN_SECONDS,
     })
     log.info("mcp_sign_in_started", server=auth.name, key=owner)
@@ -88,6 +89,8 @@ async def finish(vault: Vault, find: Callable[[str], ServerAuth | None], state: 
     auth = find(server)
     if auth is None or auth.settings is None:
         raise SignInFailed(f"MCP server '{server}' is no longer in the gateway's configuration.")
+    if auth.per_key:  # the key's own sign-in, whoever's browser comes back with it
+        auth = auth.for_identity(str(pending.get("identity")))
     if error:
         raise SignInFailed(f"The sign-in to '{server}' was not given ({error[:60]}); nothing changed.")
     storage = auth.storage()

@@ -52,8 +52,8 @@ class ServerSupervisor:
         state_changed: Callable[[], None],
         auth: ServerAuth | None = None,
     ) -> None:
-        """`stopping` is the whole pool's shutdown; `offer_changed` and `state_changed` tell the pool to
-        rebuild its catalogue and prompts, and that the status changed. `auth`: an HTTP server's OAuth."""
+        """`stopping`: the pool's shutdown; `offer_changed`, `state_changed`: rebuild the catalogue, the status
+        changed. `auth`: an HTTP server's OAuth."""
         self.name, self.config, self._options, self._opener = name, config, options, opener
         self._stopping, self._state_changed = stopping, state_changed
         self.status = ServerStatus(ServerState.STARTING, transport_name(config))
@@ -85,19 +85,21 @@ class ServerSupervisor:
         return configured if configured is not None else self._options.connect_timeout
 
     def retire(self) -> None:
-        """Stops the server (a reload removed or changed it); new requests stop seeing its tools at once,
-        calls in flight still reach it."""
+        """Stops the server (a reload removed or changed it); new requests stop seeing its tools at once."""
         self.stop.set()
         self.offer.withdraw(announce=False)
 
     def restart(self) -> None:
-        """Ends the live connection and starts the server again at once (calls in flight end as on any loss
-        of the connection); a server waiting out its backoff after failures tries again now."""
+        """Ends the live connection (calls in flight end as on any loss) and starts again; one waiting out its
+        backoff tries again now."""
         if self.live.client is not None:
             self._restart_asked = True
             self.live.lost.set()
         elif self.live.needed is not None:  # down: cut the backoff short (a server still starting is left to it)
             self.live.needed.set()
+
+    def count_tools(self, count: int) -> None:  # what the pool offers of it, after every filter
+        self.status.tools = count
 
     def cancel_start(self) -> None:
         """Shutdown: a server still starting would otherwise hold it up to its connect timeout."""
@@ -201,13 +203,10 @@ class ServerSupervisor:
             self._unpublish()
             return "stopped"
         if self.auth is not None and await self.auth.waits_for_person():  # the sign-in was taken back
-            self._unpublish()
             return self._needs_sign_in()
-        if self._restart_asked:
-            self._restart_asked = False
-            self._lose("restarted on request", asked=True)
-        else:
-            self._lose("the server's connection was lost" + await self._stderr_hint())
+        asked, self._restart_asked = self._restart_asked, False
+        self._lose("restarted on request" if asked else "the server's connection was lost" + await self._stderr_hint(),
+                   asked=asked)
         return "lost"
 
     async def _broke(self, exc: Exception) -> str:
@@ -226,6 +225,7 @@ class ServerSupervisor:
         return "lost"
 
     def _needs_sign_in(self) -> str:
+        self._unpublish()
         if self.status.state is not ServerState.NEEDS_SIGN_IN:
             log.warning("mcp_server_needs_sign_in", server=self.name, where=f"/ui/servers/{self.name}/sign-in")
         self.status.state, self.status.error, self.status.tools = ServerState.NEEDS_SIGN_IN, None, 0
