@@ -2,7 +2,7 @@
 and resources."""
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Annotated, Any
 
@@ -29,7 +29,7 @@ from app.api.deps import (
 from app.api.health import health_report
 from app.chat.images import StoredImage
 from app.chat.loop_options import loop_options, tool_budget_for
-from app.chat.ports import RequestStats
+from app.chat.ports import RequestStats, SignInWaits
 from app.chat.service import ChatNeeds, ChatPool, answer_chat
 from app.chat.shown import ROUTE as IMAGES_ROUTE
 from app.chat.shown import PersonView
@@ -37,7 +37,7 @@ from app.chat.streaming import SHUTTING_DOWN, ShutdownCutoff
 from app.chat.tool_offer import describe_offer, describe_request
 from app.chat.toolsets import HEADER as TOOLS_HEADER
 from app.chat.toolsets import choose_tools, with_virtual_models
-from app.mcp import KeyView, McpPool
+from app.mcp import HttpServerConfig, KeyView, McpPool
 from app.openai.errors import Forbidden, MethodNotAllowed, Overloaded, RouteNotFound
 from app.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.serving import ON_SHUTDOWN
@@ -77,19 +77,32 @@ def _chat_needs(raw: Request, settings: Settings) -> ChatNeeds:
     upstream: UpstreamClient = state.upstream  # typed here, so that mypy checks they keep the service's ports
     pool: McpPool = state.pool
     scope: KeyScope = state.key_scope  # set by the guard; a key limited to some servers sees the pool through a view
-    chat_pool: ChatPool = pool if scope.everything else KeyView(pool, scope)
+    view = KeyView(pool, scope)
+    chat_pool: ChatPool = pool if scope.everything else view
     stats: RequestStats = getattr(state, "request_stats", None) or RequestStats()  # set by the request log
     return ChatNeeds(settings=settings, upstream=upstream, pool=chat_pool, memory=state.memory, stats=stats,
-                     headers=raw.headers, recent=getattr(state, "recent_requests", None))
+                     headers=raw.headers, recent=getattr(state, "recent_requests", None),
+                     sign_ins=_sign_ins(pool, view), base_url=_base_url(raw, settings))
+
+
+def _sign_ins(pool: McpPool, view: KeyView) -> SignInWaits | None:
+    """The key's servers that wait for a sign-in (their links go into answers), asked only of a pool with a remote
+    server: a stdio one never signs in, and reading the states costs 2 µs a server on every chat."""
+    return view if any(isinstance(server, HttpServerConfig) for server in pool.config.servers.values()) else None
+
+
+def _base_url(raw: Request, settings: Settings) -> Callable[[], str]:
+    """Where the person's browser reaches the gateway, for links in answers (images, sign-in): TOOLBRIDGE_PUBLIC_URL,
+    else the address the client used (the Host it sent). Lazily: Starlette's base_url costs 20 µs, a third of what
+    the chat lane saves every request."""
+    return lambda: settings.public_url or str(raw.base_url)
 
 
 def _person_view(raw: Request, settings: Settings) -> PersonView | None:
-    """How this request's answer shows the person what tool results address to them; image links start from
-    TOOLBRIDGE_PUBLIC_URL, else from the address the client used (the Host it sent)."""
+    """How this request's answer shows the person what tool results address to them (image links: `_base_url`)."""
     if not settings.show_user_content:
         return None
-    # Lazily: Starlette's base_url costs 20 µs, a third of what the chat lane saves every request.
-    return PersonView(raw.state.images, lambda: settings.public_url or str(raw.base_url), settings.image_inline_bytes)
+    return PersonView(raw.state.images, _base_url(raw, settings), settings.image_inline_bytes)
 
 
 async def _server_sent(payloads: AsyncGenerator[dict[str, Any] | str, None]) -> AsyncIterator[bytes]:

@@ -243,6 +243,8 @@ class LoopOptions:
     # A slash command's prompt messages, standing in for the last user message (slash_commands.py).
     prompt_messages: tuple[dict[str, Any], ...] = ()
     confirm_timeout: float = 3600.0  # seconds a call waits for the person's yes (TOOLBRIDGE_CONFIRM_TIMEOUT)
+    # Told the model beside the system hint: the servers whose tools wait for a sign-in (sign_in_notice.py).
+    sign_in_note: str | None = None
 
 
 # What the chat service (service.py) needs besides the loop's ports: the upstream's facts about a model, and
@@ -265,3 +267,9 @@ class ToolPool(ToolRunner, Protocol):
     def knows(self, name: str) -> bool:
         """Whether `name` is a server's name or a tool's name as offered."""
         ...
+
+
+class SignInWaits(Protocol):
+    """The servers a caller may use that wait for a person's sign-in (OAuth) before their tools are offered."""
+
+    def servers_needing_sign_in(self) -> list[str]: ...

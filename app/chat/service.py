@@ -7,15 +7,16 @@ and answered by the gateway itself or by the tool loop. Written against Protocol
 service never names the upstream's HTTP client or the MCP pool.
 """
 
-from collections.abc import AsyncGenerator, Awaitable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from app.chat.loop import LoopEvent, run_tool_loop
 from app.chat.loop_options import conversation_memory, loop_options
 from app.chat.memory import MemoryStores
-from app.chat.ports import ChatModel, LoopOptions, RequestStats, ToolPool
+from app.chat.ports import ChatModel, LoopOptions, RequestStats, SignInWaits, ToolPool
 from app.chat.shown import PersonView
+from app.chat.sign_in_notice import model_note, servers_waiting, sign_in_lines
 from app.chat.slash_commands import Answer, Expansion, PromptSource, answered, read_command, run_command
 from app.chat.streaming import collect_completion, stream_payloads
 from app.chat.toolsets import HEADER as TOOLS_HEADER
@@ -42,6 +43,8 @@ class ChatNeeds:
     stats: RequestStats  # filled in as the request runs; its log line reads it at the end
     headers: Mapping[str, str]  # the trace and tools headers, the API key, Open WebUI's chat id
     recent: RecentRequests | None = None  # the last requests' tool offers, for the status page
+    sign_ins: SignInWaits | None = None  # the caller's servers that wait for a person's sign-in
+    base_url: Callable[[], str] = lambda: ""  # where the person's browser reaches the gateway, for links
 
 
 @dataclass(frozen=True)
@@ -52,15 +55,16 @@ class ChatReply:
     model: str | None  # as the client named it (a virtual model too), for the answer's `model`
     include_usage: bool
     trace: TraceMode
+    notice: str = ""  # for the person alone, after the answer: the links to sign in to servers (sign_in_notice.py)
 
     def payloads(self, person: PersonView | None) -> AsyncGenerator[dict[str, Any] | str, None]:
         """The answer as the `data:` payloads of a stream (chunks, or one error), then DONE."""
         return stream_payloads(self.events, model=self.model, include_usage=self.include_usage, trace=self.trace,
-                               person=person)
+                               person=person, notice=self.notice)
 
     def completion(self, person: PersonView | None) -> Awaitable[dict[str, Any]]:
         """The answer as one `chat.completion` object."""
-        return collect_completion(self.events, model=self.model, trace=self.trace, person=person)
+        return collect_completion(self.events, model=self.model, trace=self.trace, person=person, notice=self.notice)
 
 
 async def answer_chat(body: dict[str, Any], request: ChatCompletionRequest, needs: ChatNeeds) -> ChatReply:
@@ -77,14 +81,18 @@ async def answer_chat(body: dict[str, Any], request: ChatCompletionRequest, need
     options = loop_options(settings, body, needs.upstream, selection, needs.recent)
     outcome = await _slash_command(body, options, needs)
     memory = conversation_memory(settings, needs.memory, headers)
+    notice = ""
     if isinstance(outcome, Answer):
         events = answered(outcome.text, body["messages"], memory)
     else:
         if outcome is not None:  # the prompt's messages stand in for the slash line
             options = replace(options, prompt_messages=outcome.messages)
+        if waiting := servers_waiting(needs.sign_ins, options):
+            options = replace(options, sign_in_note=model_note(waiting))
+            notice = sign_in_lines(waiting, body["messages"], needs.base_url)
         events = run_tool_loop(body, needs.upstream, needs.pool, options, stats=needs.stats, memory=memory)
     await _accepted(events)
-    return ChatReply(events, request.model, request.include_usage, trace)
+    return ChatReply(events, request.model, request.include_usage, trace, notice)
 
 
 async def _accepted(events: AsyncGenerator[LoopEvent, None]) -> None:

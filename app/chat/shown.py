@@ -1,6 +1,7 @@
 """What tool results address to the person, shown in the answer whatever the trace mode and whatever the
 model sees: images as markdown images, text meant for the user alone as a quote. And removed again from the
-history clients send back: user-only text was never meant for the model, and an image costs it tokens.
+history clients send back, with the lines that link to a server's sign-in (`sign_in_notice.py`): user-only
+text was never meant for the model, and an image costs it tokens.
 
 Images are served from the gateway (`images.py`) rather than written in as data: URLs: Chatbox's URL
 sanitiser, and react-markdown's default one, turn a data: image into nothing. Open WebUI's tool widget is the
@@ -24,6 +25,7 @@ from app.openai.accumulate import ToolCall
 IMAGE_ALT_MARK = "🖼 "  # starts the alt text of our images: how they are found again in a history
 TEXT_MARK = "> 💬 "
 NOTE_MARK = "> 🖼 "
+SIGN_IN_MARK = "> 🔑 "  # starts the line with a server's sign-in link (sign_in_notice.py)
 ROUTE = "images/"  # under the gateway's base URL
 
 
@@ -80,9 +82,9 @@ class PersonView:
 
 
 def strip_shown(text: str) -> str:
-    """The text without what `PersonView.show` wrote into it, and without the blank lines around that.
-    Line by line, in one pass: a history may be megabytes."""
-    if IMAGE_ALT_MARK not in text and TEXT_MARK not in text:
+    """The text without what `PersonView.show` wrote into it (and the sign-in links), and without the blank
+    lines around that. Line by line, in one pass: a history may be megabytes."""
+    if IMAGE_ALT_MARK not in text and TEXT_MARK not in text and SIGN_IN_MARK not in text:
         return text
     kept: list[str] = []
     removed = quoting = after_ours = gap = False
@@ -107,7 +109,7 @@ def strip_shown(text: str) -> str:
 
 
 def _is_ours(line: str) -> bool:
-    if line.startswith((TEXT_MARK, NOTE_MARK)):
+    if line.startswith((TEXT_MARK, NOTE_MARK, SIGN_IN_MARK)):
         return True
     return line.startswith(f"![{IMAGE_ALT_MARK}") and "](" in line and line.rstrip().endswith(")")
 

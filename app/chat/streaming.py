@@ -65,10 +65,11 @@ class _ChunkFactory:
 
 async def stream_payloads(
     events: AsyncGenerator[LoopEvent, None], *, model: str | None, include_usage: bool, trace: TraceMode = "reasoning",
-    person: PersonView | None = None,
+    person: PersonView | None = None, notice: str = "",
 ) -> AsyncGenerator[dict[str, Any] | str, None]:
     """The `data:` payloads of one streamed chat completion: JSON objects (chunks, or one error), then DONE.
-    `person`: how what tool results address to the person is shown to them (None: not at all)."""
+    `person`: how what tool results address to the person is shown to them (None: not at all). `notice`: the
+    person's alone too (sign-in links), after the rest of the answer."""
     chunks = _ChunkFactory(model)
     yield chunks.chunk({"role": "assistant", "content": ""})
     last = ""  # the content sent last, for a round's break
@@ -86,6 +87,8 @@ async def stream_payloads(
                         last = shown.text if shown.channel == "content" else last
                         yield chunks.chunk({_CHANNEL_FIELD[shown.channel]: shown.text})
                 elif isinstance(event, Finished):
+                    if notice:
+                        yield chunks.chunk({"content": _before_notice(last) + notice})
                     if event.client_tool_calls:
                         yield chunks.chunk({"tool_calls": _tool_call_deltas(event.client_tool_calls)})
                     yield chunks.chunk({}, event.finish_reason)
@@ -161,9 +164,9 @@ class ShutdownCutoff:
 
 async def collect_completion(
     events: AsyncGenerator[LoopEvent, None], *, model: str | None, trace: TraceMode = "reasoning",
-    person: PersonView | None = None,
+    person: PersonView | None = None, notice: str = "",
 ) -> dict[str, Any]:
-    """The whole `chat.completion` object for a non-streaming request."""
+    """The whole `chat.completion` object for a non-streaming request; `notice` as `stream_payloads`'."""
     chunks = _ChunkFactory(model)
     content: list[str] = []
     reasoning: list[str] = []
@@ -180,6 +183,8 @@ async def collect_completion(
                     (content if shown.channel == "content" else reasoning).append(shown.text)
             elif isinstance(event, Finished):
                 finished = event
+    if notice:
+        content.append(_before_notice("".join(content)) + notice)
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
     if any(reasoning):
         message["reasoning_content"] = "".join(reasoning)
@@ -205,6 +210,11 @@ ROUND_BREAK = "\n\n"
 def _break_after(last: str) -> str:
     """A blank line after content that does not end a line already (a trace block does); nothing at the start."""
     return ROUND_BREAK if last and not last[-1].isspace() else ""
+
+
+def _before_notice(content: str) -> str:
+    """A blank line between the answer and the notice after it; nothing before a notice alone."""
+    return "\n\n" if content.strip() and not content.endswith("\n\n") else ""
 
 
 def _trace_texts(

@@ -95,14 +95,16 @@ async def _first_messages(
     options: LoopOptions, memory: TurnMemory | None,
 ) -> list[dict[str, Any]]:
     """The client's history as the model should see it: earlier turns given back their MCP calls and
-    results (fitted into the context), our traces removed, and the system hint added when there are MCP
-    tools to read results of."""
+    results (fitted into the context), our traces removed, the system hint added when there are MCP
+    tools to read results of, and the note on servers whose tools wait for a sign-in when there are some."""
     messages = history.messages
     if memory is not None and history.restored_results and options.context_tokens is not None:
         allowance = prompt_allowance(await options.context_tokens(), body, request.get("tools") or [])
         messages = memory.fit(history, allowance)
     if options.system_hint and mcp_tools.openai_tools:
         messages = with_system_hint(messages, options.system_hint)
+    if options.sign_in_note:
+        messages = with_system_hint(messages, options.sign_in_note)
     return messages
 
 
