@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -181,4 +181,22 @@ def test_the_restart_button_restarts_the_server(page: tuple[Page, list[str], lis
     row.locator("button").click()
     expect(row.locator("td").nth(5)).to_have_text(str(before + 1), timeout=30_000)
     expect(row.locator("td").nth(1)).to_have_text("ready", timeout=30_000)
+    assert errors == []
+
+
+def test_sign_in_controls_and_notice_only_for_a_server_a_person_signs_in_to(
+    page: tuple[Page, list[str], list[str]], keyed: Gateway
+) -> None:
+    # tests/test_sign_in_browser.py signs in for real; here: stdio servers get neither control, and the
+    # callback's `?signed_in=NAME` (a link anyone can write) says nothing of another server, nor as HTML.
+    tab, errors, _ = page
+    servers = tab.locator("#servers tbody")
+    assert servers.get_by_role("link", name="Sign in").count() == 0
+    assert servers.get_by_role("button", name="Sign out").count() == 0
+    for name in ("basic", "<img src=x onerror=alert(1)>", "__proto__"):
+        tab.goto(f"{keyed.url}/?signed_in={quote(name)}")
+        tab.wait_for_selector("#servers tr[data-server=basic] td.ready")
+        expect(tab).to_have_url(f"{keyed.url}/")  # the page took the notice's word out of the address
+        expect(tab.locator("#notice")).to_be_hidden()
+        assert tab.locator("#notice").inner_text() == "" and tab.locator("img").count() == 0
     assert errors == []

@@ -48,9 +48,42 @@ function renderServers(servers) {
     el("td", {}, s.restarts || 0),
     el("td", {}, duration(s.up_seconds)),
     el("td", { class: "error" }, s.error || s.last_error || ""),
-    el("td", {}, s.state === "disabled" ? "" : el("button", { onclick: () => restart(name) }, "restart")),
+    el("td", {}, signInOrOut(name, s),
+      s.state === "disabled" ? "" : el("button", { onclick: () => restart(name) }, "restart")),
   ));
   document.querySelector("#servers tbody").replaceChildren(...rows);
+}
+
+// A server that asks for OAuth (app/api/sign_in_routes.py): the sign-in is a plain link, a top-level navigation,
+// because the browser itself must follow the redirect to the authorization server and come back.
+function signInOrOut(name, s) {
+  const path = `/ui/servers/${encodeURIComponent(name)}`;
+  if (s.state === "needs_sign_in") return el("a", { class: "sign-in", href: `${path}/sign-in` }, "Sign in");
+  if (s.signed_in) return el("button", { class: "sign-out", onclick: () => signOut(name) }, "Sign out");
+  return "";
+}
+
+async function signOut(name) {
+  try {
+    await json(`/ui/servers/${encodeURIComponent(name)}/sign-out`,
+      { method: "POST", headers: { "Content-Type": "application/json" } });
+    document.getElementById("notice").hidden = true;  // "Signed in to ..." is no longer true
+    serversChanged((await json("/ui/health")).servers || {});
+  } catch (error) {
+    alert(`Sign-out failed: ${error.message}`);
+  }
+}
+
+// The sign-in's callback ends here as /?signed_in=NAME. Anyone can write a link so: said only of a listed server
+// a person signs in to (its entry has `signed_in`), and as text.
+function signedInNotice() {
+  const name = new URLSearchParams(location.search).get("signed_in");
+  if (name === null) return;
+  history.replaceState(null, "", location.pathname);  // a reload does not say it again
+  if (!Object.hasOwn(state.servers, name) || !("signed_in" in state.servers[name])) return;
+  const notice = document.getElementById("notice");
+  notice.textContent = `Signed in to ${name}`;
+  notice.hidden = false;
 }
 
 async function restart(name) {
@@ -289,17 +322,18 @@ async function refreshTools() {
   } catch { /* the next change tries again */ }
 }
 
+function serversChanged(servers) {
+  const count = (all) => Object.values(all).map((s) => `${s.state}:${s.tools}`).join();
+  if (count(servers) !== count(state.servers)) refreshTools();  // a server came, went or changed its tools
+  renderServers(servers);
+}
+
 function listen() {
   const live = document.getElementById("live");
   const source = new EventSource("/ui/events");
   source.addEventListener("open", () => { live.textContent = "live"; live.className = "badge ok"; });
   source.addEventListener("error", () => { live.textContent = "reconnecting"; live.className = "badge off"; });
-  source.addEventListener("servers", (e) => {
-    const servers = JSON.parse(e.data);
-    const count = (all) => Object.values(all).map((s) => `${s.state}:${s.tools}`).join();
-    if (count(servers) !== count(state.servers)) refreshTools();  // a server came, went or changed its tools
-    renderServers(servers);
-  });
+  source.addEventListener("servers", (e) => serversChanged(JSON.parse(e.data)));
   source.addEventListener("request", (e) => {
     state.requests = [...state.requests, JSON.parse(e.data)].slice(-100);
     renderRequests();
@@ -320,6 +354,7 @@ async function start() {
   status.textContent = health.status;
   status.className = `badge ${health.status}`;
   renderServers(health.servers || {});
+  signedInNotice();
   state.tools = tools.data;
   state.calls = calls.data;
   renderTools();
