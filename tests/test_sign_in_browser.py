@@ -141,8 +141,6 @@ def test_a_deny_at_the_consent_page_ends_on_the_gateways_page_with_the_way_back(
     assert len(visit.errors) == 1 and "/oauth/callback?error=access_denied" in visit.errors[0]  # its own 400
 
 
-@pytest.mark.xfail(strict=True, reason="app/mcp/supervisor.py keeps a signed-out server's tools on offer: "
-                   "_needs_sign_in does not withdraw the offer _lose kept (lead: withdraw it there)")
 def test_after_sign_out_the_page_lists_none_of_the_servers_tools(
     visit: Visit, signing: tuple[OAuthPair, Gateway]
 ) -> None:
