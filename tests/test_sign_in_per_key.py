@@ -58,6 +58,12 @@ def offered(gateway: Gateway, upstream: FakeUpstream, key: str) -> set[str]:
     return {tool["function"]["name"] for tool in upstream.chat_requests()[0].get("tools") or []}
 
 
+def answer(gateway: Gateway, upstream: FakeUpstream, key: str) -> str:
+    upstream.script(Turn(content="hello"))
+    reply = gateway.client(key).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+    return reply.choices[0].message.content or ""
+
+
 def whoami(gateway: Gateway, upstream: FakeUpstream, key: str) -> str:
     upstream.script(Turn(calls=[Call("protected__whoami", {})]), Turn(content="done"))
     gateway.client(key).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "who am I?"}])
@@ -80,6 +86,8 @@ def test_each_key_signs_in_as_itself_and_signs_out_alone(
         assert state(gateway, BOB)["state"] == "needs_sign_in"  # alice's sign-in is hers alone
         assert offered(gateway, upstream, ALICE) == {"protected__whoami", "protected__echo"}
         assert offered(gateway, upstream, BOB) == set()
+        assert answer(gateway, upstream, BOB).endswith(f"sign in: {gateway.url}/ui/servers/protected/sign-in")
+        assert "sign in" not in answer(gateway, upstream, ALICE)  # hers is done: no link, the tools instead
         assert whoami(gateway, upstream, ALICE) == "alice"
 
         assert Person(gateway, BOB).sign_in("protected", user="bob").status_code == 303
