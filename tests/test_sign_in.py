@@ -12,7 +12,6 @@ import re
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -52,36 +51,40 @@ class _Form(HTMLParser):
             self._button = None
 
 
-@dataclass
 class Person:
-    """A person at a browser with the gateway's key (sent as the status page's Basic credentials)."""
+    """A person at a browser (its cookies kept, as a browser keeps them) with the gateway's key, sent as the
+    status page's Basic credentials."""
 
-    gateway: Gateway
-    key: str | None = None
+    def __init__(self, gateway: Gateway, key: str | None = None) -> None:
+        self.gateway, self.key = gateway, key
+        self.browser = httpx.Client(timeout=30)
 
     def start(self, server: str) -> httpx.Response:
         """The status page's "Sign in" link: the gateway's answer (a redirect to the authorization server)."""
         auth = ("", self.key) if self.key else None
-        return httpx.get(f"{self.gateway.url}/ui/servers/{server}/sign-in", auth=auth, timeout=30)
+        return self.browser.get(f"{self.gateway.url}/ui/servers/{server}/sign-in", auth=auth)
 
     def consent(self, authorization_url: str, button: str = "Allow", user: str | None = None) -> str:
         """At the authorization server: the consent page answered; where it sends the browser back."""
-        with httpx.Client(timeout=10) as http:
-            page = http.get(authorization_url, follow_redirects=True)
-            assert page.status_code == 200, page.text
-            form = _Form()
-            form.feed(page.text)
-            name, value = form.buttons[button]
-            fields = form.fields | {name: value} | ({"user": user} if user else {})
-            back = http.post(urljoin(str(page.url), form.action), data=fields)
+        page = self.browser.get(authorization_url, follow_redirects=True)
+        assert page.status_code == 200, page.text
+        form = _Form()
+        form.feed(page.text)
+        name, value = form.buttons[button]
+        fields = form.fields | {name: value} | ({"user": user} if user else {})
+        back = self.browser.post(urljoin(str(page.url), form.action), data=fields)
         assert back.status_code == 302, back.text
         return back.headers["location"]
+
+    def back(self, location: str) -> httpx.Response:
+        """The browser following the authorization server's redirect back to the gateway."""
+        return self.browser.get(location)
 
     def sign_in(self, server: str, button: str = "Allow", user: str | None = None) -> httpx.Response:
         """The whole way: the gateway's link, consent, and back to the gateway's callback (its answer)."""
         started = self.start(server)
         assert started.status_code == 303, started.text
-        return httpx.get(self.consent(started.headers["location"], button, user), timeout=30)
+        return self.back(self.consent(started.headers["location"], button, user))
 
 
 def state_of(gateway: Gateway, server: str, key: str | None = None) -> dict[str, Any]:
@@ -126,7 +129,9 @@ def test_a_server_waits_for_a_sign_in_then_its_tools_appear_and_are_called(
         assert started.headers["location"].startswith(f"{pair.authorization_server.issuer}/authorize?")
         assert sent["redirect_uri"] == [f"{gateway.url}/oauth/callback"]
         assert sent["resource"] == [pair.mcp_server.mcp_url] and sent["code_challenge_method"] == ["S256"]
-        back = httpx.get(person.consent(started.headers["location"]), timeout=30)
+        assert started.cookies["toolbridge_sign_in"] and "Max-Age=600" in started.headers["set-cookie"]
+        assert "HttpOnly" in started.headers["set-cookie"] and "Path=/oauth/callback" in started.headers["set-cookie"]
+        back = person.back(person.consent(started.headers["location"]))
         assert back.status_code == 303 and back.headers["location"] == "/?signed_in=protected"
         ready = wait_state(gateway, "protected", "ready")
         assert ready["tools"] == 2 and ready["signed_in"] is True
@@ -144,11 +149,24 @@ def test_a_used_or_forged_state_and_a_refusal_change_nothing(tmp_path: Path, ups
         assert forged.status_code == 400 and "start again from the status page" in forged.text
         started = person.start("protected")
         came_back = person.consent(started.headers["location"])
-        assert httpx.get(came_back, timeout=30).status_code == 303
-        again = httpx.get(came_back, timeout=30)
+        assert person.back(came_back).status_code == 303
+        again = person.back(came_back)
         assert again.status_code == 400 and "finished already" in again.text
         assert len(pair.authorization_server.provider.access_tokens) == 1  # the code was exchanged once
         assert wait_state(gateway, "protected", "ready")["tools"] == 2
+
+
+def test_a_sign_in_link_sent_to_someone_else_signs_nobody_in(tmp_path: Path, upstream: FakeUpstream) -> None:
+    # Mallory starts a sign-in and sends its link to Alice: had Alice's consent been taken, the gateway (or with
+    # per_key, Mallory's key) would act as Alice. The way back must come to the browser that started.
+    with protected_gateway(tmp_path, upstream, {"oauth": True}) as (pair, gateway):
+        wait_state(gateway, "protected", "needs_sign_in")
+        mallory, alice = Person(gateway), Person(gateway)
+        link = mallory.start("protected").headers["location"]
+        refused = alice.back(alice.consent(link, user="alice"))
+        assert refused.status_code == 400 and "started in another browser" in refused.text
+        assert not pair.authorization_server.provider.access_tokens  # the code was never exchanged
+        assert state_of(gateway, "protected")["state"] == "needs_sign_in"
 
 
 def test_a_wrong_issuer_in_the_answer_is_refused(tmp_path: Path, upstream: FakeUpstream) -> None:

@@ -10,6 +10,7 @@ Failures at a browser's navigation are a small page with the reason and the way 
 """
 
 import html
+import secrets
 from typing import Any
 from urllib.parse import quote
 
@@ -17,12 +18,21 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from app.api.deps import KeyScopeDep, PoolDep, SettingsDep, ViewDep
-from app.mcp import KeyView, ServerAuth, SignInFailed, SignInUnavailable, finish_sign_in, start_sign_in
+from app.mcp import (
+    SIGN_IN_SECONDS,
+    KeyView,
+    ServerAuth,
+    SignInFailed,
+    SignInUnavailable,
+    finish_sign_in,
+    start_sign_in,
+)
 from app.openai.errors import RouteNotFound
 from app.settings import Settings
 
 router = APIRouter(include_in_schema=False)
 CALLBACK = "/oauth/callback"
+BROWSER_COOKIE = "toolbridge_sign_in"  # ties the way back to the browser that started (sign_in.py `start`)
 # The authorization URL and the code in the callback's are nobody else's business: no cache, no referrer.
 _REDIRECT_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 _PAGE_HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
@@ -39,11 +49,16 @@ def callback_url(settings: Settings, request: Request) -> str:
 @router.get("/ui/servers/{name}/sign-in")
 async def sign_in(name: str, request: Request, pool: ViewDep, settings: SettingsDep, scope: KeyScopeDep) -> Response:
     auth = _auth(pool, name)
+    browser = secrets.token_urlsafe(32)
     try:
-        url = await start_sign_in(auth, callback_url(settings, request), scope.caller or "")
+        url = await start_sign_in(auth, callback_url(settings, request), scope.caller or "", browser)
     except (SignInFailed, SignInUnavailable) as exc:
         return _page("Sign-in not started", str(exc), 502 if isinstance(exc, SignInFailed) else 503)
-    return RedirectResponse(url, status_code=303, headers=_REDIRECT_HEADERS)
+    redirect = RedirectResponse(url, status_code=303, headers=_REDIRECT_HEADERS)
+    # Lax: sent on the authorization server's redirect back (a top-level GET), never by another site's requests.
+    redirect.set_cookie(BROWSER_COOKIE, browser, max_age=SIGN_IN_SECONDS, path=CALLBACK, httponly=True,
+                        samesite="lax", secure=url_is_https(callback_url(settings, request)))
+    return redirect
 
 
 @router.get(CALLBACK)
@@ -53,10 +68,12 @@ async def callback(request: Request, pool: PoolDep, state: str = "", code: str |
     if vault is None:
         return _page("Sign-in not finished", str(SignInUnavailable("?")), 503)
     try:
-        server = await finish_sign_in(vault, pool.sign_ins.find, state, code, iss, error)
+        server = await finish_sign_in(vault, pool.sign_ins.find, state, code, iss, error,
+                                      request.cookies.get(BROWSER_COOKIE, ""))
     except SignInFailed as exc:
-        return _page("Sign-in not finished", str(exc), 400)
-    return RedirectResponse(f"/?signed_in={quote(server)}", status_code=303, headers=_REDIRECT_HEADERS)
+        return _forget_browser(_page("Sign-in not finished", str(exc), 400))
+    return _forget_browser(RedirectResponse(f"/?signed_in={quote(server)}", status_code=303,
+                                            headers=_REDIRECT_HEADERS))
 
 
 @router.post("/ui/servers/{name}/sign-out")
@@ -65,6 +82,15 @@ async def sign_out(name: str, pool: ViewDep) -> dict[str, Any]:
     await auth.forget()
     pool.restart(name)  # the live connection ends; the next one finds no tokens and waits for a sign-in
     return {"server": name, "signed_in": False}
+
+
+def url_is_https(url: str) -> bool:
+    return url.startswith("https://")
+
+
+def _forget_browser(response: Response) -> Response:
+    response.delete_cookie(BROWSER_COOKIE, path=CALLBACK)
+    return response
 
 
 def _auth(pool: KeyView, name: str) -> ServerAuth:

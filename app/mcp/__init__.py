@@ -20,12 +20,13 @@ from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, build_prompt_
 from app.mcp.reload import request_on_change
 from app.mcp.sampling import Complete
 from app.mcp.server_auth import ServerAuth, SignInUnavailable
-from app.mcp.sign_in import SignInFailed
+from app.mcp.sign_in import SIGN_IN_SECONDS, SignInFailed
 from app.mcp.sign_in import finish as finish_sign_in
 from app.mcp.sign_in import start as start_sign_in
 from app.mcp.status import ServerState
 
 __all__ = [
+    "SIGN_IN_SECONDS",
     "Complete",
     "ConversionOptions",
     "HttpServerConfig",

@@ -40,9 +40,10 @@ class SignInFailed(Exception):
     """Why a sign-in cannot start or finish, in words for the person at the browser (never a token)."""
 
 
-async def start(auth: ServerAuth, redirect_uri: str, owner: str) -> str:
+async def start(auth: ServerAuth, redirect_uri: str, owner: str, browser: str) -> str:
     """The authorization server's URL to send the person's browser to. `owner`: whose sign-in (a key's
-    digest), recorded for the log.
+    digest), recorded for the log; `browser`: a secret the starting browser keeps (a cookie), without which the
+    way back is refused: a sign-in link sent to someone else cannot sign the gateway (or a key) in as them.
 
     Raises:
         SignInFailed: the server does not ask for a sign-in, or its authorization server cannot be reached.
@@ -63,7 +64,8 @@ async def start(auth: ServerAuth, redirect_uri: str, owner: str) -> str:
     query = dict(parse_qsl(urlsplit(sdk_url).query)) | {"state": state, "code_challenge": pkce.code_challenge}
     await _prune(storage.vault)
     await storage.vault.put(_pending_name(state), {
-        "server": auth.name, "identity": auth.identity, "verifier": pkce.code_verifier, "redirect_uri": redirect_uri,
+        "server": auth.name, "identity": auth.identity, "browser": _digest(browser), "verifier": pkce.code_verifier,
+        "redirect_uri": redirect_uri,
         "owner": owner,
         "resource": query.get("resource"), "scope": query.get("scope"), "expires_at": time.time() + SIGN_IN_SECONDS,
     })
@@ -72,7 +74,7 @@ async def start(auth: ServerAuth, redirect_uri: str, owner: str) -> str:
 
 
 async def finish(vault: Vault, find: Callable[[str], ServerAuth | None], state: str, code: str | None,
-                 iss: str | None, error: str | None) -> str:
+                 iss: str | None, error: str | None, browser: str = "") -> str:
     """Takes the sign-in `state` names (once), checks and exchanges the code, stores the tokens; the server's
     name. `find(name)` is the pool's ServerAuth for a name (None once removed).
 
@@ -86,6 +88,10 @@ async def finish(vault: Vault, find: Callable[[str], ServerAuth | None], state: 
         raise SignInFailed("This sign-in was finished already, or it expired (ten minutes), or it never started "
                            "here: start again from the status page.")
     server = pending["server"]
+    if not secrets.compare_digest(pending.get("browser", ""), _digest(browser)):
+        log.warning("mcp_sign_in_refused", server=server, reason="finished in another browser than it started in")
+        raise SignInFailed("This sign-in was started in another browser: a sign-in link is for the person who "
+                           "opened it from the status page or a chat. Start again there.")
     auth = find(server)
     if auth is None or auth.settings is None:
         raise SignInFailed(f"MCP server '{server}' is no longer in the gateway's configuration.")
@@ -187,7 +193,11 @@ async def _prune(vault: Vault) -> None:
 
 def _pending_name(state: str) -> str:
     # A digest: the vault's names appear in logs; the state itself is the callback's capability.
-    return PENDING + hashlib.sha256(state.encode()).hexdigest()
+    return PENDING + _digest(state)
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def _origin(url: str) -> str:
