@@ -81,17 +81,8 @@ async def finish(vault: Vault, find: Callable[[str], ServerAuth | None], state: 
     Raises:
         SignInFailed: an unknown, used or expired `state`, a refusal, a wrong issuer, a code not exchanged.
     """
-    pending = await vault.get(_pending_name(state)) if state else None
-    if pending is not None:
-        await vault.delete(_pending_name(state))  # single use, before anything can fail
-    if pending is None or pending["expires_at"] < time.time():
-        raise SignInFailed("This sign-in was finished already, or it expired (ten minutes), or it never started "
-                           "here: start again from the status page.")
+    pending = await _taken(vault, state, browser)
     server = pending["server"]
-    if not secrets.compare_digest(pending.get("browser", ""), _digest(browser)):
-        log.warning("mcp_sign_in_refused", server=server, reason="finished in another browser than it started in")
-        raise SignInFailed("This sign-in was started in another browser: a sign-in link is for the person who "
-                           "opened it from the status page or a chat. Start again there.")
     auth = find(server)
     if auth is None or auth.settings is None:
         raise SignInFailed(f"MCP server '{server}' is no longer in the gateway's configuration.")
@@ -115,6 +106,21 @@ async def finish(vault: Vault, find: Callable[[str], ServerAuth | None], state: 
     auth.now_signed_in()
     log.info("mcp_signed_in", server=server, key=pending.get("owner"))
     return str(server)
+
+
+async def _taken(vault: Vault, state: str, browser: str) -> dict[str, Any]:
+    """The sign-in `state` names, taken from the vault (once), if this browser started it in time."""
+    pending = await vault.get(_pending_name(state)) if state else None
+    if pending is not None:
+        await vault.delete(_pending_name(state))  # single use, before anything can fail
+    if pending is None or pending["expires_at"] < time.time():
+        raise SignInFailed("This sign-in was finished already, or it expired (ten minutes), or it never started "
+                           "here: start again from the status page.")
+    if not secrets.compare_digest(pending.get("browser", ""), _digest(browser)):
+        log.warning("mcp_sign_in_refused", server=pending["server"], reason="finished in another browser")
+        raise SignInFailed("This sign-in was started in another browser: a sign-in link is for the person who "
+                           "opened it from the status page or a chat. Start again there.")
+    return pending
 
 
 async def _registration_for(storage: VaultTokenStorage, auth: ServerAuth, redirect_uri: str) -> None:
