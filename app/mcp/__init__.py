@@ -12,7 +12,6 @@ from app.mcp.config import (
     load_mcp_configs,
 )
 from app.mcp.convert import ConversionOptions, resolve_profile
-from app.mcp.first_of import first_of
 from app.mcp.key_view import KeyView
 from app.mcp.options import PoolOptions
 from app.mcp.pool import McpPool
@@ -24,6 +23,7 @@ from app.mcp.sign_in import SIGN_IN_SECONDS, SignInFailed
 from app.mcp.sign_in import finish as finish_sign_in
 from app.mcp.sign_in import start as start_sign_in
 from app.mcp.status import ServerState
+from app.mcp.waits import first_of
 
 __all__ = [
     "SIGN_IN_SECONDS",

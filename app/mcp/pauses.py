@@ -5,9 +5,9 @@ hammered) and makes a server waiting for a sign-in look in the vault at once."""
 
 import anyio
 
-from app.mcp.first_of import first_of
 from app.mcp.live import LiveConnection
 from app.mcp.server_auth import ServerAuth
+from app.mcp.waits import first_of
 
 # A call for a server that is down cuts its backoff short, but attempts stay at least this far apart.
 RETRY_WHEN_NEEDED = 1.0

@@ -17,7 +17,6 @@ import anyio
 from app.mcp.config import ServerConfig
 from app.mcp.connect import ConnectionOpener
 from app.mcp.convert import Catalogue
-from app.mcp.first_of import first_of
 from app.mcp.live import LiveConnection
 from app.mcp.offer import ServerOffer
 from app.mcp.options import PoolOptions
@@ -25,6 +24,7 @@ from app.mcp.pauses import SIGN_IN_LOOK
 from app.mcp.server_auth import ServerAuth, current_identity
 from app.mcp.status import ServerState, ServerStatus
 from app.mcp.supervisor import ServerSupervisor
+from app.mcp.waits import first_of
 
 
 class PerKeySupervisor(ServerSupervisor):

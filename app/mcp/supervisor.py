@@ -21,7 +21,6 @@ from app.mcp.calling import CALL_TIMEOUT_SLACK
 from app.mcp.config import ServerConfig, StdioServerConfig
 from app.mcp.connect import Connection, ConnectionOpener
 from app.mcp.failures import describe_failure
-from app.mcp.first_of import first_of
 from app.mcp.live import LiveConnection
 from app.mcp.offer import Listing, ServerOffer
 from app.mcp.options import PoolOptions as PoolOptions  # its home before options.py; imported from here still
@@ -29,6 +28,7 @@ from app.mcp.pauses import back_off, wait_for_sign_in
 from app.mcp.processes import StderrTail
 from app.mcp.server_auth import ServerAuth
 from app.mcp.status import ServerState, ServerStatus, transport_name
+from app.mcp.waits import first_of
 from app.mcp.watching import keep_alive, pings
 
 log = structlog.get_logger("toolbridge.mcp")
