@@ -129,7 +129,8 @@ def test_the_answer_links_to_the_sign_in_and_after_it_the_next_message_uses_the_
         _shot(browser_tab, "consent")
         browser_tab.get_by_role("button", name="Allow").click()
         browser_tab.wait_for_url(f"{gateway.url}/", timeout=WAIT)
-        expect(browser_tab.locator("#notice")).to_have_text("Signed in to protected", timeout=WAIT)
+        expect(browser_tab.locator("#notice")).to_contain_text(
+            "Signed in to protected. Its tools are offered from your next message", timeout=WAIT)
         row = browser_tab.locator("#servers tr[data-server=protected]")
         expect(row.locator("td").nth(1)).to_have_text("ready", timeout=WAIT)
         _shot(browser_tab, "status_page")

@@ -97,7 +97,8 @@ def test_sign_in_from_the_page_a_tool_through_the_chat_and_sign_out(
     visit.screenshot("2-consent")
     tab.get_by_role("button", name="Allow").click()
 
-    expect(tab.locator("#notice")).to_have_text("Signed in to protected", timeout=SETTLES)
+    expect(tab.locator("#notice")).to_contain_text(
+        "Signed in to protected. Its tools are offered from your next message", timeout=SETTLES)
     assert f"{gateway.url}/?signed_in=protected" in visit.visited  # the callback's redirect, followed
     assert tab.url == f"{gateway.url}/"  # the notice is said once: a reload does not repeat it
     row = tab.locator("#servers tr[data-server=protected]")

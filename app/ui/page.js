@@ -82,7 +82,7 @@ function signedInNotice() {
   history.replaceState(null, "", location.pathname);  // a reload does not say it again
   if (!Object.hasOwn(state.servers, name) || !("signed_in" in state.servers[name])) return;
   const notice = document.getElementById("notice");
-  notice.textContent = `Signed in to ${name}`;
+  notice.textContent = `Signed in to ${name}. Its tools are offered from your next message: you may close this tab and go back to your chat.`;
   notice.hidden = false;
 }
 
