@@ -7,6 +7,11 @@ access token, take the 401 for a sign-in and never refresh. This storage keeps b
 absolute expiry, computed when a token is stored) and `attach` puts them back into a provider's context
 before it connects, so a restart refreshes instead. One vault entry per pair, `oauth/{server}/{identity}`:
 the identity is a label (the gateway's, or a key's name or digest), never a secret, as names are logged.
+
+The expiry kept (and given to the provider) is a little before the token's own (`REFRESH_EARLY`): the SDK takes
+any 401 for a sign-in asked again, so a token refused a moment before the gateway's clock says it expires (an
+authorization server whose clock is ahead, whole-second rounding, the answer's own travel) would cost the person
+a sign-in; refreshing early costs nothing.
 """
 
 import time
@@ -18,6 +23,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToke
 from app.state import Vault
 
 GATEWAY_IDENTITY = "gateway"  # the one identity a gateway has unless a server signs in per key
+REFRESH_EARLY = 60.0  # seconds before a token's expiry that it is refreshed; at most a quarter of its lifetime
 
 
 class VaultTokenStorage:
@@ -43,8 +49,12 @@ class VaultTokenStorage:
         return OAuthToken.model_validate(tokens) if tokens else None
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
-        # Absolute, as the SDK's own context computes it (`calculate_token_expiry`): now plus expires_in.
-        expires_at = time.time() + tokens.expires_in if tokens.expires_in is not None else None
+        # Absolute, as the SDK's own context computes it (`calculate_token_expiry`), less the early margin; the
+        # SDK sets its context's expiry just before it stores tokens, so the attached provider's is replaced.
+        lifetime = tokens.expires_in
+        expires_at = time.time() + lifetime - min(REFRESH_EARLY, lifetime / 4) if lifetime is not None else None
+        if self._provider is not None:
+            self._provider.context.token_expiry_time = expires_at
         await self._update(tokens=tokens.model_dump(mode="json", exclude_none=True), expires_at=expires_at)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:

@@ -7,7 +7,12 @@ the sign-in tests of issue 31. Both run in-process on free 127.0.0.1 ports (`Ser
   and an "Allow" and a "Deny" button, so a browser or a test can submit it). Knobs: `access_token_lifetime`
   (seconds, for expiry tests), `provider.revoke_refresh_tokens(subject)`, `provider.expire_access_tokens()`,
   `wrong_issuer="metadata"` (the metadata names another issuer: RFC 8414 §3.3) or `wrong_issuer="redirect"`
-  (the metadata announces RFC 9207 `iss` and the redirect back carries a wrong one).
+  (the metadata announces RFC 9207 `iss` and the redirect back carries a wrong one). `registration=False`: no
+  dynamic client registration (as GitHub); `provider.preregister(...)` a client beforehand instead, a confidential
+  one with its secret. `/token` also answers `grant_type=client_credentials` for a client registered with that
+  grant (machine to machine: the subject is the client's id, no refresh token), in front of the SDK's handler,
+  which serves no such grant. `clock_ahead` (seconds): both servers judge a token's expiry by a clock that far
+  ahead of this machine's, exactly (not in whole seconds), as an authorization server with a fast clock would.
 - `ProtectedMcpServer`: an `MCPServer` over streamable HTTP at `/mcp` with `AuthSettings` (resource
   `{url}/mcp`, scope `mcp`, tokens bound to that resource), the SDK's protected-resource metadata at
   `/.well-known/oauth-protected-resource/mcp`, and 401 + `WWW-Authenticate: Bearer ... resource_metadata="..."`
@@ -27,12 +32,13 @@ tests/mcp/test_oauth_servers.py):
   it (no redirect handler, or one that raises) after discovery and registration, and does the browser leg itself.
 """
 
+import hmac
 import html
 import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from mcp.server.auth.handlers.metadata import MetadataHandler
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -52,8 +58,9 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tests.support.servers import ServerThread, free_port
 
@@ -90,6 +97,9 @@ class MemoryProvider:
     authorizations: list[str] = field(default_factory=list)  # the subject of each consent given
     refreshes: int = 0
     resources: list[str | None] = field(default_factory=list)  # the RFC 8707 resource of each token issued
+    client_credential_grants: int = 0
+    clock_ahead: float = 0.0
+    issued_at: dict[str, float] = field(default_factory=dict)  # access token -> when, by this machine's clock
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -148,6 +158,11 @@ class MemoryProvider:
     async def load_access_token(self, token: str) -> AccessToken | None:
         return self.access_tokens.get(token)
 
+    def expired(self, token: str) -> bool:
+        """Whether `token` expired by this server's clock (`clock_ahead` of this machine's)."""
+        issued = self.issued_at.get(token)
+        return issued is not None and time.time() + self.clock_ahead > issued + self.access_token_lifetime
+
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         self.access_tokens.pop(token.token, None)
         self.refresh_tokens.pop(token.token, None)
@@ -158,20 +173,80 @@ class MemoryProvider:
         for token in [token for token, issued in self.refresh_tokens.items() if subject in (None, issued.subject)]:
             del self.refresh_tokens[token]
 
+    def preregister(self, client_id: str, client_secret: str | None = None, redirect_uris: list[str] | None = None,
+                    grant_types: list[str] | None = None) -> OAuthClientInformationFull:
+        """A client registered by its operator beforehand (no dynamic registration): confidential when it has a
+        secret, sent in the token request's body (`client_secret_post`)."""
+        client = OAuthClientInformationFull(
+            client_id=client_id, client_secret=client_secret, client_name=client_id, scope=SCOPE,
+            redirect_uris=redirect_uris,  # type: ignore[arg-type]  # pydantic takes the strings
+            grant_types=grant_types or ["authorization_code", "refresh_token"],
+            token_endpoint_auth_method="client_secret_post" if client_secret else "none",
+        )
+        self.clients[client_id] = client
+        return client
+
+    def client_credentials(self, form: dict[str, str]) -> OAuthToken:
+        """RFC 6749 4.4 for a confidential client with that grant (its secret in the body): a token bound to the
+        requested resource, for the client itself. Raises TokenError."""
+        client = self.clients.get(form.get("client_id", ""))
+        secret = form.get("client_secret", "")
+        if client is None or not client.client_secret or not hmac.compare_digest(client.client_secret, secret):
+            raise TokenError("invalid_client", "unknown client or wrong secret")
+        if "client_credentials" not in client.grant_types:
+            raise TokenError("unauthorized_client", "this client may not use client_credentials")
+        self.client_credential_grants += 1
+        return self._issue(client.client_id, [SCOPE], form.get("resource"), client.client_id, refresh=False)
+
     def expire_access_tokens(self) -> None:
         """Every access token is rejected from now on, while the client still believes it valid."""
         self.access_tokens.clear()
 
-    def _issue(self, client_id: str, scopes: list[str], resource: str | None, subject: str | None) -> OAuthToken:
-        access, refresh = f"at-{secrets.token_urlsafe(24)}", f"rt-{secrets.token_urlsafe(24)}"
+    def _issue(self, client_id: str, scopes: list[str], resource: str | None, subject: str | None,
+               refresh: bool = True) -> OAuthToken:
+        access, refresh_token = f"at-{secrets.token_urlsafe(24)}", f"rt-{secrets.token_urlsafe(24)}"
         expires_at = int(time.time()) + self.access_token_lifetime
         self.access_tokens[access] = AccessToken(token=access, client_id=client_id, scopes=scopes,
                                                  expires_at=expires_at, resource=resource, subject=subject)
-        self.refresh_tokens[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes,
-                                                    resource=resource, subject=subject)
+        self.issued_at[access] = time.time()
+        if refresh:
+            self.refresh_tokens[refresh_token] = RefreshToken(token=refresh_token, client_id=client_id,
+                                                              scopes=scopes, resource=resource, subject=subject)
         self.resources.append(resource)
         return OAuthToken(access_token=access, expires_in=self.access_token_lifetime, scope=" ".join(scopes),
-                          refresh_token=refresh)
+                          refresh_token=refresh_token if refresh else None)
+
+
+class _TokenEndpoint:
+    """`/token`: the client_credentials grant answered here, every other grant handed on to the SDK's handler
+    (its body replayed, as it was read to see the grant)."""
+
+    def __init__(self, provider: MemoryProvider, sdk: ASGIApp) -> None:
+        self.provider, self.sdk = provider, sdk
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await Request(scope, receive).body()
+        form = dict(parse_qsl(body.decode(errors="replace")))
+        if scope["method"] != "POST" or form.get("grant_type") != "client_credentials":
+            replayed = False
+
+            async def replay() -> dict[str, Any]:
+                nonlocal replayed
+                if replayed:
+                    return await receive()
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await self.sdk(scope, replay, send)
+            return
+        try:
+            token = self.provider.client_credentials(form)
+        except TokenError as exc:
+            answer: Response = JSONResponse({"error": exc.error, "error_description": exc.error_description},
+                                            status_code=401 if exc.error == "invalid_client" else 400)
+        else:
+            answer = JSONResponse(token.model_dump(exclude_none=True), headers={"Cache-Control": "no-store"})
+        await answer(scope, receive, send)
 
 
 CONSENT_PAGE = """<!doctype html>
@@ -191,21 +266,24 @@ class AuthorizationServer(ServerThread):
     offers (a browser may type another, so two sign-ins can be two people)."""
 
     def __init__(self, *, access_token_lifetime: int = 3600, user: str = "alice",
-                 wrong_issuer: Literal["metadata", "redirect"] | None = None) -> None:
+                 wrong_issuer: Literal["metadata", "redirect"] | None = None, registration: bool = True,
+                 clock_ahead: float = 0.0) -> None:
         port = free_port()
         self.issuer = f"http://127.0.0.1:{port}"
         self.user = user
-        self.provider = MemoryProvider(self.issuer, access_token_lifetime,
+        self.provider = MemoryProvider(self.issuer, access_token_lifetime, clock_ahead=clock_ahead,
                                        iss_in_redirect=WRONG_ISSUER if wrong_issuer == "redirect" else None)
-        super().__init__(Starlette(routes=self._routes(wrong_issuer)), port=port)
+        super().__init__(Starlette(routes=self._routes(wrong_issuer, registration)), port=port)
 
-    def _routes(self, wrong_issuer: str | None) -> list[Route]:
-        registration = ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE])
+    def _routes(self, wrong_issuer: str | None, registering: bool = True) -> list[Route]:
+        registration = ClientRegistrationOptions(enabled=registering, valid_scopes=[SCOPE], default_scopes=[SCOPE])
         revocation = RevocationOptions(enabled=True)
         routes = create_auth_routes(self.provider, _URL.validate_python(self.issuer),
                                     client_registration_options=registration, revocation_options=revocation)
+        sdk_token = next(route for route in routes if isinstance(route, Route) and route.path == "/token")
         own = [Route("/consent", self._consent_page, methods=["GET"]),
-               Route("/consent", self._consent_given, methods=["POST"])]
+               Route("/consent", self._consent_given, methods=["POST"]),
+               Route("/token", _TokenEndpoint(self.provider, sdk_token.app), methods=["POST", "OPTIONS"])]
         if wrong_issuer is not None:
             # Placed first, so it shadows the SDK's own metadata route.
             metadata = build_metadata(_URL.validate_python(self.issuer), None, registration, revocation)
@@ -245,7 +323,7 @@ class _ProviderVerifier(TokenVerifier):
         self.provider = provider
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        return await self.provider.load_access_token(token)
+        return None if self.provider.expired(token) else await self.provider.load_access_token(token)
 
 
 class ProtectedMcpServer(ServerThread):
