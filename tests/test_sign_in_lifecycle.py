@@ -8,6 +8,7 @@ Expiry is waited for by the clock the tokens carry (bounded), never by a blind s
 
 import json
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,7 @@ import anyio
 import httpx
 import pytest
 from cryptography.fernet import Fernet
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 import app.mcp.pauses
 from app.main import create_app
@@ -127,7 +129,7 @@ def test_a_revoked_sign_in_ends_the_connection_and_a_new_one_works(tmp_path: Pat
         upstream.script(Turn(calls=[Call("protected__whoami", {})]), Turn(content="no"))
         gateway.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "who?"}])
         answer = json.loads(upstream.chat_requests()[1]["messages"][-1]["content"])
-        assert answer["status"] != "success"
+        assert answer["status"] != "success", answer
         waiting = wait_state(gateway, "protected", "needs_sign_in")
         assert waiting["signed_in"] is False and waiting["tools"] == 0
         record = vault_record(sqlite(tmp_path))
@@ -213,19 +215,27 @@ def test_redis_without_a_token_key_and_an_oauth_server_does_not_start(tmp_path: 
 def test_client_credentials_connect_with_no_person(tmp_path: Path, upstream: FakeUpstream) -> None:
     secret = "cs-machine-9d8c7b6a5f4e"
     with OAuthPair.start() as pair:
-        pair.authorization_server.provider.preregister("robot", secret, grant_types=["client_credentials"])
+        provider = pair.authorization_server.provider
+        provider.preregister("robot", secret, grant_types=["client_credentials"])
         entry = {"oauth": {"grant": "client_credentials", "client_id": "robot", "client_secret": secret}}
         with gateway_for(pair, tmp_path, upstream, entry) as gateway:
             ready = wait_state(gateway, "protected", "ready")
             assert ready["tools"] == 2 and "signed_in" not in ready
             assert "robot" in whoami_through_the_chat(gateway, upstream)
-        provider = pair.authorization_server.provider
-        assert provider.client_credential_grants >= 1 and provider.authorizations == []
+        assert provider.client_credential_grants == 1 and provider.authorizations == []
         assert provider.resources[-1] == pair.mcp_server.mcp_url
         record = vault_record(sqlite(tmp_path))
         assert record["tokens"]["access_token"] in provider.access_tokens
+        assert record["metadata"]["issuer"].rstrip("/") == pair.authorization_server.issuer
         stored = (tmp_path / "state.tokens.db").read_bytes()
         assert [t for t in [*provider.access_tokens, secret] if t.encode() in stored] == []
+        provider.expire_access_tokens()  # a restarted gateway's token refused: it asks for another, of the same AS
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", MCPDeprecationWarning)  # the SDK's warning when no issuer is pinned
+            with gateway_for(pair, tmp_path, upstream, entry) as gateway:
+                wait_state(gateway, "protected", "ready")
+                assert "robot" in whoami_through_the_chat(gateway, upstream)
+        assert provider.client_credential_grants == 2
 
 
 def test_a_preregistered_client_signs_in_without_registering(tmp_path: Path, upstream: FakeUpstream) -> None:

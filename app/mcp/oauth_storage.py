@@ -68,6 +68,11 @@ class VaultTokenStorage:
         """The authorization server's metadata, for a sign-in the gateway runs itself (its callback route)."""
         await self._update(metadata=metadata.model_dump(mode="json", exclude_none=True))
 
+    async def issuer(self) -> str | None:
+        """The authorization server these tokens came from (its metadata's issuer), once one was discovered."""
+        metadata = (await self._record()).get("metadata") or {}
+        return str(metadata["issuer"]) if metadata.get("issuer") else None
+
     async def signed_in(self) -> bool:
         return bool((await self._record()).get("tokens"))
 

@@ -137,9 +137,11 @@ class ServerAuth:
         provider: OAuthClientProvider
         if settings.grant == "client_credentials":
             assert settings.client_id is not None and settings.client_secret is not None
+            # The client's secret goes only to the authorization server it went to before (the SDK's `issuer`):
+            # not wherever the MCP server's metadata points next time.
             provider = ClientCredentialsOAuthProvider(
                 self.url, storage, settings.client_id, settings.client_secret.get_secret_value(),
-                token_endpoint_auth_method="client_secret_post", scope=settings.scope)
+                token_endpoint_auth_method="client_secret_post", scope=settings.scope, issuer=await storage.issuer())
         else:
             provider = OAuthClientProvider(self.url, client_metadata(settings, UNUSED_REDIRECT), storage,
                                            redirect_handler=self._stop_at_the_browser, callback_handler=_never)
