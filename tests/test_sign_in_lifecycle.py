@@ -68,11 +68,21 @@ def gateway_for(pair: OAuthPair, tmp: Path, upstream: FakeUpstream, entry: dict[
         yield gateway
 
 
+def assert_no_token_written(pair: OAuthPair, capsys: pytest.CaptureFixture[str], *others: str) -> None:
+    """No token the authorization server issued (nor `others`) in the log, and some were issued."""
+    provider = pair.authorization_server.provider
+    issued = [*provider.issued_at, *provider.refresh_tokens, *others]
+    seen = capsys.readouterr()
+    assert issued and [token for token in issued if token in seen.out + seen.err] == []
+
+
 def sqlite(tmp: Path) -> str:
     return f"sqlite:///{tmp / 'state.db'}"
 
 
-def test_an_expired_access_token_is_refreshed_without_asking_again(tmp_path: Path, upstream: FakeUpstream) -> None:
+def test_an_expired_access_token_is_refreshed_without_asking_again(
+    tmp_path: Path, upstream: FakeUpstream, capsys: pytest.CaptureFixture[str]
+) -> None:
     with OAuthPair.start(access_token_lifetime=2) as pair, gateway_for(pair, tmp_path, upstream) as gateway:
         signed_in(gateway)
         assert "alice" in whoami_through_the_chat(gateway, upstream)
@@ -82,6 +92,7 @@ def test_an_expired_access_token_is_refreshed_without_asking_again(tmp_path: Pat
         assert "alice" in whoami_through_the_chat(gateway, upstream)
         assert provider.refreshes > before and provider.authorizations == ["alice"]
         assert state_of(gateway, "protected")["signed_in"] is True
+    assert_no_token_written(pair, capsys)
 
 
 def test_an_authorization_server_with_a_fast_clock_still_gets_a_refresh_not_a_stale_token(
@@ -137,6 +148,22 @@ def test_a_revoked_sign_in_ends_the_connection_and_a_new_one_works(tmp_path: Pat
         signed_in(gateway)
         assert "alice" in whoami_through_the_chat(gateway, upstream)
         assert provider.authorizations == ["alice", "alice"] and len(provider.clients) == 1
+
+
+def test_a_sign_in_revoked_while_the_gateway_was_down_is_asked_for_again(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    with OAuthPair.start(access_token_lifetime=2) as pair:
+        with gateway_for(pair, tmp_path, upstream) as first:
+            signed_in(first)
+        pair.authorization_server.provider.revoke_refresh_tokens("alice")
+        wait_past_expiry(pair)
+        with gateway_for(pair, tmp_path, upstream) as second:
+            waiting = wait_state(second, "protected", "needs_sign_in")
+            assert waiting["signed_in"] is False and "error" not in waiting
+            assert "tokens" not in vault_record(sqlite(tmp_path))
+            signed_in(second)
+            assert "alice" in whoami_through_the_chat(second, upstream)
 
 
 def test_sign_out_takes_the_tools_away_until_the_next_sign_in(tmp_path: Path, upstream: FakeUpstream) -> None:
@@ -212,7 +239,9 @@ def test_redis_without_a_token_key_and_an_oauth_server_does_not_start(tmp_path: 
     assert "TOOLBRIDGE_TOKEN_KEY" in str(refused.value)
 
 
-def test_client_credentials_connect_with_no_person(tmp_path: Path, upstream: FakeUpstream) -> None:
+def test_client_credentials_connect_with_no_person(
+    tmp_path: Path, upstream: FakeUpstream, capsys: pytest.CaptureFixture[str]
+) -> None:
     secret = "cs-machine-9d8c7b6a5f4e"
     with OAuthPair.start() as pair:
         provider = pair.authorization_server.provider
@@ -236,6 +265,7 @@ def test_client_credentials_connect_with_no_person(tmp_path: Path, upstream: Fak
                 wait_state(gateway, "protected", "ready")
                 assert "robot" in whoami_through_the_chat(gateway, upstream)
         assert provider.client_credential_grants == 2
+    assert_no_token_written(pair, capsys, secret)
 
 
 def test_a_preregistered_client_signs_in_without_registering(tmp_path: Path, upstream: FakeUpstream) -> None:
