@@ -7,6 +7,7 @@ machine grant (client_credentials) and a client registered beforehand (no dynami
 Expiry is waited for by the clock the tokens carry (bounded), never by a blind sleep."""
 
 import json
+import logging
 import time
 import warnings
 from collections.abc import Iterator
@@ -130,7 +131,9 @@ def test_a_restarted_gateway_is_ready_without_a_sign_in_and_refreshes(tmp_path: 
         assert provider.authorizations == ["alice"]
 
 
-def test_a_revoked_sign_in_ends_the_connection_and_a_new_one_works(tmp_path: Path, upstream: FakeUpstream) -> None:
+def test_a_revoked_sign_in_ends_the_connection_and_a_new_one_works(
+    tmp_path: Path, upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
     with OAuthPair.start(access_token_lifetime=2) as pair, gateway_for(pair, tmp_path, upstream) as gateway:
         signed_in(gateway)
         assert vault_record(sqlite(tmp_path)).get("tokens")
@@ -148,6 +151,7 @@ def test_a_revoked_sign_in_ends_the_connection_and_a_new_one_works(tmp_path: Pat
         signed_in(gateway)
         assert "alice" in whoami_through_the_chat(gateway, upstream)
         assert provider.authorizations == ["alice", "alice"] and len(provider.clients) == 1
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []  # expected, not errors
 
 
 def test_a_sign_in_revoked_while_the_gateway_was_down_is_asked_for_again(

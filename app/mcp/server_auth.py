@@ -11,6 +11,7 @@ A server is taken as asking for OAuth when mcp.json says `oauth`, or when, with 
 configured, it answered 401 with a Bearer challenge (`challenged`).
 """
 
+import logging
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -42,6 +43,17 @@ class SignInNeeded(Exception):
     def __init__(self, server: str, authorization_url: str = "") -> None:
         super().__init__(f"MCP server '{server}' needs a sign-in")
         self.authorization_url = authorization_url  # the SDK's, with its own state and verifier: see sign_in.py
+
+
+class _SignInNeededIsNoError(logging.Filter):
+    """The SDK logs every exception out of its flow as an error with its traceback ("OAuth flow error"); the
+    stop at the browser is how every sign-in starts and ends a revoked one, not an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], SignInNeeded))
+
+
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_SignInNeededIsNoError())
 
 
 def current_identity() -> str:
