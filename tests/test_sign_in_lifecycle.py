@@ -1,8 +1,10 @@
 """A sign-in's life after it was given, through running gateways over real HTTP, with the real authorization
-server and protected MCP server of tests/support/oauth_servers.py: the access token expires and is refreshed, a
-restart keeps the sign-in (and refreshes rather than asks again), a revoked sign-in leads back to
-"needs_sign_in", sign-out, what a key outside the server's set sees, two replicas on one Redis, a machine to
-machine grant (client_credentials) and a client registered beforehand (no dynamic registration, as GitHub).
+server and protected MCP server of tests/support/oauth_servers.py: the access token expires and is refreshed (also
+when the authorization server's clock is ahead), a restart keeps the sign-in (and refreshes rather than asks
+again), a revoked sign-in leads back to "needs_sign_in" (while running, or while the gateway was down),
+sign-out, what a key outside the server's set sees, two replicas on one Redis (a sign-in on one serves both, a
+sign-out on one is not undone by the other), a machine to machine grant (client_credentials) and a client
+registered beforehand (no dynamic registration, as GitHub).
 
 Expiry is waited for by the clock the tokens carry (bounded), never by a blind sleep."""
 
@@ -227,6 +229,34 @@ def test_another_replica_is_ready_without_its_own_sign_in(
         assert pair.authorization_server.provider.authorizations == ["alice"]
         assert vault_record(redis_server.url, token_key).get("tokens")
         print(f"replica B ready {took:.2f} s after A's sign-in (looking every {look} s)")
+
+
+def test_a_sign_out_on_one_replica_is_not_undone_by_the_other(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replica B's connection holds the tokens in memory: were they only forgotten in the vault, its next refresh
+    would store new ones there and sign everyone in again. Sign-out revokes them at the authorization server."""
+    monkeypatch.setattr(app.mcp.pauses, "SIGN_IN_LOOK", 0.2)
+    token_key = Fernet.generate_key().decode()
+    shared = {"state_url": redis_server.url, "token_key": token_key}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with (OAuthPair.start(access_token_lifetime=2) as pair, gateway_for(pair, tmp_path / "a", upstream, **shared) as a,
+          gateway_for(pair, tmp_path / "b", upstream, **shared) as b):
+        signed_in(a)
+        wait_state(b, "protected", "ready")
+        provider = pair.authorization_server.provider
+        held_until = max(provider.issued_at.values()) + 2  # when B's access token would have expired
+        out = httpx.post(f"{a.url}/ui/servers/protected/sign-out", content="{}", headers=JSON, timeout=30)
+        assert out.status_code == 200
+        assert provider.refresh_tokens == {} and provider.access_tokens == {}  # revoked (RFC 7009)
+        upstream.script(Turn(calls=[Call("protected__whoami", {})]), Turn(content="no"))
+        b.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "who?"}])
+        assert wait_state(b, "protected", "needs_sign_in")["signed_in"] is False
+        time.sleep(max(0.0, held_until - time.time()) + 0.1)  # B would have refreshed by now, had it kept them
+        assert wait_state(a, "protected", "needs_sign_in")["signed_in"] is False
+        assert "tokens" not in vault_record(redis_server.url, token_key)
+        assert provider.refreshes == 0
 
 
 def test_redis_without_a_token_key_and_an_oauth_server_does_not_start(tmp_path: Path) -> None:

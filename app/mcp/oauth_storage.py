@@ -92,6 +92,10 @@ class VaultTokenStorage:
         record.pop("client_info", None)
         await self.vault.put(self.name, record)
 
+    async def record(self) -> dict[str, Any]:
+        """The whole entry: tokens, expiry, registration, metadata (what a sign-out revokes)."""
+        return await self._record()
+
     async def _record(self) -> dict[str, Any]:
         return await self.vault.get(self.name) or {}
 

@@ -35,6 +35,7 @@ CLIENT_NAME = "toolbridge"
 # Registration needs a redirect URI before the person's browser says which address the gateway has; the
 # sign-in registers again with the right one (sign_in.py). Never sent a browser: the flow stops before.
 UNUSED_REDIRECT = "http://127.0.0.1/oauth/callback"
+REVOKE_TIMEOUT = 10.0  # a sign-out waits this long per token for the authorization server to revoke it
 
 
 class SignInNeeded(Exception):
@@ -174,7 +175,7 @@ class ServerAuth:
         refused = self.sign_in_lost or (failure is not None and any(
             isinstance(leaf, SignInNeeded) for leaf in leaves(failure)))
         if refused:
-            await self.forget()
+            await self.forget(revoke=False)  # dead already; and those in the vault may be another replica's newer
         return refused or (failure is not None and self.configured is None and self.challenged)
 
     async def check_quietly(self) -> bool:
@@ -192,11 +193,39 @@ class ServerAuth:
         self._changed = anyio.Event()
         self.on_signed_in(self)
 
-    async def forget(self) -> None:
-        """Sign-out, or a sign-in the server no longer accepts: the tokens go (the registration stays)."""
+    async def forget(self, revoke: bool = True) -> None:
+        """Sign-out, or (`revoke=False`) a sign-in the server no longer accepts: the tokens go (the registration
+        stays). A sign-out revokes them at the authorization server first, where it says how (RFC 7009): another
+        replica's connection holds them in memory, and its next refresh would store new ones in the vault."""
         if self.vault is not None:
-            await self.storage().forget()
+            storage = self.storage()
+            if revoke:
+                await self._revoke(await storage.record())
+            await storage.forget()
         self.signed_in = False
+
+    async def _revoke(self, record: dict[str, Any]) -> None:
+        endpoint = (record.get("metadata") or {}).get("revocation_endpoint")
+        tokens, settings = record.get("tokens") or {}, self.settings
+        if not endpoint or not record.get("client_info") or settings is None:
+            return
+        provider = OAuthClientProvider(self.url, client_metadata(settings, UNUSED_REDIRECT), self.storage())
+        provider.context.client_info = OAuthClientInformationFull.model_validate(record["client_info"])
+        async with httpx2.AsyncClient(timeout=REVOKE_TIMEOUT) as http:
+            for kind in ("refresh_token", "access_token"):  # the refresh token first: it is the lasting one
+                if not tokens.get(kind):
+                    continue
+                data, headers = provider.context.prepare_token_auth(
+                    {"token": tokens[kind], "token_type_hint": kind,
+                     "client_id": provider.context.client_info.client_id},
+                    {"Content-Type": "application/x-www-form-urlencoded"})
+                try:
+                    answer = await http.post(endpoint, data=data, headers=headers)
+                except httpx2.HTTPError as exc:  # the sign-out still happens here; the log says why not there
+                    answer = None
+                    log.warning("mcp_sign_out_not_revoked", server=self.name, error=type(exc).__name__)
+                if answer is not None and answer.status_code != 200:
+                    log.warning("mcp_sign_out_not_revoked", server=self.name, status=answer.status_code)
 
     async def changed(self) -> None:
         await self._changed.wait()
