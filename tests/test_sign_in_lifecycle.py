@@ -231,6 +231,30 @@ def test_another_replica_is_ready_without_its_own_sign_in(
         print(f"replica B ready {took:.2f} s after A's sign-in (looking every {look} s)")
 
 
+def test_replicas_take_turns_refreshing_one_sign_in(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each refresh token works once (rotated): the replica that refreshes second must take the tokens the first
+    stored, not spend the old refresh token, fail, and take that for a sign-in taken back (wiping the vault)."""
+    monkeypatch.setattr(app.mcp.pauses, "SIGN_IN_LOOK", 0.2)
+    token_key = Fernet.generate_key().decode()
+    shared = {"state_url": redis_server.url, "token_key": token_key}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with (OAuthPair.start(access_token_lifetime=2) as pair, gateway_for(pair, tmp_path / "a", upstream, **shared) as a,
+          gateway_for(pair, tmp_path / "b", upstream, **shared) as b):
+        signed_in(a)
+        wait_state(b, "protected", "ready")
+        provider = pair.authorization_server.provider
+        for _ in range(2):
+            wait_past_expiry(pair)
+            assert "alice" in whoami_through_the_chat(a, upstream)
+            assert "alice" in whoami_through_the_chat(b, upstream)
+        assert provider.refreshes == 2 and provider.authorizations == ["alice"]
+        assert state_of(a, "protected")["signed_in"] is True and state_of(b, "protected")["signed_in"] is True
+        assert vault_record(redis_server.url, token_key).get("tokens")
+
+
 def test_a_sign_out_on_one_replica_is_not_undone_by_the_other(
     tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,7 +11,8 @@ the identity is a label (the gateway's, or a key's name or digest), never a secr
 The expiry kept (and given to the provider) is a little before the token's own (`REFRESH_EARLY`): the SDK takes
 any 401 for a sign-in asked again, so a token refused a moment before the gateway's clock says it expires (an
 authorization server whose clock is ahead, whole-second rounding, the answer's own travel) would cost the person
-a sign-in; refreshing early costs nothing.
+a sign-in; refreshing early costs nothing. Replicas share one sign-in, and a refresh token works once: a
+provider whose token expired first takes the tokens another replica refreshed, if any (`take_newer`).
 """
 
 import time
@@ -33,6 +34,7 @@ class VaultTokenStorage:
         self.vault = vault
         self.name = f"oauth/{server}/{identity}"
         self._provider: OAuthClientProvider | None = None
+        self._held: str | None = None  # the access token the attached provider last read or stored
 
     async def attach(self, provider: OAuthClientProvider) -> None:
         """Gives `provider` the stored expiry and metadata (before its first request), and from now on stores
@@ -45,8 +47,25 @@ class VaultTokenStorage:
             provider.context.oauth_metadata = OAuthMetadata.model_validate(record["metadata"])
 
     async def get_tokens(self) -> OAuthToken | None:
-        tokens = (await self._record()).get("tokens")
+        # The SDK reads them again after a failed refresh, having cleared its expiry: it is given back too.
+        record = await self._record()
+        tokens = record.get("tokens")
+        self._held = tokens["access_token"] if tokens else None
+        if self._provider is not None and tokens:
+            self._provider.context.token_expiry_time = record.get("expires_at")
         return OAuthToken.model_validate(tokens) if tokens else None
+
+    async def take_newer(self) -> bool:
+        """Whether the vault holds other tokens than the attached provider last had: another replica refreshed
+        them (each refresh token works once). The provider takes them, with their expiry."""
+        record = await self._record()
+        tokens = record.get("tokens")
+        if self._provider is None or not tokens or tokens["access_token"] == self._held:
+            return False
+        self._held = tokens["access_token"]
+        self._provider.context.current_tokens = OAuthToken.model_validate(tokens)
+        self._provider.context.token_expiry_time = record.get("expires_at")
+        return True
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
         # Absolute, as the SDK's own context computes it (`calculate_token_expiry`), less the early margin; the
@@ -55,6 +74,7 @@ class VaultTokenStorage:
         expires_at = time.time() + lifetime - min(REFRESH_EARLY, lifetime / 4) if lifetime is not None else None
         if self._provider is not None:
             self._provider.context.token_expiry_time = expires_at
+        self._held = tokens.access_token
         await self._update(tokens=tokens.model_dump(mode="json", exclude_none=True), expires_at=expires_at)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:

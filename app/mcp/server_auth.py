@@ -12,7 +12,7 @@ configured, it answered 401 with a Bearer challenge (`challenged`).
 """
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, NoReturn
 
 import anyio
@@ -80,6 +80,7 @@ class ServerAuth:
         self.lost: Callable[[], None] = lambda: None
         self.sign_in_lost = False
         self._changed = anyio.Event()
+        self._storage: VaultTokenStorage | None = None  # the live connection's provider's
 
     @property
     def settings(self) -> OAuthConfig | None:
@@ -146,7 +147,7 @@ class ServerAuth:
         settings = self.settings
         if settings is None:
             return None
-        storage = self.storage()
+        storage = self._storage = self.storage()
         provider: OAuthClientProvider
         if settings.grant == "client_credentials":
             assert settings.client_id is not None and settings.client_secret is not None
@@ -156,8 +157,8 @@ class ServerAuth:
                 self.url, storage, settings.client_id, settings.client_secret.get_secret_value(),
                 token_endpoint_auth_method="client_secret_post", scope=settings.scope, issuer=await storage.issuer())
         else:
-            provider = OAuthClientProvider(self.url, client_metadata(settings, UNUSED_REDIRECT), storage,
-                                           redirect_handler=self._stop_at_the_browser, callback_handler=_never)
+            provider = _SharedSignIn(self.url, client_metadata(settings, UNUSED_REDIRECT), storage,
+                                     redirect_handler=self._stop_at_the_browser, callback_handler=_never)
             registered = preregistered(settings, UNUSED_REDIRECT)
             if registered is not None and await storage.get_client_info() is None:
                 await storage.set_client_info(registered)
@@ -165,6 +166,8 @@ class ServerAuth:
         return provider
 
     async def _stop_at_the_browser(self, authorization_url: str) -> NoReturn:
+        if self._storage is not None and await self._storage.take_newer():  # its refresh lost a race, no more
+            raise TokensSuperseded(self.name)
         self.sign_in_lost = True
         self.lost()
         raise SignInNeeded(self.name, authorization_url)
@@ -229,6 +232,32 @@ class ServerAuth:
 
     async def changed(self) -> None:
         await self._changed.wait()
+
+
+class TokensSuperseded(Exception):
+    """A refresh refused because another replica spent the refresh token first: the request fails, the sign-in
+    stands, and the provider goes on with the tokens that replica stored."""
+
+    def __init__(self, server: str) -> None:
+        super().__init__(f"MCP server '{server}': another replica refreshed the sign-in first; try again")
+
+
+class _SharedSignIn(OAuthClientProvider):
+    """The SDK's provider, which first takes the tokens another replica refreshed when its own have expired,
+    rather than spend a refresh token that replica spent already (`VaultTokenStorage.take_newer`)."""
+
+    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        storage = self.context.storage
+        if self._initialized and not self.context.is_token_valid() and isinstance(storage, VaultTokenStorage):
+            await storage.take_newer()
+        flow = super()._auth_flow(request)
+        outgoing = await flow.__anext__()
+        while True:
+            response = yield outgoing
+            try:
+                outgoing = await flow.asend(response)
+            except StopAsyncIteration:
+                return
 
 
 class SignIns:
