@@ -21,10 +21,15 @@ import anyio
 import httpx
 import pytest
 from cryptography.fernet import Fernet
+from mcp.client.auth import OAuthClientProvider
+from mcp.shared.auth import OAuthToken
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 import app.mcp.pauses
 from app.main import create_app
+from app.mcp.config import HttpServerConfig
+from app.mcp.oauth_storage import VaultTokenStorage
+from app.mcp.server_auth import ServerAuth, SignInNeeded, TokensSuperseded
 from app.state.vault_open import open_vault
 from tests.conftest import Gateway, make_settings, running_gateway
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
@@ -336,3 +341,33 @@ def test_a_preregistered_client_signs_in_without_registering(tmp_path: Path, ups
             signed_in(gateway)
             assert "alice" in whoami_through_the_chat(gateway, upstream)
         assert list(provider.clients) == ["toolbridge-app"] and provider.authorizations == ["alice"]
+
+
+def test_a_refresh_that_lost_the_race_to_another_replica_is_not_a_sign_in_taken_back() -> None:
+    """Both replicas refreshed at once with the one refresh token: the loser's refusal ends in the SDK's browser
+    step. The vault holds the winner's tokens by then, so the loser's provider takes them, its request fails
+    (TokensSuperseded), and nothing is forgotten."""
+
+    async def race() -> None:
+        async with open_vault("memory://") as vault:
+            auth = ServerAuth("protected", HttpServerConfig(url="http://127.0.0.1:9/mcp", oauth=True), vault)
+            storage = auth.storage()
+            await storage.set_tokens(OAuthToken(access_token="at-1", refresh_token="rt-1", expires_in=60))
+            provider = await auth.provider()
+            assert isinstance(provider, OAuthClientProvider)
+            stop_at_the_browser = provider.context.redirect_handler
+            assert stop_at_the_browser is not None
+            assert (await storage.get_tokens()) is not None  # as the provider's first request reads them
+            winner = VaultTokenStorage(vault, "protected")  # the other replica's, storing its refresh
+            await winner.set_tokens(OAuthToken(access_token="at-2", refresh_token="rt-2", expires_in=60))
+            with pytest.raises(TokensSuperseded):
+                await stop_at_the_browser("https://as.example/authorize")
+            assert provider.context.current_tokens is not None
+            assert provider.context.current_tokens.access_token == "at-2"
+            assert not auth.sign_in_lost and not await auth.waits_for_person()
+            assert await auth.check()
+            with pytest.raises(SignInNeeded):  # the same tokens refused again: this time it is the sign-in
+                await stop_at_the_browser("https://as.example/authorize")
+            assert auth.sign_in_lost and await auth.waits_for_person() and not await auth.check()
+
+    anyio.run(race)
