@@ -29,7 +29,8 @@ import app.mcp.pauses
 from app.main import create_app
 from app.mcp.config import HttpServerConfig
 from app.mcp.oauth_storage import VaultTokenStorage
-from app.mcp.server_auth import ServerAuth, SignInNeeded, TokensSuperseded
+from app.mcp.server_auth import ServerAuth, SignInNeeded
+from app.mcp.shared_tokens import TokensSuperseded
 from app.state.vault_open import open_vault
 from tests.conftest import Gateway, make_settings, running_gateway
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn

@@ -11,8 +11,7 @@ A server is taken as asking for OAuth when mcp.json says `oauth`, or when, with 
 configured, it answered 401 with a Bearer challenge (`challenged`).
 """
 
-import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import anyio
@@ -20,6 +19,7 @@ import httpx2
 import structlog
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.auth.oauth2 import OAuthContext
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 
 from app import __version__
@@ -27,6 +27,7 @@ from app.access import CURRENT_SCOPE
 from app.mcp.config import HttpServerConfig, OAuthConfig, ServerConfig
 from app.mcp.failures import leaves
 from app.mcp.oauth_storage import GATEWAY_IDENTITY, VaultTokenStorage
+from app.mcp.shared_tokens import SharedSignIn, TokensSuperseded
 from app.state import StateStoreError, Vault
 
 log = structlog.get_logger("toolbridge.mcp")
@@ -44,17 +45,6 @@ class SignInNeeded(Exception):
     def __init__(self, server: str, authorization_url: str = "") -> None:
         super().__init__(f"MCP server '{server}' needs a sign-in")
         self.authorization_url = authorization_url  # the SDK's, with its own state and verifier: see sign_in.py
-
-
-class _SignInNeededIsNoError(logging.Filter):
-    """The SDK logs every exception out of its flow as an error with its traceback ("OAuth flow error"); the
-    stop at the browser is how every sign-in starts and ends a revoked one, not an error."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], SignInNeeded))
-
-
-logging.getLogger("mcp.client.auth.oauth2").addFilter(_SignInNeededIsNoError())
 
 
 def current_identity() -> str:
@@ -157,8 +147,8 @@ class ServerAuth:
                 self.url, storage, settings.client_id, settings.client_secret.get_secret_value(),
                 token_endpoint_auth_method="client_secret_post", scope=settings.scope, issuer=await storage.issuer())
         else:
-            provider = _SharedSignIn(self.url, client_metadata(settings, UNUSED_REDIRECT), storage,
-                                     redirect_handler=self._stop_at_the_browser, callback_handler=_never)
+            provider = SharedSignIn(self.url, client_metadata(settings, UNUSED_REDIRECT), storage,
+                                    redirect_handler=self._stop_at_the_browser, callback_handler=_never)
             registered = preregistered(settings, UNUSED_REDIRECT)
             if registered is not None and await storage.get_client_info() is None:
                 await storage.set_client_info(registered)
@@ -208,56 +198,15 @@ class ServerAuth:
         self.signed_in = False
 
     async def _revoke(self, record: dict[str, Any]) -> None:
-        endpoint = (record.get("metadata") or {}).get("revocation_endpoint")
-        tokens, settings = record.get("tokens") or {}, self.settings
-        if not endpoint or not record.get("client_info") or settings is None:
+        settings = self.settings
+        if settings is None or not record.get("client_info"):
             return
         provider = OAuthClientProvider(self.url, client_metadata(settings, UNUSED_REDIRECT), self.storage())
         provider.context.client_info = OAuthClientInformationFull.model_validate(record["client_info"])
-        async with httpx2.AsyncClient(timeout=REVOKE_TIMEOUT) as http:
-            for kind in ("refresh_token", "access_token"):  # the refresh token first: it is the lasting one
-                if not tokens.get(kind):
-                    continue
-                data, headers = provider.context.prepare_token_auth(
-                    {"token": tokens[kind], "token_type_hint": kind,
-                     "client_id": provider.context.client_info.client_id},
-                    {"Content-Type": "application/x-www-form-urlencoded"})
-                try:
-                    answer = await http.post(endpoint, data=data, headers=headers)
-                except httpx2.HTTPError as exc:  # the sign-out still happens here; the log says why not there
-                    answer = None
-                    log.warning("mcp_sign_out_not_revoked", server=self.name, error=type(exc).__name__)
-                if answer is not None and answer.status_code != 200:
-                    log.warning("mcp_sign_out_not_revoked", server=self.name, status=answer.status_code)
+        await revoke_tokens(self.name, provider.context, record)
 
     async def changed(self) -> None:
         await self._changed.wait()
-
-
-class TokensSuperseded(Exception):
-    """A refresh refused because another replica spent the refresh token first: the request fails, the sign-in
-    stands, and the provider goes on with the tokens that replica stored."""
-
-    def __init__(self, server: str) -> None:
-        super().__init__(f"MCP server '{server}': another replica refreshed the sign-in first; try again")
-
-
-class _SharedSignIn(OAuthClientProvider):
-    """The SDK's provider, which first takes the tokens another replica refreshed when its own have expired,
-    rather than spend a refresh token that replica spent already (`VaultTokenStorage.take_newer`)."""
-
-    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        storage = self.context.storage
-        if self._initialized and not self.context.is_token_valid() and isinstance(storage, VaultTokenStorage):
-            await storage.take_newer()
-        flow = super()._auth_flow(request)
-        outgoing = await flow.__anext__()
-        while True:
-            response = yield outgoing
-            try:
-                outgoing = await flow.asend(response)
-            except StopAsyncIteration:
-                return
 
 
 class SignIns:
@@ -315,6 +264,30 @@ def preregistered(settings: OAuthConfig, redirect_uri: str) -> OAuthClientInform
         token_endpoint_auth_method="client_secret_post" if secret else "none",
         scope=settings.scope,
     )
+
+
+async def revoke_tokens(server: str, context: OAuthContext, record: dict[str, Any]) -> None:
+    """Revokes a vault record's tokens where its authorization server's metadata says (nothing if it names no
+    endpoint), authenticated as `context`'s client. A failure is logged: the sign-out goes on."""
+    endpoint = (record.get("metadata") or {}).get("revocation_endpoint")
+    tokens = record.get("tokens") or {}
+    if not endpoint or context.client_info is None:
+        return
+    async with httpx2.AsyncClient(timeout=REVOKE_TIMEOUT) as http:
+        for kind in ("refresh_token", "access_token"):  # the refresh token first: it is the lasting one
+            if not tokens.get(kind):
+                continue
+            data, headers = context.prepare_token_auth(
+                {"token": tokens[kind], "token_type_hint": kind, "client_id": context.client_info.client_id},
+                {"Content-Type": "application/x-www-form-urlencoded"})
+            try:
+                answer = await http.post(endpoint, data=data, headers=headers)
+            except httpx2.HTTPError as exc:
+                log.warning("mcp_sign_out_not_revoked", server=server, error=type(exc).__name__)
+                continue
+            if answer.status_code != 200:
+                log.warning("mcp_sign_out_not_revoked", server=server, status=answer.status_code)
+
 
 
 async def _never() -> NoReturn:

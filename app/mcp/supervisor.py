@@ -228,7 +228,6 @@ class ServerSupervisor:
         self._unpublish()
         if self.status.state is not ServerState.NEEDS_SIGN_IN:
             log.warning("mcp_server_needs_sign_in", server=self.name, where=f"/ui/servers/{self.name}/sign-in")
-        self._unpublish()  # a sign-out's restart kept the tools offered until the next connection listed them
         self.status.state, self.status.error, self.status.tools = ServerState.NEEDS_SIGN_IN, None, 0
         self._state_changed()
         return "sign_in"
