@@ -44,14 +44,14 @@ def configure_logging(log_format: str, level: str, secrets: Iterable[str] = ()) 
                         _redacting(_renderer(log_format), secrets)],
         )
     )
-    handler.addFilter(_without_sign_in_tracebacks)
+    handler.addFilter(without_sign_in_tracebacks)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     _quiet_libraries(root.level)
 
 
-def _without_sign_in_tracebacks(record: logging.LogRecord) -> bool:
+def without_sign_in_tracebacks(record: logging.LogRecord) -> bool:
     """The MCP SDK's OAuth client logs its failures with their exception, whose text may quote a token
     endpoint's answer or a refresh response (pydantic's errors quote their input): dropped. Its plain warnings
     ("Token refresh failed: 400") stay; the gateway logs what a failed sign-in means itself."""

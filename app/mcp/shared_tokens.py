@@ -3,12 +3,10 @@ refresh token works once, so a replica whose token expired first takes the token
 refresh that lost that race is not a sign-in taken back), and with the authorization server at sign-out (the
 tokens are revoked there, RFC 7009, or another replica's connection would refresh them back into the vault:
 server_auth.py's `revoke_tokens`, as the requests are made there).
-
-Also the SDK's own log: it logs every exception out of its flow as an error with a traceback, and the stop at
-the browser (server_auth.py's `SignInNeeded`) is how every sign-in starts, not an error.
+(The SDK's own log of the exceptions out of its flow, the stop at the browser that starts every sign-in
+among them, never reaches the gateway's log: app/logging.py.)
 """
 
-import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -42,11 +40,3 @@ class SharedSignIn(OAuthClientProvider):
                 outgoing = await flow.asend(response)
             except StopAsyncIteration:
                 return
-
-
-class _SignInNeededIsNoError(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and type(record.exc_info[1]).__name__ == "SignInNeeded")
-
-
-logging.getLogger("mcp.client.auth.oauth2").addFilter(_SignInNeededIsNoError())
