@@ -240,6 +240,28 @@ def test_another_replica_is_ready_without_its_own_sign_in(
         print(f"replica B ready {took:.2f} s after A's sign-in (looking every {look} s)")
 
 
+def test_a_chat_on_the_other_replica_takes_up_the_sign_in_at_once(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Replica B would look in the vault only after an hour: what makes it ready is a chat that mounts the server
+    # (the chat asks which servers wait for a sign-in, and each is asked to look now).
+    monkeypatch.setattr(app.mcp.pauses, "SIGN_IN_LOOK", 3600.0)
+    token_key = Fernet.generate_key().decode()
+    shared = {"state_url": redis_server.url, "token_key": token_key}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with (OAuthPair.start() as pair, gateway_for(pair, tmp_path / "a", upstream, **shared) as a,
+          gateway_for(pair, tmp_path / "b", upstream, **shared) as b):
+        wait_state(b, "protected", "needs_sign_in")
+        signed_in(a)
+        assert wait_state(b, "protected", "needs_sign_in")["signed_in"] is False  # B has not looked
+        upstream.script(Turn(content="not yet"))
+        b.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+        assert wait_state(b, "protected", "ready")["signed_in"] is True
+        assert whoami_through_the_chat(b, upstream) == "alice"
+        assert pair.authorization_server.provider.authorizations == ["alice"]
+
+
 def test_replicas_take_turns_refreshing_one_sign_in(
     tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

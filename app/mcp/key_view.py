@@ -66,8 +66,13 @@ class KeyView:
         return {name: status for name, status in self.pool.health().items() if self.scope.may_use_server(name)}
 
     def servers_needing_sign_in(self) -> list[str]:
-        """This key's servers that wait for a person's sign-in before their tools are offered."""
-        return [name for name, status in self.health().items() if status["state"] == ServerState.NEEDS_SIGN_IN]
+        """This key's servers that wait for a person's sign-in before their tools are offered. Each is asked to
+        look in the vault now: a sign-in finished on another replica is taken up by the next message, not in
+        15 s (a restart of a server that waits is that look)."""
+        waiting = [name for name, status in self.health().items() if status["state"] == ServerState.NEEDS_SIGN_IN]
+        for name in waiting:
+            self.pool.restart(name)
+        return waiting
 
     def resources(self) -> dict[str, dict[str, Any]]:
         return {name: listing for name, listing in self.pool.resources().items() if self.scope.may_use_server(name)}

@@ -77,9 +77,12 @@ class PerKeySupervisor(ServerSupervisor):
             status.tools = count if status.state is ServerState.READY else 0
 
     def restart(self) -> None:
+        """The caller's key's connection; without one, a look in the vault for its sign-in (another replica's)."""
         child = self._children.get(current_identity())
         if child is not None:
             child.restart()
+        elif self._own_live.needed is not None:
+            self._own_live.needed.set()
 
     def retire(self) -> None:
         for child in self._children.values():
