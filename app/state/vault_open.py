@@ -1,7 +1,7 @@
 """The token vault TOOLBRIDGE_STATE_URL's kind calls for, with its key, opened for the app's life.
 
 - SQLite: a file beside memory's (vault_sqlite.py); the key is TOOLBRIDGE_TOKEN_KEY or a file beside the vault
-  (state.db -> state.tokens.key), generated on first use: it lives as long as the tokens it opens (a
+  (state.db -> state.tokens.key), generated at the first start: it lives as long as the tokens it opens (a
   container's volume), and an operator who wants the two apart sets the setting.
 - Redis: replicas share the tokens, so they must share the key: TOOLBRIDGE_TOKEN_KEY is required, since a key
   generated on one machine would be another replica's garbage.
