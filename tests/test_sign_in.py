@@ -137,6 +137,8 @@ def test_a_server_waits_for_a_sign_in_then_its_tools_appear_and_are_called(
         assert ready["tools"] == 2 and ready["signed_in"] is True
         assert whoami_through_the_chat(gateway, upstream) == "alice"
         assert pair.authorization_server.provider.authorizations == ["alice"]
+        # Asked for JSON: GitHub's token endpoint answers form-encoded otherwise.
+        assert pair.authorization_server.provider.code_exchange_accepts == ["application/json"]
 
 
 def test_a_used_or_forged_state_and_a_refusal_change_nothing(tmp_path: Path, upstream: FakeUpstream) -> None:

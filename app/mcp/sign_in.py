@@ -162,7 +162,9 @@ async def _exchanged(auth: ServerAuth, storage: VaultTokenStorage, metadata: OAu
         data["resource"] = pending["resource"]  # RFC 8707, as the authorization request had it
     token_endpoint = str(metadata.token_endpoint) if metadata is not None else f"{_origin(auth.url)}/token"
     context = _context_of(auth, client, pending["redirect_uri"])
-    data, headers = context.prepare_token_auth(data, {"Content-Type": "application/x-www-form-urlencoded"})
+    # Accept: GitHub answers form-encoded unless asked for JSON (RFC 6749 says JSON; some servers wait to be asked).
+    data, headers = context.prepare_token_auth(data, {"Content-Type": "application/x-www-form-urlencoded",
+                                                      "Accept": "application/json"})
     async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT) as http:
         try:
             response = await http.post(token_endpoint, data=data, headers=headers)

@@ -57,6 +57,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -98,6 +99,7 @@ class MemoryProvider:
     refreshes: int = 0
     resources: list[str | None] = field(default_factory=list)  # the RFC 8707 resource of each token issued
     client_credential_grants: int = 0
+    code_exchange_accepts: list[str] = field(default_factory=list)  # the Accept header of each code exchange
     clock_ahead: float = 0.0
     issued_at: dict[str, float] = field(default_factory=dict)  # access token -> when, by this machine's clock
 
@@ -227,6 +229,8 @@ class _TokenEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await Request(scope, receive).body()
         form = dict(parse_qsl(body.decode(errors="replace")))
+        if form.get("grant_type") == "authorization_code":
+            self.provider.code_exchange_accepts.append(Headers(scope=scope).get("accept", ""))
         if scope["method"] != "POST" or form.get("grant_type") != "client_credentials":
             replayed = False
 
