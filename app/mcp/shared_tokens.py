@@ -33,10 +33,15 @@ class SharedSignIn(OAuthClientProvider):
         if self._initialized and not self.context.is_token_valid() and isinstance(storage, VaultTokenStorage):
             await storage.take_newer()
         flow = super()._auth_flow(request)
-        outgoing = await flow.__anext__()
-        while True:
-            response = yield outgoing
-            try:
-                outgoing = await flow.asend(response)
-            except StopAsyncIteration:
-                return
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                response = yield outgoing
+                try:
+                    outgoing = await flow.asend(response)
+                except StopAsyncIteration:
+                    return
+        finally:
+            # Closed here, in this task: left to the garbage collector, the SDK's flow would release its lock
+            # from another task ("The current task is not holding this lock").
+            await flow.aclose()
