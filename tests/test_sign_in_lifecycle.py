@@ -155,6 +155,9 @@ def test_a_revoked_sign_in_ends_the_connection_and_a_new_one_works(
         assert answer["status"] != "success", answer
         waiting = wait_state(gateway, "protected", "needs_sign_in")
         assert waiting["signed_in"] is False and waiting["tools"] == 0
+        upstream.script(Turn(content="Signed out, it seems."))  # back to a sign-in link in the chat
+        reply = gateway.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "who?"}])
+        assert (reply.choices[0].message.content or "").endswith(f"{gateway.url}/ui/servers/protected/sign-in")
         record = vault_record(sqlite(tmp_path))
         assert "tokens" not in record and "expires_at" not in record and record.get("client_info")
         # What follows is about the new sign-in, not its expiry: a 2 s token could expire between the sign-in and
