@@ -363,6 +363,29 @@ def test_client_credentials_connect_with_no_person(
     assert_no_token_written(pair, capsys, secret)
 
 
+def test_client_credentials_with_the_issuer_named_in_mcp_json(tmp_path: Path, upstream: FakeUpstream) -> None:
+    # Named, the secret goes to that authorization server from the first connection on (the SDK pins it and says
+    # nothing); a wrong one, and no request carries the secret anywhere.
+    secret = "cs-machine-issuer-5e6f7a"
+    with OAuthPair.start() as pair:
+        provider = pair.authorization_server.provider
+        provider.preregister("robot", secret, grant_types=["client_credentials"])
+        oauth = {"grant": "client_credentials", "client_id": "robot", "client_secret": secret,
+                 "issuer": pair.authorization_server.issuer}
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", MCPDeprecationWarning)
+            (tmp_path / "named").mkdir()
+            with gateway_for(pair, tmp_path / "named", upstream, {"oauth": oauth}) as gateway:
+                wait_state(gateway, "protected", "ready")
+                assert "robot" in whoami_through_the_chat(gateway, upstream)
+        assert provider.client_credential_grants == 1
+        elsewhere = oauth | {"issuer": "http://127.0.0.1:9/not-this-one"}
+        (tmp_path / "wrong").mkdir()
+        with gateway_for(pair, tmp_path / "wrong", upstream, {"oauth": elsewhere}) as gateway:
+            assert "error" in wait_state(gateway, "protected", "failed")
+        assert provider.client_credential_grants == 1
+
+
 def test_a_preregistered_client_signs_in_without_registering(tmp_path: Path, upstream: FakeUpstream) -> None:
     secret = "cs-github-like-1a2b3c4d"
     with OAuthPair.start(registration=False) as pair:

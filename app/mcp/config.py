@@ -88,6 +88,8 @@ class OAuthConfig(BaseModel):
     client_id: str | None = Field(None, alias="clientId", min_length=1,
                                   description="A client registered beforehand (GitHub); absent: dynamic registration.")
     client_secret: SecretStr | None = Field(None, alias="clientSecret", min_length=1)
+    issuer: str | None = Field(None, pattern=r"^https?://", description="The authorization server the client is "
+                               "registered with: its credentials are sent to no other, whatever the MCP server names.")
     per_key: bool = Field(False, alias="perKey", description="Each client key signs in as itself (its own "
                           "identity and connection); false: one identity for the whole gateway.")
 

@@ -145,7 +145,8 @@ class ServerAuth:
             # not wherever the MCP server's metadata points next time.
             provider = ClientCredentialsOAuthProvider(
                 self.url, storage, settings.client_id, settings.client_secret.get_secret_value(),
-                token_endpoint_auth_method="client_secret_post", scope=settings.scope, issuer=await storage.issuer())
+                token_endpoint_auth_method="client_secret_post", scope=settings.scope,
+                issuer=settings.issuer or await storage.issuer())
         else:
             provider = SharedSignIn(self.url, client_metadata(settings, UNUSED_REDIRECT), storage,
                                     redirect_handler=self._stop_at_the_browser, callback_handler=_never)
