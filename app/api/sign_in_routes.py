@@ -14,6 +14,7 @@ import secrets
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
@@ -32,6 +33,7 @@ from app.settings import Settings
 
 router = APIRouter(include_in_schema=False)
 CALLBACK = "/oauth/callback"
+SIGN_OUT_SETTLES = 5.0  # seconds a sign-out waits for its server to stop (it takes milliseconds)
 BROWSER_COOKIE = "toolbridge_sign_in"  # ties the way back to the browser that started (sign_in.py `start`)
 # The authorization URL and the code in the callback's are nobody else's business: no cache, no referrer.
 _REDIRECT_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
@@ -81,6 +83,9 @@ async def sign_out(name: str, pool: ViewDep) -> dict[str, Any]:
     auth = _auth(pool, name)
     await auth.forget()
     pool.restart(name)  # the live connection ends; the next one finds no tokens and waits for a sign-in
+    # Answered once it waits (bounded): the page reads the servers next, and would show "restarting" for good.
+    with anyio.move_on_after(SIGN_OUT_SETTLES):
+        await pool.pool.wait_for(name, lambda status: status["state"] not in ("ready", "restarting"))
     return {"server": name, "signed_in": False}
 
 
