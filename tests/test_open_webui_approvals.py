@@ -23,6 +23,7 @@ from tests.support.open_webui import (
     ARTIFACTS,
     chat_page,
     offered_name,
+    person_asked,
     running_open_webui,
     send,
     skip_without_open_webui,
@@ -40,12 +41,10 @@ skip_without_open_webui()
 
 def scripted(body: dict[str, Any]) -> Turn:
     """The model: one tool per request of the person's, then an answer quoting what the tool said."""
-    messages = body["messages"]
-    last = max(i for i, m in enumerate(messages) if m["role"] == "user")
-    asked = content_text(messages[last].get("content"))
-    if asked.lstrip().startswith("### Task:"):  # Open WebUI's titles, tags and follow-ups
+    person = person_asked(body)
+    if person is None:  # Open WebUI's titles, tags and follow-ups
         return Turn(content="{}")
-    results = [tool_result(m.get("content")) for m in messages[last:] if m["role"] == "tool"]
+    asked, results = person.text, person.results
     if results and results[-1] == DECLINED:
         return Turn(content="I did not delete it, as you said.")
     if results:

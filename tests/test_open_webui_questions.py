@@ -28,6 +28,7 @@ from tests.support.open_webui import (
     ARTIFACTS,
     chat_page,
     offered_name,
+    person_asked,
     running_open_webui,
     skip_without_open_webui,
     tool_result,
@@ -49,12 +50,10 @@ skip_without_open_webui()
 
 def scripted(body: dict[str, Any]) -> Turn:
     """The model: one tool per request of the person's, then an answer quoting what the tool said."""
-    messages = body["messages"]
-    last = max(i for i, m in enumerate(messages) if m["role"] == "user")
-    asked = content_text(messages[last].get("content"))
-    if asked.lstrip().startswith("### Task:"):  # Open WebUI's titles, tags and follow-ups
+    person = person_asked(body)
+    if person is None:  # Open WebUI's titles, tags and follow-ups
         return Turn(content="{}")
-    results = [tool_result(m.get("content")) for m in messages[last:] if m["role"] == "tool"]
+    asked, results = person.text, person.results
     if results:  # server-everything appends its raw result, for debugging: the model leaves it out
         said = results[-1].split("\nRaw result:")[0]
         return Turn(content=f"Done: the server said {said}" + ("" if "\n" in said else "."))

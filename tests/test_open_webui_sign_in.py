@@ -24,6 +24,7 @@ from tests.support.open_webui import (
     ARTIFACTS,
     chat_page,
     offered_name,
+    person_asked,
     running_open_webui,
     send,
     skip_without_open_webui,
@@ -41,12 +42,10 @@ skip_without_open_webui()
 
 def scripted(body: dict[str, Any]) -> Turn:
     """The model: calls protected__whoami when it is offered, then says what it answered."""
-    messages = body["messages"]
-    last = max(i for i, m in enumerate(messages) if m["role"] == "user")
-    asked = content_text(messages[last].get("content"))
-    if asked.lstrip().startswith("### Task:"):  # Open WebUI's titles, tags and follow-ups
+    person = person_asked(body)
+    if person is None:  # Open WebUI's titles, tags and follow-ups
         return Turn(content="{}")
-    results = [tool_result(m.get("content")) for m in messages[last:] if m["role"] == "tool"]
+    results = person.results
     if results:
         return Turn(content=f"You are **{results[-1]}**.")
     tool = offered_name(body, "whoami", "protected")

@@ -12,7 +12,6 @@ import re
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urljoin, urlsplit
@@ -22,33 +21,10 @@ import pytest
 
 from tests.conftest import Gateway, running_gateway, wait_for_health
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
-from tests.support.oauth_servers import OAuthPair
+from tests.support.oauth_servers import ConsentForm, OAuthPair
 from tests.test_cli import TOOLBRIDGE, clean_env
 
 DEADLINE = 30.0
-
-
-class _Form(HTMLParser):
-    """The consent page's form: its action, hidden fields and buttons (text -> (name, value))."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.action, self.fields, self.buttons = "", {}, {}
-        self._button: tuple[str, str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attributes = {name: value or "" for name, value in attrs}
-        if tag == "form" and not self.action:
-            self.action = attributes.get("action", "")
-        elif tag == "input" and "name" in attributes:
-            self.fields[attributes["name"]] = attributes.get("value", "")
-        elif tag == "button":
-            self._button = (attributes.get("name", ""), attributes.get("value", ""))
-
-    def handle_data(self, data: str) -> None:
-        if self._button is not None and data.strip():
-            self.buttons[data.strip()] = self._button
-            self._button = None
 
 
 class Person:
@@ -68,7 +44,7 @@ class Person:
         """At the authorization server: the consent page answered; where it sends the browser back."""
         page = self.browser.get(authorization_url, follow_redirects=True)
         assert page.status_code == 200, page.text
-        form = _Form()
+        form = ConsentForm()
         form.feed(page.text)
         name, value = form.buttons[button]
         fields = form.fields | {name: value} | ({"user": user} if user else {})

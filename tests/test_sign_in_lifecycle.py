@@ -78,6 +78,18 @@ def gateway_for(pair: OAuthPair, tmp: Path, upstream: FakeUpstream, entry: dict[
         yield gateway
 
 
+@contextmanager
+def two_replicas(pair: OAuthPair, tmp: Path, upstream: FakeUpstream,
+                 redis: RedisServer) -> Iterator[tuple[Gateway, Gateway, str]]:
+    """Two gateways on one Redis with the same token key (required there), and that key."""
+    token_key = Fernet.generate_key().decode()
+    shared = {"state_url": redis.url, "token_key": token_key}
+    (tmp / "a").mkdir()
+    (tmp / "b").mkdir()
+    with gateway_for(pair, tmp / "a", upstream, **shared) as a, gateway_for(pair, tmp / "b", upstream, **shared) as b:
+        yield a, b, token_key
+
+
 def assert_no_token_written(pair: OAuthPair, capsys: pytest.CaptureFixture[str], *others: str) -> None:
     """No token the authorization server issued (nor `others`) in the log, and some were issued."""
     provider = pair.authorization_server.provider
@@ -231,12 +243,7 @@ def test_another_replica_is_ready_without_its_own_sign_in(
 ) -> None:
     look = 0.2  # so that the test waits on the replica's look in the vault, not on 15 s of it
     monkeypatch.setattr(app.mcp.pauses, "SIGN_IN_LOOK", look)
-    token_key = Fernet.generate_key().decode()
-    shared = {"state_url": redis_server.url, "token_key": token_key}
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    with (OAuthPair.start() as pair, gateway_for(pair, tmp_path / "a", upstream, **shared) as a,
-          gateway_for(pair, tmp_path / "b", upstream, **shared) as b):
+    with OAuthPair.start() as pair, two_replicas(pair, tmp_path, upstream, redis_server) as (a, b, token_key):
         wait_state(b, "protected", "needs_sign_in")
         signed_in(a)
         signed = time.monotonic()
@@ -255,12 +262,7 @@ def test_a_chat_on_the_other_replica_takes_up_the_sign_in_at_once(
     # Replica B would look in the vault only after an hour: what makes it ready is a chat that mounts the server
     # (the chat asks which servers wait for a sign-in, and each is asked to look now).
     monkeypatch.setattr(app.mcp.pauses, "SIGN_IN_LOOK", 3600.0)
-    token_key = Fernet.generate_key().decode()
-    shared = {"state_url": redis_server.url, "token_key": token_key}
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    with (OAuthPair.start() as pair, gateway_for(pair, tmp_path / "a", upstream, **shared) as a,
-          gateway_for(pair, tmp_path / "b", upstream, **shared) as b):
+    with OAuthPair.start() as pair, two_replicas(pair, tmp_path, upstream, redis_server) as (a, b, _):
         wait_state(b, "protected", "needs_sign_in")
         signed_in(a)
         assert wait_state(b, "protected", "needs_sign_in")["signed_in"] is False  # B has not looked
@@ -277,12 +279,8 @@ def test_replicas_take_turns_refreshing_one_sign_in(
     """Each refresh token works once (rotated): the replica that refreshes second must take the tokens the first
     stored, not spend the old refresh token, fail, and take that for a sign-in taken back (wiping the vault)."""
     monkeypatch.setattr(app.mcp.pauses, "SIGN_IN_LOOK", 0.2)
-    token_key = Fernet.generate_key().decode()
-    shared = {"state_url": redis_server.url, "token_key": token_key}
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    with (OAuthPair.start(access_token_lifetime=2) as pair, gateway_for(pair, tmp_path / "a", upstream, **shared) as a,
-          gateway_for(pair, tmp_path / "b", upstream, **shared) as b):
+    with (OAuthPair.start(access_token_lifetime=2) as pair,
+          two_replicas(pair, tmp_path, upstream, redis_server) as (a, b, token_key)):
         signed_in(a)
         wait_state(b, "protected", "ready")
         provider = pair.authorization_server.provider
@@ -301,12 +299,8 @@ def test_a_sign_out_on_one_replica_is_not_undone_by_the_other(
     """Replica B's connection holds the tokens in memory: were they only forgotten in the vault, its next refresh
     would store new ones there and sign everyone in again. Sign-out revokes them at the authorization server."""
     monkeypatch.setattr(app.mcp.pauses, "SIGN_IN_LOOK", 0.2)
-    token_key = Fernet.generate_key().decode()
-    shared = {"state_url": redis_server.url, "token_key": token_key}
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    with (OAuthPair.start(access_token_lifetime=2) as pair, gateway_for(pair, tmp_path / "a", upstream, **shared) as a,
-          gateway_for(pair, tmp_path / "b", upstream, **shared) as b):
+    with (OAuthPair.start(access_token_lifetime=2) as pair,
+          two_replicas(pair, tmp_path, upstream, redis_server) as (a, b, token_key)):
         signed_in(a)
         wait_state(b, "protected", "ready")
         provider = pair.authorization_server.provider

@@ -37,7 +37,7 @@ from app.chat.streaming import SHUTTING_DOWN, ShutdownCutoff
 from app.chat.tool_offer import describe_offer, describe_request
 from app.chat.toolsets import HEADER as TOOLS_HEADER
 from app.chat.toolsets import choose_tools, with_virtual_models
-from app.mcp import HttpServerConfig, KeyView, McpPool
+from app.mcp import KeyView, McpPool
 from app.openai.errors import Forbidden, MethodNotAllowed, Overloaded, RouteNotFound
 from app.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.serving import ON_SHUTDOWN
@@ -88,7 +88,7 @@ def _chat_needs(raw: Request, settings: Settings) -> ChatNeeds:
 def _sign_ins(pool: McpPool, view: KeyView) -> SignInWaits | None:
     """The key's servers that wait for a sign-in (their links go into answers), asked only of a pool with a remote
     server: a stdio one never signs in, and reading the states costs 2 µs a server on every chat."""
-    return view if any(isinstance(server, HttpServerConfig) for server in pool.config.servers.values()) else None
+    return view if pool.sign_ins.any else None
 
 
 def _base_url(raw: Request, settings: Settings) -> Callable[[], str]:

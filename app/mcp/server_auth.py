@@ -227,6 +227,11 @@ class SignIns:
     def find(self, name: str) -> ServerAuth | None:
         return self._auths.get(name)
 
+    @property
+    def any(self) -> bool:
+        """Whether the pool has an HTTP server, the only kind that may ask for a sign-in."""
+        return bool(self._auths)
+
     def drop(self, name: str) -> None:
         self._auths.pop(name, None)
 

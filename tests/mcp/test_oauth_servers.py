@@ -7,7 +7,6 @@ import secrets
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
@@ -20,7 +19,7 @@ from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider, OAuthF
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthMetadata, OAuthToken
 
-from tests.support.oauth_servers import SCOPE, WRONG_ISSUER, OAuthPair
+from tests.support.oauth_servers import SCOPE, WRONG_ISSUER, ConsentForm, OAuthPair
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 60
@@ -48,31 +47,6 @@ class MemoryStorage:
         self.client_info = client_info
 
 
-class _Form(HTMLParser):
-    """The first form of a page: its action and the fields a browser would send on its first submit button."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.action = ""
-        self.fields: dict[str, str] = {}
-        self.buttons: dict[str, tuple[str, str]] = {}  # button text -> (name, value)
-        self._button: tuple[str, str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attributes = {name: value or "" for name, value in attrs}
-        if tag == "form" and not self.action:
-            self.action = attributes.get("action", "")
-        elif tag == "input" and "name" in attributes:
-            self.fields[attributes["name"]] = attributes.get("value", "")
-        elif tag == "button":
-            self._button = (attributes.get("name", ""), attributes.get("value", ""))
-
-    def handle_data(self, data: str) -> None:
-        if self._button is not None and data.strip():
-            self.buttons[data.strip()] = self._button
-            self._button = None
-
-
 class Browser:
     """A person at a browser: follows the authorization URL, answers the consent page with `button` (as `user`
     if given), and stops at the redirect back to the client, which it hands to `callback_handler`."""
@@ -86,7 +60,7 @@ class Browser:
         self.opened.append(authorization_url)
         async with httpx.AsyncClient(timeout=10) as http:
             consent = await http.get(authorization_url, follow_redirects=True)
-            form = _Form()
+            form = ConsentForm()
             form.feed(consent.text)
             name, value = form.buttons[self.button]
             fields = form.fields | {name: value} | ({"user": self.user} if self.user else {})

@@ -37,6 +37,7 @@ import html
 import secrets
 import time
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from typing import Any, Literal, Self
 from urllib.parse import parse_qsl, urlencode
 
@@ -383,3 +384,29 @@ class OAuthPair:
             self.mcp_server.__exit__(None, None, None)
         finally:
             self.authorization_server.__exit__(None, None, None)
+
+
+class ConsentForm(HTMLParser):
+    """The first form of a page as a browser reads it: its action, its fields, and its buttons (text ->
+    (name, value)); for the tests that play the person at the consent page without a browser."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.action = ""
+        self.fields: dict[str, str] = {}
+        self.buttons: dict[str, tuple[str, str]] = {}  # button text -> (name, value)
+        self._button: tuple[str, str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = {name: value or "" for name, value in attrs}
+        if tag == "form" and not self.action:
+            self.action = attributes.get("action", "")
+        elif tag == "input" and "name" in attributes:
+            self.fields[attributes["name"]] = attributes.get("value", "")
+        elif tag == "button":
+            self._button = (attributes.get("name", ""), attributes.get("value", ""))
+
+    def handle_data(self, data: str) -> None:
+        if self._button is not None and data.strip():
+            self.buttons[data.strip()] = self._button
+            self._button = None

@@ -17,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,25 @@ def send(tab: Any, text: str) -> None:
     tab.locator("#chat-input").click()
     tab.keyboard.type(text)
     tab.keyboard.press("Enter")
+
+
+@dataclass(frozen=True)
+class PersonAsked:
+    """What a scripted model reads of a request: the person's last message, and the tool results since."""
+
+    text: str
+    results: list[str]
+
+
+def person_asked(body: dict[str, Any]) -> PersonAsked | None:
+    """The person's last message and the tool results after it (as `tool_result` reads them); None for Open
+    WebUI's own background tasks (titles, tags, follow-ups), which a scripted model answers with `{}`."""
+    messages = body["messages"]
+    last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    text = content_text(messages[last].get("content"))
+    if text.lstrip().startswith("### Task:"):
+        return None
+    return PersonAsked(text, [tool_result(m.get("content")) for m in messages[last:] if m["role"] == "tool"])
 
 
 def offered_name(body: dict[str, Any], tool: str, server: str | None = None) -> str | None:
