@@ -19,8 +19,9 @@ from app.api.routes import chat_completions, router
 from app.api.sign_in_routes import router as sign_in_router
 from app.api.ui import page_router
 from app.api.ui import router as ui_router
+from app.doors.errors import error_body
 from app.lifespan import build_lifespan, key_ring
-from app.openai.errors import GatewayError, InvalidRequest, RouteNotFound, error_envelope
+from app.openai.errors import GatewayError, InvalidRequest, RouteNotFound
 from app.settings import Settings
 from app.upstream import Transport
 
@@ -80,9 +81,9 @@ def _describe_chat_body(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-async def _gateway_error(_request: Request, exc: Exception) -> JSONResponse:
+async def _gateway_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, GatewayError)
-    return JSONResponse(exc.envelope(), status_code=exc.status_code, headers=exc.headers)
+    return JSONResponse(error_body(request.url.path, exc), status_code=exc.status_code, headers=exc.headers)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -110,7 +111,8 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     # a crash from outside the request log, so the request's id is carried here for the operator to find it.
     request_id = request.scope.get("state", {}).get("request_id")
     log.error("unhandled_error", request_id=request_id, exc_info=exc)
-    return JSONResponse(error_envelope("Internal gateway error; see the gateway log.", "server_error"), 500,
+    crash = GatewayError("Internal gateway error; see the gateway log.")
+    return JSONResponse(error_body(request.url.path, crash), 500,
                         headers={"x-request-id": request_id} if request_id else None)
 
 

@@ -121,7 +121,7 @@ def split_head(upstream: str) -> None:
 
 def cutoff_cost() -> None:
     try:
-        from app.chat.streaming import ShutdownCutoff
+        from app.chat.streaming import ShutdownCutoff, chat_cut_off
     except ImportError:
         report("N15 per-chunk cost of the shutdown cut-off: (not in this version)")
         return
@@ -137,7 +137,7 @@ def cutoff_cost() -> None:
             pass
         plain = time.perf_counter() - started
         started = time.perf_counter()
-        async for _ in ShutdownCutoff(10).payloads(payloads(n)):
+        async for _ in ShutdownCutoff(10).payloads(payloads(n), chat_cut_off):
             pass
         return plain / n * 1e6, (time.perf_counter() - started) / n * 1e6
 

@@ -143,9 +143,9 @@ def test_progress_of_a_running_tool_appears_in_the_trace(gateway: Gateway, upstr
 def test_long_tool_calls_keep_the_stream_alive_with_comment_pings(
     gateway: Gateway, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.api import routes
+    from app.api import doors
 
-    monkeypatch.setattr(routes, "SSE_PING_SECONDS", 0.2)
+    monkeypatch.setattr(doors, "SSE_PING_SECONDS", 0.2)
     upstream.script(Turn(calls=[Call("basic__sleep", {"seconds": 1})]), Turn(content=ANSWER))
     body = {"model": "m", "messages": ASK, "stream": True}
     with httpx.stream("POST", f"{gateway.url}/v1/chat/completions", json=body, timeout=30) as response:

@@ -34,6 +34,20 @@ def parse_chat_body(body: bytes, content_type: str | None) -> tuple[dict[str, An
         InvalidRequest: not sent as JSON, or holding numbers JSON cannot carry (NaN, Infinity) or Python cannot
             read (an integer of more than 4,300 digits).
     """
+    parsed = parse_json(body, content_type)
+    try:
+        return parsed, ChatCompletionRequest.model_validate(parsed)
+    except ValidationError as exc:
+        raise RequestValidationError([{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]) from None
+
+
+def parse_json(body: bytes, content_type: str | None) -> Any:
+    """A request body as JSON: orjson's reading, Python's where orjson's would differ (see parse_chat_body).
+
+    Raises:
+        RequestValidationError: empty, or not JSON.
+        InvalidRequest: as parse_chat_body's.
+    """
     if not body:
         raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
     if content_type and not _is_json(content_type):
@@ -42,14 +56,10 @@ def parse_chat_body(body: bytes, content_type: str | None) -> tuple[dict[str, An
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError:
-        parsed = _parse_leniently(body)  # what orjson refuses and Python reads: NaN, lone surrogates, 1e400
-    else:
-        if _may_hold_long_integer(parsed, body):  # orjson reads integers past 64 bits as floats: a seed would change
-            parsed = _parse_leniently(body)
-    try:
-        return parsed, ChatCompletionRequest.model_validate(parsed)
-    except ValidationError as exc:
-        raise RequestValidationError([{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]) from None
+        return _parse_leniently(body)  # what orjson refuses and Python reads: NaN, lone surrogates, 1e400
+    if _may_hold_long_integer(parsed, body):  # orjson reads integers past 64 bits as floats: a seed would change
+        return _parse_leniently(body)
+    return parsed
 
 
 def _may_hold_long_integer(parsed: Any, body: bytes) -> bool:

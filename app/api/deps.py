@@ -10,6 +10,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from app.access import EVERYTHING, KeyRing, KeyScope
+from app.access import presented_key as bearer_or_header_key
 from app.api.guard_checks import basic_password
 from app.chat.images import ImageStore
 from app.chat.memory import MemoryStores, memory_owner
@@ -94,10 +95,9 @@ async def get_owner(request: Request, settings: SettingsDep) -> str:
 
 
 def presented_key(request: Request) -> str:
-    """The key the caller sent: a Basic password from the page, a bearer key from other clients."""
+    """The key the caller sent: a Basic password from the page, a bearer key (or `x-api-key`) from other clients."""
     scheme, _, presented = request.headers.get("authorization", "").partition(" ")
-    presented = presented.strip()
-    return basic_password(presented) if scheme.lower() == "basic" else presented
+    return basic_password(presented.strip()) if scheme.lower() == "basic" else bearer_or_header_key(request.headers)
 
 
 UpstreamDep = Annotated[UpstreamClient, Depends(get_upstream)]

@@ -33,7 +33,8 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.access import CURRENT_SCOPE, EVERYTHING, NOBODY, KeyRing, KeyScope
+from app.access import CURRENT_SCOPE, EVERYTHING, NOBODY, KeyRing, KeyScope, presented_key
+from app.access.presented import ANTHROPIC_KEY_HEADER
 from app.api.guard_checks import (
     READ_ONLY_METHODS,
     basic_password,
@@ -47,6 +48,7 @@ from app.api.guard_checks import (
     too_large,
 )
 from app.chat.shown import ROUTE as IMAGES_ROUTE
+from app.doors.errors import error_body
 from app.openai.errors import (
     AuthenticationFailed,
     Forbidden,
@@ -134,7 +136,7 @@ class AdmissionGuard:
             return
         headers = Headers(scope=scope)
         page = for_the_page(scope["path"])
-        admitted = self._admitted(headers.get("authorization", ""), basic=page)
+        admitted = self._admitted(headers, basic=page)
         authorised = admitted if isinstance(admitted, GatewayError) else None
         key_scope = admitted if isinstance(admitted, KeyScope) else NOBODY
         scope.setdefault("state", {}).update(authorised=authorised is None, key_scope=key_scope)
@@ -143,7 +145,8 @@ class AdmissionGuard:
         counted = not stream and path not in PUBLIC_PATHS and path != "/metrics"
         refusal = None if path in self._public or path.startswith(CAPABILITY_PATHS) else authorised
         if refusal is None and scope["method"] == "POST":
-            refusal = content_type_refusal(headers.get("content-type"), headers.get("authorization", ""))
+            refusal = content_type_refusal(headers.get("content-type"), headers.get("authorization", ""),
+                                           headers.get(ANTHROPIC_KEY_HEADER))
         if refusal is None:
             refusal = self._size_refusal(headers.get("content-length"))
         if refusal is None:
@@ -177,20 +180,17 @@ class AdmissionGuard:
             )
         return None
 
-    def _admitted(self, authorization: str, basic: bool = False) -> KeyScope | GatewayError:
-        """What the caller's key may use (everything when the gateway has no keys); else why it is refused. With
-        `basic` (the status page), HTTP Basic credentials with the key as password count too: a browser can send
-        nothing else by itself."""
+    def _admitted(self, headers: Headers, basic: bool = False) -> KeyScope | GatewayError:
+        """What the caller's key may use (everything when the gateway has no keys); else why it is refused. The
+        key comes as a bearer, or as `x-api-key` (Anthropic's clients). With `basic` (the status page), HTTP Basic
+        credentials with the key as password count too: a browser can send nothing else by itself."""
         if not self._keys.required:
             return EVERYTHING
-        scheme, _, presented = authorization.partition(" ")
-        presented = presented.strip()
-        if basic and scheme.lower() == "basic":
-            presented = basic_password(presented)
-        elif scheme.lower() != "bearer":
-            presented = ""
+        scheme, _, credentials = headers.get("authorization", "").partition(" ")
+        page_login = basic and scheme.lower() == "basic"
+        presented = basic_password(credentials.strip()) if page_login else presented_key(headers)
         if not presented:
-            return AuthenticationFailed("Missing API key: send 'Authorization: Bearer <key>'.")
+            return AuthenticationFailed("Missing API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>').")
         found = self._keys.scope_of(presented)
         return AuthenticationFailed("Incorrect API key.") if found is None else found
 
@@ -238,4 +238,4 @@ class _BoundedBody:
 
 async def reply(error: GatewayError, scope: Scope, receive: Receive, send: Send) -> None:
     """Answers with the error's envelope, without reading the body."""
-    await JSONResponse(error.envelope(), error.status_code, headers=error.headers)(scope, receive, send)
+    await JSONResponse(error_body(scope["path"], error), error.status_code, headers=error.headers)(scope, receive, send)

@@ -26,12 +26,14 @@ def may_change_things(origin: str, on_the_page: bool) -> bool:
     return bool(colon) and scheme.lower() in DESKTOP_SCHEMES | {"http", "https"}
 
 
-def content_type_refusal(content_type: str | None, authorization: str) -> GatewayError | None:
-    """None for a POST declared JSON, or sent with a bearer key (a browser page can send neither to another
-    origin without a preflight; SDKs upload files as multipart with their key); else why not."""
+def content_type_refusal(
+    content_type: str | None, authorization: str, x_api_key: str | None = None
+) -> GatewayError | None:
+    """None for a POST declared JSON, or sent with a bearer key or an `x-api-key` header (a browser page can send
+    neither to another origin without a preflight; SDKs upload files as multipart with their key); else why not."""
     if content_type is not None and is_json(content_type):
         return None
-    if authorization[:7].lower() == "bearer ":
+    if authorization[:7].lower() == "bearer " or x_api_key is not None:
         return None
     return InvalidRequest(
         "The request body must be JSON: send the header 'Content-Type: application/json' (also on a POST "

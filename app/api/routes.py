@@ -1,19 +1,13 @@
 """HTTP in and out: chat completions, pass-through of the rest of /v1, health, and the lists of tools, prompts
 and resources."""
 
-import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import aclosing
 from typing import Annotated, Any
 
-import anyio
 import orjson
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
-from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
-from app.access import KeyScope
 from app.api.chat_body import parse_chat_body
 from app.api.deps import (
     AuthorisedDep,
@@ -26,26 +20,19 @@ from app.api.deps import (
     UpstreamDep,
     ViewDep,
 )
+from app.api.doors import chat_needs, person_view, send_stream, send_whole
 from app.api.health import health_report
 from app.chat.images import StoredImage
 from app.chat.loop_options import loop_options, tool_budget_for
-from app.chat.ports import RequestStats, SignInWaits
-from app.chat.service import ChatNeeds, ChatPool, answer_chat
+from app.chat.service import answer_chat
 from app.chat.shown import ROUTE as IMAGES_ROUTE
-from app.chat.shown import PersonView
-from app.chat.streaming import SHUTTING_DOWN, ShutdownCutoff
+from app.chat.streaming import chat_cut_off
 from app.chat.tool_offer import describe_offer, describe_request
 from app.chat.toolsets import HEADER as TOOLS_HEADER
 from app.chat.toolsets import choose_tools, with_virtual_models
-from app.mcp import KeyView, McpPool
-from app.openai.errors import Forbidden, MethodNotAllowed, Overloaded, RouteNotFound
+from app.openai.errors import Forbidden, MethodNotAllowed, RouteNotFound
 from app.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from app.serving import ON_SHUTDOWN
 from app.settings import Settings
-from app.upstream import UpstreamClient
-
-SSE_PING_SECONDS = 15
-CLIENT_CLOSED_REQUEST = 499  # nginx's status for "the client went away first"; only the log sees it
 
 # Who may call what is decided before any route runs (app/api/guard.py).
 router = APIRouter()
@@ -57,87 +44,16 @@ async def chat_completions(raw: Request) -> Response:
     # Nothing for FastAPI to resolve on the busiest route: its dependency solving cost a tenth of a request.
     settings: Settings = raw.state.settings
     body, request = parse_chat_body(await raw.body(), raw.headers.get("content-type"))
-    reply = await answer_chat(body, request, _chat_needs(raw, settings))
-    person = _person_view(raw, settings)
+    reply = await answer_chat(body, request, chat_needs(raw, settings))
+    person = person_view(raw, settings)
     if request.stream:
-        cutoff = ShutdownCutoff(settings.shutdown_grace)
-        raw.scope[ON_SHUTDOWN] = cutoff.begin  # called by the server (app/serving.py) as it starts shutting down
-        # sse-starlette would end every stream at the first signal; the grace lets answers in flight finish.
-        return EventSourceResponse(_server_sent(cutoff.payloads(reply.payloads(person))), sep="\n",
-                                   ping=SSE_PING_SECONDS, shutdown_grace_period=settings.shutdown_grace)
-    completion = await _unless_client_leaves(raw, reply.completion(person), settings.shutdown_grace)
-    if completion is None:
-        return Response(status_code=CLIENT_CLOSED_REQUEST)
-    return Response(orjson.dumps(completion), media_type="application/json")
+        return send_stream(raw, reply.payloads(person), encode=_server_sent, cut_off=chat_cut_off)
+    return await send_whole(raw, reply.completion(person))
 
 
-def _chat_needs(raw: Request, settings: Settings) -> ChatNeeds:
-    """What the chat service needs of the lifespan's resources and of the request's headers."""
-    state = raw.state
-    upstream: UpstreamClient = state.upstream  # typed here, so that mypy checks they keep the service's ports
-    pool: McpPool = state.pool
-    scope: KeyScope = state.key_scope  # set by the guard; a key limited to some servers sees the pool through a view
-    view = KeyView(pool, scope)
-    chat_pool: ChatPool = pool if scope.everything else view
-    stats: RequestStats = getattr(state, "request_stats", None) or RequestStats()  # set by the request log
-    return ChatNeeds(settings=settings, upstream=upstream, pool=chat_pool, memory=state.memory, stats=stats,
-                     headers=raw.headers, recent=getattr(state, "recent_requests", None),
-                     sign_ins=_sign_ins(pool, view), base_url=_base_url(raw, settings))
-
-
-def _sign_ins(pool: McpPool, view: KeyView) -> SignInWaits | None:
-    """The key's servers that wait for a sign-in (their links go into answers), asked only of a pool with a remote
-    server: a stdio one never signs in, and reading the states costs 2 µs a server on every chat."""
-    return view if pool.sign_ins.any else None
-
-
-def _base_url(raw: Request, settings: Settings) -> Callable[[], str]:
-    """Where the person's browser reaches the gateway, for links in answers (images, sign-in): TOOLBRIDGE_PUBLIC_URL,
-    else the address the client used (the Host it sent). Lazily: Starlette's base_url costs 20 µs, a third of what
-    the chat lane saves every request."""
-    return lambda: settings.public_url or str(raw.base_url)
-
-
-def _person_view(raw: Request, settings: Settings) -> PersonView | None:
-    """How this request's answer shows the person what tool results address to them (image links: `_base_url`)."""
-    if not settings.show_user_content:
-        return None
-    return PersonView(raw.state.images, _base_url(raw, settings), settings.image_inline_bytes)
-
-
-async def _server_sent(payloads: AsyncGenerator[dict[str, Any] | str, None]) -> AsyncIterator[bytes]:
-    """Each payload as one SSE event, encoded here (sse-starlette sends bytes as they are)."""
-    async with aclosing(payloads):
-        async for payload in payloads:
-            yield b"data: " + (payload.encode() if isinstance(payload, str) else orjson.dumps(payload)) + b"\n\n"
-
-
-async def _unless_client_leaves(raw: Request, work: Awaitable[dict[str, Any]], grace: float) -> dict[str, Any] | None:
-    """Runs a non-streamed completion, cancelling it (upstream request, MCP calls, further rounds) when the
-    client disconnects, or when the shutdown grace runs out (then a 503 `shutting_down`). Streams get the
-    same from sse-starlette and ShutdownCutoff.
-
-    The watcher is a plain task cancelled when the work ends, not a task group: a group's cancellation
-    on every request cost more than the rest of the watching (bench/compare.py)."""
-    with anyio.CancelScope() as work_scope:
-        cutoff = ShutdownCutoff(grace, on_cut=work_scope.cancel)
-        raw.scope[ON_SHUTDOWN] = cutoff.begin
-
-        async def watch() -> None:
-            while (await raw.receive())["type"] != "http.disconnect":
-                continue
-            work_scope.cancel()
-
-        watcher = asyncio.get_running_loop().create_task(watch())
-        try:
-            return await work
-        finally:
-            watcher.cancel()
-            cutoff.end()
-    if cutoff.cut:
-        raise Overloaded("The gateway is shutting down; this answer was cut off. Send the request again.",
-                         code=SHUTTING_DOWN)
-    return None  # cancelled: the client left
+def _server_sent(payload: dict[str, Any] | str) -> bytes:
+    """One SSE event, encoded here (sse-starlette sends bytes as they are)."""
+    return b"data: " + (payload.encode() if isinstance(payload, str) else orjson.dumps(payload)) + b"\n\n"
 
 
 @router.api_route("/v1/chat/completions", methods=["GET", "PUT", "PATCH", "DELETE"], include_in_schema=False)

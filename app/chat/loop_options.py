@@ -8,6 +8,7 @@ from typing import Any
 
 import structlog
 
+from app.access import presented_key
 from app.chat.memory import ConversationMemory, MemoryStores, memory_owner
 from app.chat.open_webui import chat_id, is_background_task
 from app.chat.ports import ALL_TOOLS, BudgetChoice, LoopOptions, ModelFacts, ToolSelection
@@ -106,11 +107,5 @@ def conversation_memory(
     """The request's memory: the API key's own (every caller's when no keys are set), narrowed to Open
     WebUI's chat when it names one."""
     rendering = RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars)
-    owner = memory_owner(_api_key(headers) if settings.authenticates else None)
+    owner = memory_owner(presented_key(headers) if settings.authenticates else None)
     return ConversationMemory(stores, rendering, chat_id=chat_id(headers), owner=owner)
-
-
-def _api_key(headers: Mapping[str, str]) -> str:
-    """The bearer key the request came with: the guard (app/api/guard.py) let it in only if it is one of ours."""
-    scheme, _, presented = headers.get("authorization", "").partition(" ")
-    return presented.strip() if scheme.lower() == "bearer" else ""

@@ -9,21 +9,22 @@ gateway's shutdown grace runs out (ShutdownCutoff).
 import asyncio
 import os
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import aclosing
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
-from app.chat.loop import Finished, LoopEvent, RoundBreak, ToolProgress, ToolsRan, ToolsStarted, ToolsWaiting
+from app.chat.answer_parts import Delta, Ended, answer_parts
+from app.chat.loop import LoopEvent
 from app.chat.shown import PersonView
-from app.chat.trace import TraceMode, TraceText, render_finished, render_progress, render_started, render_waiting
+from app.chat.trace import TraceMode
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.errors import GatewayError, error_envelope
-from app.openai.markup import TextDelta
 
 log = structlog.get_logger("toolbridge.stream")
 
+Payload = TypeVar("Payload")  # what a door's stream is made of, before its framing
 DONE = "[DONE]"  # the last `data:` of an OpenAI stream; every other payload is a JSON object
 SHUTTING_DOWN = "shutting_down"
 # How long before the end of the shutdown grace a stream is ended by the gateway, so that its last events are
@@ -68,32 +69,20 @@ async def stream_payloads(
     person: PersonView | None = None, notice: str = "",
 ) -> AsyncGenerator[dict[str, Any] | str, None]:
     """The `data:` payloads of one streamed chat completion: JSON objects (chunks, or one error), then DONE.
-    `person`: how what tool results address to the person is shown to them (None: not at all). `notice`: the
-    person's alone too (sign-in links), after the rest of the answer."""
+    `person` and `notice` as answer_parts' (app/chat/answer_parts.py)."""
     chunks = _ChunkFactory(model)
     yield chunks.chunk({"role": "assistant", "content": ""})
-    last = ""  # the content sent last, for a round's break
     try:
-        async with aclosing(events):
-            async for event in events:
-                if isinstance(event, TextDelta):
-                    last = event.content or last
-                    yield chunks.chunk(_text_delta(event))
-                elif isinstance(event, RoundBreak) and (gap := _break_after(last)):
-                    last = gap
-                    yield chunks.chunk({"content": gap})
-                elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting):
-                    for shown in _trace_texts(trace, event, person):
-                        last = shown.text if shown.channel == "content" else last
-                        yield chunks.chunk({_CHANNEL_FIELD[shown.channel]: shown.text})
-                elif isinstance(event, Finished):
-                    if notice:
-                        yield chunks.chunk({"content": _before_notice(last) + notice})
-                    if event.client_tool_calls:
-                        yield chunks.chunk({"tool_calls": _tool_call_deltas(event.client_tool_calls)})
-                    yield chunks.chunk({}, event.finish_reason)
-                    if include_usage and event.usage is not None:
-                        yield chunks.usage_chunk(event.usage)
+        async with aclosing(answer_parts(events, trace=trace, person=person, notice=notice)) as parts:
+            async for part in parts:
+                if isinstance(part, Delta):
+                    yield chunks.chunk(_text_delta(part))
+                elif isinstance(part, Ended):
+                    if part.client_tool_calls:
+                        yield chunks.chunk({"tool_calls": _tool_call_deltas(part.client_tool_calls)})
+                    yield chunks.chunk({}, part.finish_reason)
+                    if include_usage and part.usage is not None:
+                        yield chunks.usage_chunk(part.usage)
     except GatewayError as exc:
         log.warning("stream_failed", error=exc.message, code=exc.code)
         yield exc.envelope()
@@ -135,9 +124,9 @@ class ShutdownCutoff:
             self._task.cancel()
 
     async def payloads(
-        self, payloads: AsyncGenerator[dict[str, Any] | str, None]
-    ) -> AsyncGenerator[dict[str, Any] | str, None]:
-        """`payloads` as they come, until the cut-off."""
+        self, payloads: AsyncGenerator[Payload, None], ending: Callable[[], Iterable[Payload]]
+    ) -> AsyncGenerator[Payload, None]:
+        """`payloads` as they come, until the cut-off; then the `ending` that says so in the wire format."""
         task = self._task = asyncio.current_task()
         assert task is not None
         try:
@@ -157,9 +146,16 @@ class ShutdownCutoff:
                     yield payload
         finally:
             self.end()
-        yield error_envelope("The gateway is shutting down; this answer was cut off. Send the request again.",
-                             "server_error", code=SHUTTING_DOWN)
-        yield DONE
+        for payload in ending():
+            yield payload
+
+
+CUT_OFF_MESSAGE = "The gateway is shutting down; this answer was cut off. Send the request again."
+
+
+def chat_cut_off() -> list[dict[str, Any] | str]:
+    """How a chat completion's stream ends when the shutdown cuts it off: one error event, then DONE."""
+    return [error_envelope(CUT_OFF_MESSAGE, "server_error", code=SHUTTING_DOWN), DONE]
 
 
 async def collect_completion(
@@ -170,21 +166,14 @@ async def collect_completion(
     chunks = _ChunkFactory(model)
     content: list[str] = []
     reasoning: list[str] = []
-    finished = Finished("stop", None)
-    async with aclosing(events):
-        async for event in events:
-            if isinstance(event, TextDelta):
-                content.append(event.content)
-                reasoning.append(event.reasoning)
-            elif isinstance(event, RoundBreak):
-                content.append(_break_after(next((text for text in reversed(content) if text), "")))
-            elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting):
-                for shown in _trace_texts(trace, event, person):
-                    (content if shown.channel == "content" else reasoning).append(shown.text)
-            elif isinstance(event, Finished):
-                finished = event
-    if notice:
-        content.append(_before_notice("".join(content)) + notice)
+    finished = Ended("stop", None)
+    async with aclosing(answer_parts(events, trace=trace, person=person, notice=notice)) as parts:
+        async for part in parts:
+            if isinstance(part, Delta):
+                content.append(part.content)
+                reasoning.append(part.reasoning)
+            elif isinstance(part, Ended):
+                finished = part
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
     if any(reasoning):
         message["reasoning_content"] = "".join(reasoning)
@@ -203,56 +192,12 @@ async def collect_completion(
     return completion
 
 
-_CHANNEL_FIELD = {"content": "content", "reasoning": "reasoning_content"}
-ROUND_BREAK = "\n\n"
-
-
-def _break_after(last: str) -> str:
-    """A blank line after content that does not end a line already (a trace block does); nothing at the start."""
-    return ROUND_BREAK if last and not last[-1].isspace() else ""
-
-
-def _before_notice(content: str) -> str:
-    """A blank line between the answer and the notice after it; nothing before a notice alone."""
-    return "\n\n" if content.strip() and not content.endswith("\n\n") else ""
-
-
-def _trace_texts(
-    mode: TraceMode, event: ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting, person: PersonView | None
-) -> list[TraceText]:
-    """What the client is shown of tool work: the trace, and after a round what its results address to the
-    person, in every trace mode (off included: that turns off the account of the work, not its results)."""
-    if isinstance(event, ToolsStarted):
-        texts = [render_started(mode, event.calls)]
-    elif isinstance(event, ToolProgress):
-        texts = [render_progress(mode, event.call, event.progress, event.total, event.message)]
-    elif isinstance(event, ToolsWaiting):
-        texts = [render_waiting(mode, event.calls, event.for_answer)]
-    else:
-        event = _finished(event)
-        if not event.calls:
-            return []
-        shown = person.show(event.calls, event.outputs, in_widget=mode == "details") if person else None
-        texts = [render_finished(mode, event.calls, event.outputs, event.durations_ms, shown.files if shown else ()),
-                 TraceText("content", shown.text) if shown and shown.text else None]
-    return [text for text in texts if text is not None]
-
-
-def _finished(event: ToolsRan) -> ToolsRan:
-    """The calls that finished: one that came back with its server's question is shown waiting (ToolsWaiting)."""
-    kept = [i for i, output in enumerate(event.outputs) if output.input_needed is None]
-    if len(kept) == len(event.calls):
-        return event
-    return ToolsRan([event.calls[i] for i in kept], [event.outputs[i] for i in kept],
-                    [event.durations_ms[i] for i in kept])
-
-
-def _text_delta(event: TextDelta) -> dict[str, Any]:
+def _text_delta(part: Delta) -> dict[str, Any]:
     delta: dict[str, Any] = {}
-    if event.reasoning:
-        delta["reasoning_content"] = event.reasoning
-    if event.content:
-        delta["content"] = event.content
+    if part.reasoning:
+        delta["reasoning_content"] = part.reasoning
+    if part.content:
+        delta["content"] = part.content
     return delta
 
 

@@ -4,6 +4,7 @@ POST's content type, the key, the declared size. The middlewares end to end are 
 import base64
 
 import pytest
+from starlette.datastructures import Headers
 
 from app.access import EVERYTHING, KeyRing
 from app.api.guard import AdmissionGuard, BrowserGuard
@@ -223,6 +224,8 @@ def test_json_media_types(content_type: str, json: bool) -> None:
 ])
 def test_a_post_is_json_or_carries_a_bearer_key(content_type: str | None, authorization: str, refused: bool) -> None:
     refusal = content_type_refusal(content_type, authorization)
+    assert content_type_refusal(content_type, authorization, x_api_key="sk-1") is None  # Anthropic's clients' key
+
     assert (refusal is not None) is refused
     if refused:
         assert isinstance(refusal, InvalidRequest) and refusal.code == "invalid_content_type"
@@ -265,9 +268,17 @@ def test_the_password_of_basic_credentials(credentials: str, password: str) -> N
     (f"Basic {basic('me:sk-3')}", True, "Incorrect API key."),
     (f"Basic {basic('sk-1')}", True, "Missing"),
     ("Bearer sk-1", True, None),
+    ({"x-api-key": "sk-1"}, False, None),  # Anthropic's SDKs and Claude Code
+    ({"x-api-key": " sk-2 "}, False, None),
+    ({"x-api-key": "sk-3"}, False, "Incorrect API key."),
+    ({"x-api-key": ""}, False, "Missing"),
+    ({"x-api-key": "sk-3", "authorization": "Bearer sk-1"}, False, None),  # the bearer first
+    ({"x-api-key": "sk-1", "authorization": "Bearer sk-3"}, False, "Incorrect API key."),
+    ({"x-api-key": "sk-1", "authorization": "Token sk-3"}, False, "Missing"),  # another scheme: no key at all
 ])
-def test_the_api_key(authorization: str, page: bool, outcome: str | None) -> None:
-    refusal = admission_guard(api_keys="sk-1, sk-2")._admitted(authorization, basic=page)
+def test_the_api_key(authorization: str | dict[str, str], page: bool, outcome: str | None) -> None:
+    headers = Headers(authorization if isinstance(authorization, dict) else {"authorization": authorization})
+    refusal = admission_guard(api_keys="sk-1, sk-2")._admitted(headers, basic=page)
     if outcome is None:
         assert refusal is EVERYTHING
     else:
@@ -275,7 +286,7 @@ def test_the_api_key(authorization: str, page: bool, outcome: str | None) -> Non
 
 
 def test_without_keys_everyone_is_authorised() -> None:
-    assert admission_guard()._admitted("", basic=False) is EVERYTHING
+    assert admission_guard()._admitted(Headers({}), basic=False) is EVERYTHING
 
 
 @pytest.mark.parametrize(("content_length", "refused"), [

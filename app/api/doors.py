@@ -1,0 +1,158 @@
+"""What every front door's route does alike: the request's needs gathered for the chat service, a body read as
+JSON, the chat body a door made of it answered, and the answer sent streamed (in the door's own framing) or
+whole, watching for a client that leaves and for the server shutting down.
+
+The chat completions route (routes.py) and the other doors (responses_routes.py, messages_routes.py,
+ollama_routes.py) share all of it; a door's own module adds only its translation (app/doors/).
+"""
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import aclosing
+from typing import Any
+
+import anyio
+import orjson
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response, StreamingResponse
+from pydantic import ValidationError
+from sse_starlette import EventSourceResponse
+
+from app.access import KeyScope
+from app.api.chat_body import parse_json
+from app.chat.ports import RequestStats, SignInWaits
+from app.chat.service import ChatNeeds, ChatPool, ChatReply, answer_chat
+from app.chat.shown import PersonView
+from app.chat.streaming import SHUTTING_DOWN, Payload, ShutdownCutoff
+from app.mcp import KeyView, McpPool
+from app.openai.errors import InvalidRequest, Overloaded
+from app.openai.schemas import ChatCompletionRequest
+from app.serving import ON_SHUTDOWN
+from app.settings import Settings
+from app.upstream import UpstreamClient
+
+SSE_PING_SECONDS = 15
+CLIENT_CLOSED_REQUEST = 499  # nginx's status for "the client went away first"; only the log sees it
+NDJSON = "application/x-ndjson"
+
+
+async def read_json_object(raw: Request) -> dict[str, Any]:
+    """The request's body as a JSON object, with the chat body's checks (content type, NaN, long integers).
+
+    Raises:
+        RequestValidationError, InvalidRequest: as parse_chat_body's.
+    """
+    body = parse_json(await raw.body(), raw.headers.get("content-type"))
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    return body
+
+
+async def answer(raw: Request, chat_body: dict[str, Any]) -> tuple[ChatReply, PersonView | None]:
+    """The chat service's answer to the chat body a door made of its request, begun, and how it shows the person
+    what tool results address to them.
+
+    Raises:
+        InvalidRequest: the door made a chat body the wire model refuses (what it could not translate).
+        GatewayError: as answer_chat's.
+    """
+    settings: Settings = raw.state.settings
+    try:
+        request = ChatCompletionRequest.model_validate(chat_body)
+    except ValidationError as exc:
+        raise RequestValidationError([{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]) from None
+    reply = await answer_chat(chat_body, request, chat_needs(raw, settings))
+    return reply, person_view(raw, settings)
+
+
+def send_stream(raw: Request, payloads: AsyncGenerator[Payload, None], *, encode: Callable[[Payload], bytes],
+                cut_off: Callable[[], Iterable[Payload]], media_type: str = "text/event-stream") -> Response:
+    """Sends the payloads as they come, each encoded by the door (an SSE event, an NDJSON line), ending with
+    `cut_off`'s payloads when the shutdown grace runs out. Server-sent events get sse-starlette's pings and
+    shutdown handling; other media types (NDJSON) a plain stream."""
+    settings: Settings = raw.state.settings
+    cutoff = ShutdownCutoff(settings.shutdown_grace)
+    raw.scope[ON_SHUTDOWN] = cutoff.begin  # called by the server (app/serving.py) as it starts shutting down
+    frames = _encoded(cutoff.payloads(payloads, cut_off), encode)
+    if media_type != "text/event-stream":
+        return StreamingResponse(frames, media_type=media_type)
+    # sse-starlette would end every stream at the first signal; the grace lets answers in flight finish.
+    return EventSourceResponse(frames, sep="\n", ping=SSE_PING_SECONDS, shutdown_grace_period=settings.shutdown_grace)
+
+
+async def send_whole(raw: Request, work: Awaitable[dict[str, Any]]) -> Response:
+    """Sends the whole answer as JSON once `work` made it; a 499 in the log when the client left first."""
+    settings: Settings = raw.state.settings
+    whole = await unless_client_leaves(raw, work, settings.shutdown_grace)
+    if whole is None:
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    return Response(orjson.dumps(whole), media_type="application/json")
+
+
+async def _encoded(payloads: AsyncGenerator[Payload, None], encode: Callable[[Payload], bytes]) -> AsyncIterator[bytes]:
+    async with aclosing(payloads):
+        async for payload in payloads:
+            yield encode(payload)
+
+
+def chat_needs(raw: Request, settings: Settings) -> ChatNeeds:
+    """What the chat service needs of the lifespan's resources and of the request's headers."""
+    state = raw.state
+    upstream: UpstreamClient = state.upstream  # typed here, so that mypy checks they keep the service's ports
+    pool: McpPool = state.pool
+    scope: KeyScope = state.key_scope  # set by the guard; a key limited to some servers sees the pool through a view
+    view = KeyView(pool, scope)
+    chat_pool: ChatPool = pool if scope.everything else view
+    stats: RequestStats = getattr(state, "request_stats", None) or RequestStats()  # set by the request log
+    return ChatNeeds(settings=settings, upstream=upstream, pool=chat_pool, memory=state.memory, stats=stats,
+                     headers=raw.headers, recent=getattr(state, "recent_requests", None),
+                     sign_ins=_sign_ins(pool, view), base_url=base_url(raw, settings))
+
+
+def _sign_ins(pool: McpPool, view: KeyView) -> SignInWaits | None:
+    """The key's servers that wait for a sign-in (their links go into answers), asked only of a pool with a remote
+    server: a stdio one never signs in, and reading the states costs 2 µs a server on every chat."""
+    return view if pool.sign_ins.any else None
+
+
+def base_url(raw: Request, settings: Settings) -> Callable[[], str]:
+    """Where the person's browser reaches the gateway, for links in answers (images, sign-in): TOOLBRIDGE_PUBLIC_URL,
+    else the address the client used (the Host it sent). Lazily: Starlette's base_url costs 20 µs, a third of what
+    the chat lane saves every request."""
+    return lambda: settings.public_url or str(raw.base_url)
+
+
+def person_view(raw: Request, settings: Settings) -> PersonView | None:
+    """How this request's answer shows the person what tool results address to them (image links: `base_url`)."""
+    if not settings.show_user_content:
+        return None
+    return PersonView(raw.state.images, base_url(raw, settings), settings.image_inline_bytes)
+
+
+async def unless_client_leaves(raw: Request, work: Awaitable[dict[str, Any]], grace: float) -> dict[str, Any] | None:
+    """Runs a non-streamed answer, cancelling it (upstream request, MCP calls, further rounds) when the client
+    disconnects, or when the shutdown grace runs out (then a 503 `shutting_down`). Streams get the same from
+    sse-starlette and ShutdownCutoff.
+
+    The watcher is a plain task cancelled when the work ends, not a task group: a group's cancellation
+    on every request cost more than the rest of the watching (bench/compare.py)."""
+    with anyio.CancelScope() as work_scope:
+        cutoff = ShutdownCutoff(grace, on_cut=work_scope.cancel)
+        raw.scope[ON_SHUTDOWN] = cutoff.begin
+
+        async def watch() -> None:
+            while (await raw.receive())["type"] != "http.disconnect":
+                continue
+            work_scope.cancel()
+
+        watcher = asyncio.get_running_loop().create_task(watch())
+        try:
+            return await work
+        finally:
+            watcher.cancel()
+            cutoff.end()
+    if cutoff.cut:
+        raise Overloaded("The gateway is shutting down; this answer was cut off. Send the request again.",
+                         code=SHUTTING_DOWN)
+    return None  # cancelled: the client left
