@@ -14,7 +14,10 @@ from app import __version__
 from app.api.chat_body import with_chat_body_schema
 from app.api.chat_lane import CHAT_PATH, ChatLane
 from app.api.guard import BODY_FAILURE, AdmissionGuard, BrowserGuard
+from app.api.messages_routes import router as messages_router
+from app.api.ollama_routes import router as ollama_router
 from app.api.request_log import RequestLogMiddleware
+from app.api.responses_routes import router as responses_router
 from app.api.routes import chat_completions, router
 from app.api.sign_in_routes import router as sign_in_router
 from app.api.ui import page_router
@@ -42,6 +45,10 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
         docs_url=None,
         redoc_url=None,
     )
+    # The other doors first: the pass-through of the rest of /v1 (routes.py) would take their paths.
+    app.include_router(responses_router)
+    app.include_router(messages_router)
+    app.include_router(ollama_router)
     app.include_router(router)
     app.include_router(ui_router)
     app.include_router(page_router)
