@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.eval.doors import DOORS
 from bench.eval.prompting import ANSWER, CALL, allowed, choice_grammar, conversation, offered_tools, parse_choice
 from bench.eval.runner import CONFIGS, Outcome, by_category, run_task, same_as_defaults, table, tool_names
 from bench.eval.scoring import Observed, Score, observe, score
@@ -169,8 +170,10 @@ def test_calls_are_read_from_the_details_trace() -> None:
     assert ended.calls == [("get-sum", {"a": 2, "b": 3}), ("write_note", {"title": "x"})]
 
 
-def test_a_task_runs_through_a_real_gateway_and_is_scored(tmp_path: Path) -> None:
-    """The scripted model calls the time tool when asked the time: the whole path of the eval, minus llama.cpp."""
+@pytest.mark.parametrize("door", DOORS)
+def test_a_task_runs_through_a_real_gateway_and_is_scored(tmp_path: Path, door: str) -> None:
+    """The scripted model calls the time tool when asked the time: the whole path of the eval, minus llama.cpp,
+    through each of the gateway's front doors."""
     model = FakeUpstream(default=lambda body: decide(body, words=5), record=False)
     servers = {"time": {"command": "mcp-server-time"}}
     with (
@@ -182,10 +185,10 @@ def test_a_task_runs_through_a_real_gateway_and_is_scored(tmp_path: Path) -> Non
         assert tool_of["time__get_current_time"] == "get_current_time"
         tasks = {t.id: t for t in load_tasks()}
         for streamed in (False, True):
-            timed, _, tokens = run_task(client, gateway.url, tasks["need-time"], streamed, tool_of)
+            timed, _, tokens = run_task(client, gateway.url, tasks["need-time"], streamed, tool_of, door=door)
             assert tokens > 0  # summed over both rounds, streamed too
-            chat, *_ = run_task(client, gateway.url, tasks["chat-greeting"], streamed, tool_of)
-            summed, *_ = run_task(client, gateway.url, tasks["named-sum"], streamed, tool_of)
+            chat, *_ = run_task(client, gateway.url, tasks["chat-greeting"], streamed, tool_of, door=door)
+            summed, *_ = run_task(client, gateway.url, tasks["named-sum"], streamed, tool_of, door=door)
             assert (timed.passed, chat.passed, summed.passed, summed.tool_ok) == (True, True, False, False)
 
 
@@ -232,9 +235,11 @@ def test_every_value_of_each_setting_the_model_sees_is_a_configuration() -> None
     assert len(repeats) == 6
 
 
-def test_the_help_desk_and_client_tools_through_a_real_gateway(tmp_path: Path) -> None:
+@pytest.mark.parametrize("door", DOORS)
+def test_the_help_desk_and_client_tools_through_a_real_gateway(tmp_path: Path, door: str) -> None:
     """The eval's own server enforces its limits through the gateway's invalid_arguments, and a call of the
-    client's own tools (Open WebUI's) ends the answer and is scored as a call, streamed and whole."""
+    client's own tools (Open WebUI's) ends the answer and is scored as a call, streamed and whole, through each
+    door (its own tool-call format read back)."""
     from bench.eval.runner import HELPDESK
 
     model = FakeUpstream(default=lambda body: decide(body, words=5), record=False)
@@ -253,7 +258,7 @@ def test_the_help_desk_and_client_tools_through_a_real_gateway(tmp_path: Path) -
                    client_tools="open_webui")
         for streamed in (False, True):
             for task in (too_many, unknown, own):
-                result, *_ = run_task(client, gateway.url, task, streamed, tool_of)
+                result, *_ = run_task(client, gateway.url, task, streamed, tool_of, door=door)
                 assert result.passed, (task.id, streamed, result)
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.eval.doors import DOORS
 from bench.eval.runner import CONFIGS, ROOT, by_category, run, same_as_defaults, table
 from bench.eval.tasks import load_tasks
 from tests.support.servers import free_port
@@ -54,6 +55,9 @@ def main() -> int:
     parser.add_argument("--context", type=int, default=None,
                         help="the model server's context in tokens, reported as LM Studio reports it (so the "
                              "gateway's tool budget applies); default: 8192, not reported (llama.cpp's server)")
+    parser.add_argument("--doors", default="chat",
+                        help=f"comma-separated, of: {', '.join(DOORS)}: the API the tasks are sent through (each "
+                             "door after chat shows in the table as 'configuration via door')")
     parser.add_argument("--source", type=Path, default=ROOT,
                         help="the toolbridge checkout to run the gateway from, for before/after comparisons")
     args = parser.parse_args()
@@ -62,6 +66,9 @@ def main() -> int:
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
         parser.error(f"unknown configurations: {', '.join(unknown)}")
+    doors = tuple(args.doors.split(","))
+    if unknown_doors := [d for d in doors if d not in DOORS]:
+        parser.error(f"unknown doors: {', '.join(unknown_doors)}")
     prefixes = tuple(args.tasks.split(","))
     tasks = [t for t in load_tasks() if t.id.startswith(prefixes)]
 
@@ -72,7 +79,7 @@ def main() -> int:
 
     if args.upstream:
         _report(args.upstream, tasks, run(configs, tasks, streams, args.upstream, Path(tempfile.mkdtemp()),
-                                          args.source.resolve(), args.verbose, args.history))
+                                          args.source.resolve(), args.verbose, args.history, doors))
         return 0
     for model in args.model.split(","):
         path, label = _model_file(model)
@@ -86,7 +93,7 @@ def main() -> int:
             _wait_for(f"{upstream}/models", server)
             with tempfile.TemporaryDirectory() as folder:
                 outcomes = run(configs, tasks, streams, upstream, Path(folder), args.source.resolve(), args.verbose,
-                               args.history)
+                               args.history, doors)
         finally:
             server.terminate()
             server.wait(timeout=60)

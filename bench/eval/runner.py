@@ -22,6 +22,7 @@ import httpx
 
 from app.chat.trace import strip_trace
 from app.settings import Settings
+from bench.eval.doors import ask
 from bench.eval.scoring import Score, observe, score
 from bench.eval.tasks import Task, client_tools
 from tests.support.servers import free_port
@@ -120,11 +121,11 @@ def tool_names(base: str) -> dict[str, str]:
 
 def run_task(
     client: httpx.Client, base: str, task: Task, streamed: bool, tool_of: dict[str, str], verbose: bool = False,
-    history: str = "trace",
+    history: str = "trace", door: str = "chat",
 ) -> tuple[Score, float, int]:
-    """All of a task's turns, as a chat client sends them; scored on the last turn's answer. A request the
-    gateway answers with an error fails the task. With `history="text"` the client keeps only an answer's
-    text, as clients of the default reasoning trace do."""
+    """All of a task's turns, as a chat client sends them through `door` (bench/eval/doors.py); scored on the
+    last turn's answer. A request the gateway answers with an error fails the task. With `history="text"` the
+    client keeps only an answer's text, as clients of the default reasoning trace do."""
     messages: list[dict[str, Any]] = []
     content, client_calls, tokens = "", [], 0
     own_tools = client_tools(task.client_tools)
@@ -134,11 +135,9 @@ def run_task(
             messages.append({"role": "user", "content": turn})
             # temperature 0: the same answer every run, so configurations are compared, not luck
             body = {"model": "eval-model", "messages": messages, "stream": streamed, "temperature": 0}
-            if streamed:
-                body["stream_options"] = {"include_usage": True}
             if own_tools:
                 body["tools"] = own_tools
-            content, client_calls, used = _ask(client, base, body)
+            content, client_calls, used = ask(door, client, base, body)
             tokens += used
             # Trace blocks kept, as Open WebUI does with the details trace; or only the text.
             messages.append({"role": "assistant", "content": content if history == "trace" else strip_trace(content)})
@@ -154,20 +153,23 @@ def run_task(
 
 
 def run(configs: list[str], tasks: list[Task], streams: Callable[[str], list[bool]], upstream: str, folder: Path,
-        source: Path = ROOT, verbose: bool = False, history: str = "trace") -> list[Outcome]:
-    """Every task under each configuration, whole and/or streamed as `streams(configuration)` says."""
+        source: Path = ROOT, verbose: bool = False, history: str = "trace", doors: tuple[str, ...] = ("chat",),
+        ) -> list[Outcome]:
+    """Every task under each configuration, whole and/or streamed as `streams(configuration)` says, through each
+    of `doors` (a door other than chat shows in the table as "configuration via door")."""
     mcp_json, root = mcp_config(folder)
     outcomes = []
     for name in configs:
         with (gateway(CONFIGS[name], upstream, mcp_json, source) as base,
               httpx.Client(timeout=REQUEST_TIMEOUT) as client):
             tool_of = tool_names(base)
-            for task in (t.in_folder(root) for t in tasks):
+            for door, task in ((d, t.in_folder(root)) for d in doors for t in tasks):
+                label = name if door == "chat" else f"{name} via {door}"
                 for streamed in streams(name):
-                    result, seconds, tokens = run_task(client, base, task, streamed, tool_of, verbose, history)
-                    outcomes.append(Outcome(name, task, streamed, result, seconds, tokens))
+                    result, seconds, tokens = run_task(client, base, task, streamed, tool_of, verbose, history, door)
+                    outcomes.append(Outcome(label, task, streamed, result, seconds, tokens))
                     mark = "pass" if result.passed else "FAIL"
-                    print(f"  {name:<20} {task.id:<24} {'stream' if streamed else 'whole':<7}{mark} {seconds:5.1f} s",
+                    print(f"  {label:<20} {task.id:<24} {'stream' if streamed else 'whole':<7}{mark} {seconds:5.1f} s",
                           file=sys.stderr)
     return outcomes
 
@@ -204,43 +206,3 @@ def by_category(outcomes: list[Outcome]) -> str:
             cells.append(f"{sum(o.score.passed for o in rows)}/{len(rows)}")
         lines.append(f"| {config} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def _ask(
-    client: httpx.Client, base: str, body: dict[str, Any]
-) -> tuple[str, list[tuple[str, dict[str, Any]]], int]:
-    """The answer's content, the calls of the client's own tools it ends with, and the prompt tokens."""
-    headers = {"X-Toolbridge-Trace": "details"}
-    if not body["stream"]:
-        response = client.post(f"{base}/v1/chat/completions", json=body, headers=headers)
-        response.raise_for_status()
-        answer = response.json()
-        message = answer["choices"][0]["message"]
-        return (message["content"] or "", [_call(c["function"]) for c in message.get("tool_calls") or []],
-                (answer.get("usage") or {}).get("prompt_tokens") or 0)
-    parts, calls, tokens = [], {}, 0
-    with client.stream("POST", f"{base}/v1/chat/completions", json=body, headers=headers) as response:
-        response.raise_for_status()
-        for line in response.iter_lines():
-            if line.startswith("data: {"):
-                chunk = json.loads(line[6:])
-                if "error" in chunk:  # an error after the stream began
-                    raise ValueError(chunk["error"].get("message"))
-                tokens = (chunk.get("usage") or {}).get("prompt_tokens") or tokens
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    parts.append(delta.get("content") or "")
-                    for piece in delta.get("tool_calls") or []:
-                        call = calls.setdefault(piece.get("index", 0), {"name": "", "arguments": ""})
-                        function = piece.get("function") or {}
-                        call["name"] += function.get("name") or ""
-                        call["arguments"] += function.get("arguments") or ""
-    return "".join(parts), [_call(calls[i]) for i in sorted(calls)], tokens
-
-
-def _call(function: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    try:
-        arguments = json.loads(function.get("arguments") or "{}")
-    except ValueError:
-        arguments = {}
-    return function.get("name", ""), arguments if isinstance(arguments, dict) else {}
