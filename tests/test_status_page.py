@@ -79,6 +79,10 @@ def test_the_page_shows_the_servers_and_tools_and_asks_nothing_of_the_internet(
     assert "properties.marker.default: removed (written into the description)" in changed
     tab.fill("#tool-filter", "weather")
     assert tab.locator("#tools details").count() == 1
+    doors = [tab.locator("#doors tbody tr").nth(i).inner_text() for i in range(tab.locator("#doors tbody tr").count())]
+    assert [door.split("\t")[:2] for door in doors] == [
+        ["Chat Completions", f"{keyed.url}/v1"], ["Responses", f"{keyed.url}/v1"],
+        ["Anthropic Messages", keyed.url], ["Ollama", keyed.url]]
     assert errors == []
     assert {urlsplit(url).hostname for url in requested} == {"127.0.0.1"}
 

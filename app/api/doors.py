@@ -25,9 +25,11 @@ from app.chat.ports import RequestStats, SignInWaits
 from app.chat.service import ChatNeeds, ChatPool, ChatReply, answer_chat
 from app.chat.shown import PersonView
 from app.chat.streaming import SHUTTING_DOWN, Payload, ShutdownCutoff
+from app.doors.errors import door_of
 from app.mcp import KeyView, McpPool
 from app.openai.errors import InvalidRequest, Overloaded
 from app.openai.schemas import ChatCompletionRequest
+from app.ops.recent_requests import DOOR
 from app.serving import ON_SHUTDOWN
 from app.settings import Settings
 from app.upstream import UpstreamClient
@@ -58,6 +60,7 @@ async def answer(raw: Request, chat_body: dict[str, Any]) -> tuple[ChatReply, Pe
         GatewayError: as answer_chat's.
     """
     settings: Settings = raw.state.settings
+    DOOR.set(door_of(raw.url.path))  # for the status page's recent requests
     try:
         request = ChatCompletionRequest.model_validate(chat_body)
     except ValidationError as exc:

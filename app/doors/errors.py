@@ -1,10 +1,12 @@
-"""An error in the wire format of the door it happened at: every door's clients read their own shape (the
-Anthropic SDK raises its typed errors from `error.type`, Ollama's library reads `error` as a string)."""
+"""Which door a path is, and an error in the wire format of the door it happened at: every door's clients read
+their own shape (the Anthropic SDK raises its typed errors from `error.type`, Ollama's library reads `error` as a
+string)."""
 
 from typing import Any
 
 from app.openai.errors import GatewayError
 
+RESPONSES_PATH = "/v1/responses"
 MESSAGES_PATH = "/v1/messages"
 OLLAMA_PREFIX = "/api/"
 
@@ -16,13 +18,21 @@ _ANTHROPIC_TYPES = {
 }
 
 
+def door_of(path: str) -> str:
+    """Which door a path is: "responses", "messages", "ollama", or "chat" (Chat Completions, and the rest)."""
+    if path == RESPONSES_PATH or path.startswith(f"{RESPONSES_PATH}/"):
+        return "responses"
+    if path == MESSAGES_PATH or path.startswith(f"{MESSAGES_PATH}/"):
+        return "messages"
+    return "ollama" if path.startswith(OLLAMA_PREFIX) else "chat"
+
+
 def error_body(path: str, error: GatewayError) -> dict[str, Any]:
     """The body that tells the client of `path` about `error`."""
-    if path == MESSAGES_PATH or path.startswith(f"{MESSAGES_PATH}/"):
+    door = door_of(path)
+    if door == "messages":
         return anthropic_error(error)
-    if path.startswith(OLLAMA_PREFIX):
-        return ollama_error(error)
-    return error.envelope()
+    return ollama_error(error) if door == "ollama" else error.envelope()
 
 
 def anthropic_error(error: GatewayError) -> dict[str, Any]:

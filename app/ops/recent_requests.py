@@ -8,6 +8,7 @@ Only names and counts are kept, never what the user wrote.
 import time
 from collections import deque
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -15,6 +16,9 @@ import structlog
 
 from app.access import CURRENT_SCOPE, EVERYTHING, KeyScope
 
+# The API a request came through ("chat", "responses", "messages", "ollama": app/doors/errors.py), set by its
+# route: the loop that records the request knows nothing of HTTP.
+DOOR: ContextVar[str] = ContextVar("toolbridge_door", default="chat")
 RECENT_REQUESTS = 100
 NAMES_KEPT = 50  # of the withheld tools' names, per request (the count says how many in all)
 
@@ -32,6 +36,7 @@ class RecentRequests:
             "at": time.time(),
             "request_id": structlog.contextvars.get_contextvars().get("request_id"),
             "model": model,
+            "door": DOOR.get(),
             "tools_offered": offered,
             "tools_withheld": len(withheld),
             "withheld": list(withheld[:NAMES_KEPT]),

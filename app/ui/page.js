@@ -152,12 +152,28 @@ async function refreshWaiting() {
   } catch { /* the next poll tries again */ }
 }
 
+// Where each door's clients connect: the address this page was reached at (the base URL each client asks for).
+function renderDoors() {
+  const doors = [
+    ["Chat Completions", `${location.origin}/v1`, "Open WebUI (OpenAI API), Chatbox, curl, the OpenAI SDK"],
+    ["Responses", `${location.origin}/v1`, "the OpenAI SDK's client.responses, the OpenAI Agents SDK, Codex"],
+    ["Anthropic Messages", location.origin, "the Anthropic SDK, Claude Code (ANTHROPIC_BASE_URL)"],
+    ["Ollama", location.origin, "the ollama library, Open WebUI's Ollama connection"],
+  ];
+  document.querySelector("#doors tbody").replaceChildren(...doors.map(([name, address, clients]) =>
+    el("tr", {}, el("td", {}, name), el("td", {}, el("code", {}, address)), el("td", {}, clients))));
+}
+
+// Which API a request came through (app/doors/errors.py door_of).
+const DOOR_NAMES = { chat: "Chat Completions", responses: "Responses", messages: "Anthropic", ollama: "Ollama" };
+
 // Chat requests and the tools the budget withheld from them (app/recent_requests.py).
 function renderRequests() {
   const rows = state.requests.slice().reverse().map((r) => el("tr", { "data-request": r.request_id || "" },
     el("td", {}, new Date(r.at * 1000).toLocaleTimeString()),
     el("td", {}, r.request_id || ""),
     el("td", {}, r.model || ""),
+    el("td", {}, DOOR_NAMES[r.door] || r.door || ""),
     el("td", {}, r.tools_offered),
     el("td", { class: r.tools_withheld ? "error" : "", title: r.withheld.join(", ") }, r.tools_withheld),
     el("td", {}, r.why || ""),
@@ -346,6 +362,7 @@ function listen() {
 }
 
 async function start() {
+  renderDoors();
   document.getElementById("tool-filter").addEventListener("input", renderTools);
   document.getElementById("play-tool").addEventListener("change", renderFields);
   document.getElementById("playground").addEventListener("submit", runPlayground);
