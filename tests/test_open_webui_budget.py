@@ -125,6 +125,7 @@ def test_the_status_page_lists_the_request_with_its_withheld_count(gateway: Gate
         row = tab.locator(f"#requests tr[data-request={raw.headers['x-request-id']}]")
         row.wait_for(timeout=5000)  # the live event: at once, bounded so a broken page fails
         withheld = 14 + 36 - len(upstream.chat_requests()[0]["tools"])
-        assert row.locator("td").nth(4).inner_text() == str(withheld) != "0"
-        assert "8192-token context" in row.locator("td").nth(5).inner_text()
+        assert row.locator("td").nth(3).inner_text() == "Chat Completions"  # the API it came through
+        assert row.locator("td").nth(5).inner_text() == str(withheld) != "0"
+        assert "8192-token context" in row.locator("td").nth(6).inner_text()
         browser.close()

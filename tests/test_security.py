@@ -153,16 +153,18 @@ PROTECTED = [("GET", "/tools"), ("GET", "/prompts"), ("GET", "/resources"), ("GE
              ("POST", "/v1/chat/completions"), ("GET", "/v1/models/x"),
              ("POST", "/v1/embeddings"), ("GET", "/metrics"), ("GET", "/openapi.json"), ("DELETE", "/v1/files/f"),
              ("GET", "/ui/calls"), ("GET", "/ui/events"), ("POST", "/ui/playground"), ("POST", "/ui/servers/x/restart"),
-             ("GET", "/ui/waiting"), ("POST", "/ui/waiting/x")]
+             ("GET", "/ui/waiting"), ("POST", "/ui/waiting/x"),
+             ("POST", "/v1/responses"), ("POST", "/v1/messages"), ("POST", "/api/chat"), ("GET", "/api/tags")]
 PATH_FORMS = ["{path}", "{path}/", "/{path}", "{upper}", "{path}?api_key=k1"]
 WRONG_CREDENTIALS = [{}, {"Authorization": "Bearer"}, {"Authorization": "Bearer wrong"},
                      {"Authorization": "Bearer K1"}, {"Authorization": "Bearer k1x"}, {"Authorization": "Basic azE="},
-                     {"Authorization": "Token k1"}, {"Authorization": "k1"}, {"X-Api-Key": "k1"},
+                     {"Authorization": "Token k1"}, {"Authorization": "k1"}, {"X-Api-Key": "k1x"},
                      {"Cookie": "api_key=k1"}]
 
 
 def test_no_protected_route_is_reached_without_the_key(tmp_path: Path, upstream: FakeUpstream) -> None:
-    """800 requests: every protected route, in several spellings, with every wrong way to send a key."""
+    """1,000 requests: every protected route (each door's too), in several spellings, with every wrong way to send
+    a key (x-api-key is a right one: Anthropic's clients send it)."""
     upstream.script()
     body = json.dumps({"model": "m", "messages": ASK}).encode()
     with gateway_at(tmp_path, f"{upstream.url}/v1", api_keys="k1") as gateway:
@@ -176,7 +178,7 @@ def test_no_protected_route_is_reached_without_the_key(tmp_path: Path, upstream:
             for method, path, credentials in cases
         }
         assert raw(gateway, "GET", "/v1/models", {"Authorization": "Bearer k1"})[0] == 200
-    assert len(answered) == len(PROTECTED) * len(PATH_FORMS) * len(WRONG_CREDENTIALS) == 800
+    assert len(answered) == len(PROTECTED) * len(PATH_FORMS) * len(WRONG_CREDENTIALS) == 1000
     assert {case: status for case, status in answered.items() if status != 401} == {}
     assert upstream.paths == ["/v1/models"]
 
