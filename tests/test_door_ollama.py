@@ -3,8 +3,10 @@ would hide a mistake): the chat answered from the MCP tool streamed and whole, t
 back and finished, images, the model list, and errors in Ollama's shape."""
 
 import base64
+import contextlib
 import json
 import re
+import signal
 from pathlib import Path
 
 import httpx
@@ -13,6 +15,7 @@ import pytest
 
 from tests.conftest import Gateway, running_gateway
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
+from tests.test_cli import EXIT_TIMEOUT, serving
 
 ASK = [{"role": "user", "content": "Echo hi, please."}]
 ANSWER = "The tool said hi."
@@ -137,3 +140,23 @@ def test_errors_come_as_ollama_errors_before_and_after_the_answer_began(
             client(guarded, headers={"Authorization": "Bearer sk-wrong"}).list()
         assert refused.value.status_code == 401 and "key" in refused.value.error.lower()
         assert client(guarded, headers={"Authorization": "Bearer sk-right"}).list().models
+
+
+def test_a_stream_cut_off_at_shutdown_ends_with_an_error_line(tmp_path: Path, upstream: FakeUpstream) -> None:
+    with serving(tmp_path, upstream, TOOLBRIDGE_SHUTDOWN_GRACE="0.5") as (gateway, base):
+        upstream.script(Turn(calls=[Call("sleep", {"seconds": 60})]), Turn(content="never"))
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "sleep"}]}
+        seen: list[str] = []
+        with httpx.stream("POST", f"{base}/api/chat", json=body, timeout=EXIT_TIMEOUT) as response:
+            lines = response.iter_lines()
+            for line in lines:  # the trace announces the call as it starts
+                seen.append(line)
+                if "Calling sleep" in line:
+                    break
+            gateway.send_signal(signal.SIGTERM)
+            with contextlib.suppress(httpx.RemoteProtocolError):
+                seen.extend(lines)
+        assert gateway.wait(timeout=EXIT_TIMEOUT) in (0, -signal.SIGTERM)
+    last = json.loads(seen[-1])
+    assert last == {"error": "The gateway is shutting down; this answer was cut off. Send the request again."}
+    assert not any(json.loads(line).get("done") for line in seen if line)  # never a made-up ending
