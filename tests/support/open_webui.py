@@ -39,15 +39,19 @@ def skip_without_open_webui() -> None:
 
 
 @contextmanager
-def running_open_webui(api_url: str, key: str, model: str, data: Path) -> Iterator[str]:
-    """Open WebUI on a free port with one OpenAI connection (`api_url`, `key`); yields its URL."""
+def running_open_webui(api_url: str, key: str, model: str, data: Path, *, ollama: bool = False) -> Iterator[str]:
+    """Open WebUI on a free port with one OpenAI connection (`api_url`, `key`), or with `ollama` one Ollama
+    connection instead (`api_url` its base URL, without /api); yields its URL."""
     from tests.support.servers import free_port
 
     port = free_port()
+    connection = {"ENABLE_OLLAMA_API": "False", "OPENAI_API_BASE_URL": api_url, "OPENAI_API_KEY": key}
+    if ollama:  # the connection's key is in its per-connection config, by the connection's index
+        connection = {"ENABLE_OPENAI_API": "False", "ENABLE_OLLAMA_API": "True", "OLLAMA_BASE_URL": api_url,
+                      "OLLAMA_API_CONFIGS": json.dumps({"0": {"enable": True, "key": key}})}
     env = {
         **os.environ, "DATA_DIR": str(data), "WEBUI_AUTH": "False", "WEBUI_SECRET_KEY": "test-only",
-        "OFFLINE_MODE": "True", "HF_HUB_OFFLINE": "1", "ENABLE_OLLAMA_API": "False",
-        "OPENAI_API_BASE_URL": api_url, "OPENAI_API_KEY": key, "DEFAULT_MODELS": model,
+        "OFFLINE_MODE": "True", "HF_HUB_OFFLINE": "1", "DEFAULT_MODELS": model, **connection,
     }
     log = (data / "open-webui.log").open("wb")
     process = subprocess.Popen([OPEN_WEBUI, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env,

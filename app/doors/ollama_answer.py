@@ -1,0 +1,141 @@
+"""Ollama's chat answer: the answer's parts (app/chat/answer_parts.py) as NDJSON lines, or as one object.
+
+Streamed, each piece of text is a line `{model, created_at, message: {role, content, thinking?}, done: false}`;
+the client's own tool calls come on a line of their own (`message.tool_calls`, arguments as objects), and the
+last line says `done: true` with `done_reason` and Ollama's counts and durations. A failure after the answer
+began is one `{"error": "..."}` line, as Ollama streams one (the `ollama` library raises it as ResponseError).
+
+The reasoning channel, where the tool trace goes in the default trace mode, is `message.thinking` whatever the
+request's `think` says: Open WebUI and the `ollama` library read `thinking` whenever it is there (Open WebUI
+folds it away as reasoning), `think` is absent from most requests, and the trace is the gateway's account of
+its tools, which X-Toolbridge-Trace and TOOLBRIDGE_TOOL_TRACE turn off, not the model's thinking.
+"""
+
+import time
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import structlog
+
+from app.chat.answer_parts import Delta, Ended, answer_parts
+from app.chat.service import ChatReply
+from app.chat.shown import PersonView
+from app.chat.streaming import CUT_OFF_MESSAGE
+from app.doors.errors import ollama_error
+from app.openai.accumulate import ToolCall
+from app.openai.errors import GatewayError
+
+log = structlog.get_logger("toolbridge.ollama")
+
+
+@dataclass
+class Timing:
+    """When the request came (`started`) and the upstream accepted it (`accepted`), on the perf_counter_ns clock:
+    Ollama's durations are measured from them. Its `load_duration` is the wait for the upstream to accept (where
+    a model server loads the model), `prompt_eval_duration` the wait for the first text after that."""
+
+    started: int
+    accepted: int
+    first: int | None = None
+
+    def saw_text(self) -> None:
+        if self.first is None:
+            self.first = time.perf_counter_ns()
+
+    def durations(self) -> dict[str, int]:
+        now = time.perf_counter_ns()
+        first = self.first if self.first is not None else now
+        return {"total_duration": now - self.started, "load_duration": self.accepted - self.started,
+                "prompt_eval_duration": first - self.accepted, "eval_duration": now - first}
+
+
+def created_at() -> str:
+    """Now in RFC 3339 with nanoseconds, in UTC, as Ollama writes `created_at`."""
+    seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{nanos:09d}Z"
+
+
+async def answer_lines(reply: ChatReply, person: PersonView | None, timing: Timing) -> AsyncGenerator[dict[str, Any]]:
+    """The NDJSON lines of a streamed answer: text, the client's tool calls, the ending; or one error."""
+    model = reply.model or "unknown"
+    try:
+        async with aclosing(answer_parts(reply.events, trace=reply.trace, person=person, notice=reply.notice)) as parts:
+            async for part in parts:
+                if isinstance(part, Delta) and (part.content or part.reasoning):
+                    timing.saw_text()
+                    yield _line(model, _message(part.content, part.reasoning))
+                elif isinstance(part, Ended):
+                    if part.client_tool_calls:
+                        yield _line(model, {**_message(""), "tool_calls": tool_calls(part.client_tool_calls)})
+                    yield {**_line(model, _message(""), done=True), **_ending(part, timing)}
+    except GatewayError as exc:
+        log.warning("stream_failed", error=exc.message, code=exc.code)
+        yield ollama_error(exc)
+    except Exception:  # boundary: after the 200 a bug must still end the stream the way clients understand
+        log.exception("stream_crashed")
+        yield {"error": "Internal gateway error; see the gateway log."}
+
+
+async def whole_answer(reply: ChatReply, person: PersonView | None, timing: Timing) -> dict[str, Any]:
+    """The answer as one object: the whole message and the ending's fields.
+
+    Raises:
+        GatewayError: as the loop's, for the route to answer in Ollama's error shape.
+    """
+    content: list[str] = []
+    reasoning: list[str] = []
+    ended = Ended("stop", None)
+    async with aclosing(answer_parts(reply.events, trace=reply.trace, person=person, notice=reply.notice)) as parts:
+        async for part in parts:
+            if isinstance(part, Delta):
+                timing.saw_text()
+                content.append(part.content)
+                reasoning.append(part.reasoning)
+            elif isinstance(part, Ended):
+                ended = part
+    message = _message("".join(content), "".join(reasoning))
+    if ended.client_tool_calls:
+        message["tool_calls"] = tool_calls(ended.client_tool_calls)
+    return {**_line(reply.model or "unknown", message, done=True), **_ending(ended, timing)}
+
+
+def cut_off() -> list[dict[str, Any]]:
+    """How a stream ends when the gateway's shutdown cuts it off: one error line."""
+    return [{"error": CUT_OFF_MESSAGE}]
+
+
+def tool_calls(calls: list[ToolCall]) -> list[dict[str, Any]]:
+    """The client's own tool calls in Ollama's spelling: arguments as an object, with the call's id (Ollama's
+    server sends one; the `ollama` library ignores it) and the function's index."""
+    return [{"id": call.id, "function": {"index": index, "name": call.name, "arguments": _arguments(call.arguments)}}
+            for index, call in enumerate(calls)]
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    try:
+        arguments = orjson.loads(text or "{}")
+    except orjson.JSONDecodeError:
+        return {}  # a model's broken JSON: Ollama's clients can only read an object; the call's name still goes
+    return arguments if isinstance(arguments, dict) else {}
+
+
+def _message(content: str, reasoning: str = "") -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning:
+        message["thinking"] = reasoning
+    return message
+
+
+def _line(model: str, message: dict[str, Any], *, done: bool = False) -> dict[str, Any]:
+    return {"model": model, "created_at": created_at(), "message": message, "done": done}
+
+
+def _ending(ended: Ended, timing: Timing) -> dict[str, Any]:
+    """`done_reason` and the counts and durations (ns) of the last line; Ollama ends tool calls with "stop" too."""
+    usage = ended.usage
+    return {"done_reason": "length" if ended.finish_reason == "length" else "stop", **timing.durations(),
+            "prompt_eval_count": usage.prompt_tokens if usage else 0,
+            "eval_count": usage.completion_tokens if usage else 0}
