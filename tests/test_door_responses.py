@@ -77,6 +77,15 @@ def test_the_raw_stream_is_one_consistent_sequence(gateway: Gateway, upstream: F
     assert mcp_events == ["response.mcp_call_arguments.done", "response.mcp_call.completed"]
 
 
+def test_a_failure_after_the_stream_began_is_one_error_event(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.script(Turn(content="Let me check.", calls=[Call("basic__echo", {"text": "hi"})]),
+                    Turn(status=500, error="the model crashed"))
+    events = raw_events(gateway, {"model": "m", "input": ASK, "stream": True})
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    assert events[-1]["type"] == "error" and "the model crashed" in events[-1]["message"]
+    assert not [event for event in events if event["type"] in ("response.completed", "response.incomplete")]
+
+
 def test_the_sdk_streams_accumulate_the_same_response(gateway: Gateway, upstream: FakeUpstream) -> None:
     client = gateway.client()
     script_echo(upstream)
@@ -119,6 +128,12 @@ def test_previous_response_id_continues_with_the_earlier_tool_results(gateway: G
     assert sent[0]["content"].startswith(INSTRUCTIONS) and sent[-1] == {"role": "user", "content": "And again?"}
     assert any(m["role"] == "tool" and "echo: hi" in m["content"] for m in sent), sent  # memory gave it back
     assert client.responses.retrieve(second.id).output_text == "Still hi."
+    # The same turn with the earlier output sent back as input items (what the Agents SDK does), nothing stored.
+    upstream.script(Turn(content="Still hi."))
+    sent_back = [{"role": "user", "content": ASK}, *[item.model_dump(exclude_none=True) for item in first.output],
+                 {"role": "user", "content": "And again?"}]
+    third = client.responses.create(model="m", input=sent_back, instructions=INSTRUCTIONS, store=False)
+    assert third.output_text == "Still hi." and upstream.chat_requests()[0]["messages"] == sent
 
 
 def test_what_the_gateway_cannot_serve_is_a_400_naming_it(gateway: Gateway, upstream: FakeUpstream) -> None:

@@ -51,8 +51,14 @@ class ResponsesRequest:
 
     def chat_messages(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The conversation the model answers: the instructions first (never carried over from an earlier
-        response, as in OpenAI's API), the earlier turns, then the new input."""
+        response, as in OpenAI's API), the earlier turns, then the new input.
+
+        Raises:
+            InvalidRequest: there is nothing to answer (no input, no earlier turns).
+        """
         system = [{"role": "system", "content": self.instructions}] if self.instructions else []
+        if not history and not self.input_messages:
+            raise InvalidRequest("`input` has nothing for the model to answer.", param="input")
         return [*system, *history, *self.input_messages]
 
 
@@ -128,7 +134,7 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
 
 
 def _tool_choice(choice: Any) -> Any:
-    if choice in _CHOICES:
+    if isinstance(choice, str) and choice in _CHOICES:
         return choice
     if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
         return {"type": "function", "function": {"name": choice["name"]}}
