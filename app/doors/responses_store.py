@@ -22,7 +22,7 @@ from app.state import StateStore, StateStoreError
 log = structlog.get_logger("toolbridge.responses")
 
 MAX_CHAIN = 1000  # responses a conversation may continue through; past it the client sends its input itself
-MAX_ENTRY_BYTES = 8 * 1024 * 1024  # one turn's messages (images as data URLs too) and its response
+MAX_ENTRY_BYTES = 4 * 1024 * 1024  # one turn's messages (images as data URLs too) and its response
 
 
 class ResponseNotFound(InvalidRequest):
