@@ -102,7 +102,8 @@ def test_the_sdk_streams_accumulate_the_same_response(gateway: Gateway, upstream
 def test_a_client_tool_is_handed_back_and_finished(gateway: Gateway, upstream: FakeUpstream) -> None:
     client = gateway.client()
     upstream.script(Turn(calls=[Call("lookup", {"word": "gateway"})]), Turn(content="It means a door."))
-    first = client.responses.create(model="m", input="What is a gateway?", tools=[LOOKUP])  # type: ignore[list-item]
+    with client.responses.stream(model="m", input="What is a gateway?", tools=[LOOKUP]) as stream:  # type: ignore[list-item]
+        first = stream.get_final_response()
     calls = [item for item in first.output if item.type == "function_call"]
     assert len(calls) == 1 and calls[0].name == "lookup" and json.loads(calls[0].arguments) == {"word": "gateway"}
     assert calls[0].id is not None and calls[0].id.startswith("fc_") and first.status == "completed"
