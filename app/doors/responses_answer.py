@@ -1,0 +1,166 @@
+"""The answer's parts (app/chat/answer_parts.py) spelled as a Responses API response: streamed as its events, or
+whole as one `response` object. Both come from one writer, so the whole response is exactly what the stream's
+`response.completed` carries.
+
+The output is the answer in the order it happened: a `reasoning` item for the model's thinking and the tool
+trace, an `mcp_call` item for each MCP call the gateway ran (left out when the trace is off), a `message` for
+the text said (a new one after each trace, so the items follow one another; their texts joined are the
+answer, `response.output_text`), and a `function_call` item for each client tool handed back. Streamed, every
+event has its `type` and a `sequence_number` counting from 0; an error after the stream began is one `error`
+event, and the stream ends.
+"""
+
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
+from typing import Any
+
+import structlog
+
+from app.chat.answer_parts import AnswerPart, CallsDone, Delta, Ended
+from app.chat.streaming import CUT_OFF_MESSAGE, SHUTTING_DOWN
+from app.doors.responses_items import Event, TextItem, TextKind, function_call, item_id, mcp_call
+from app.openai.accumulate import Usage
+from app.openai.errors import GatewayError
+
+log = structlog.get_logger("toolbridge.responses")
+
+OnEnd = Callable[[dict[str, Any], dict[str, Any]], Awaitable[None]]  # the response, the answer as a chat message
+
+
+class ResponseWriter:
+    """One response as it is written: its items, its events numbered in order, and the answer as a chat message
+    (what a Chat Completions client would send back of it, for the stored conversation)."""
+
+    def __init__(self, model: str | None, echo: dict[str, Any], *, show_mcp_calls: bool = True) -> None:
+        self.response: dict[str, Any] = {
+            "id": item_id("resp"), "object": "response", "created_at": int(time.time()), "model": model or "unknown",
+            "status": "in_progress", "error": None, "incomplete_details": None, "output": [], "usage": None, **echo,
+        }
+        self._show_mcp_calls = show_mcp_calls
+        self._sequence = 0
+        self._open: TextItem | None = None
+        self._said: list[str] = []
+        self.message: dict[str, Any] = {"role": "assistant", "content": ""}
+        self.ended = False
+
+    def numbered(self, event: Event) -> Event:
+        event["sequence_number"] = self._sequence
+        self._sequence += 1
+        return event
+
+    def begin(self) -> list[Event]:
+        snapshot = {**self.response, "output": []}
+        return [self.numbered({"type": "response.created", "response": snapshot}),
+                self.numbered({"type": "response.in_progress", "response": dict(snapshot)})]
+
+    def take(self, part: AnswerPart) -> list[Event]:
+        """The events of one part of the answer, numbered."""
+        if isinstance(part, Delta):
+            events = [*self._text("reasoning", part.reasoning), *self._text("message", part.content)]
+        elif isinstance(part, CallsDone):
+            events = self._calls_done(part) if self._show_mcp_calls else []
+        else:
+            events = self._end(part)
+        return [self.numbered(event) for event in events]
+
+    def finished(self) -> Event:
+        """The last event: the whole response, completed or incomplete."""
+        return self.numbered({"type": f"response.{self.response['status']}", "response": self.response})
+
+    def error(self, message: str, code: str | None, param: str | None = None) -> Event:
+        return self.numbered({"type": "error", "code": code, "message": message, "param": param})
+
+    def cut_off(self) -> list[Event]:
+        """How the stream ends when the gateway's shutdown cuts it off (send_stream's `cut_off`)."""
+        return [self.error(CUT_OFF_MESSAGE, SHUTTING_DOWN)]
+
+    def _text(self, kind: TextKind, text: str) -> list[Event]:
+        if not text:
+            return []
+        events: list[Event] = []
+        if self._open is None or self._open.kind != kind:
+            events = self._close()
+            self._open = TextItem(kind, len(self.response["output"]))
+            events += self._open.opened()
+        if kind == "message":
+            self._said.append(text)
+        return [*events, self._open.delta(text)]
+
+    def _close(self, status: str = "completed") -> list[Event]:
+        if self._open is None:
+            return []
+        item, events = self._open.closed(status)
+        self.response["output"].append(item)
+        self._open = None
+        return events
+
+    def _calls_done(self, part: CallsDone) -> list[Event]:
+        events = self._close()
+        for call, output in zip(part.calls, part.outputs, strict=True):
+            item, item_events = mcp_call(call, output, len(self.response["output"]))
+            self.response["output"].append(item)
+            events += item_events
+        return events
+
+    def _end(self, part: Ended) -> list[Event]:
+        incomplete = part.finish_reason == "length"
+        events = self._close("incomplete" if incomplete else "completed")
+        for call in part.client_tool_calls:
+            item, item_events = function_call(call, len(self.response["output"]))
+            self.response["output"].append(item)
+            events += item_events
+        self.message = {"role": "assistant", "content": "".join(self._said)}
+        if part.client_tool_calls:
+            self.message = {"role": "assistant", "content": self.message["content"] or None,
+                            "tool_calls": [call.to_message_part() for call in part.client_tool_calls]}
+        self.response |= {"status": "incomplete" if incomplete else "completed", "usage": _usage(part.usage),
+                          "completed_at": int(time.time()),
+                          "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None}
+        self.ended = True
+        return events
+
+
+def _usage(usage: Usage | None) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    return {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0}}
+
+
+async def response_events(
+    parts: AsyncGenerator[AnswerPart, None], writer: ResponseWriter, on_end: OnEnd
+) -> AsyncGenerator[Event, None]:
+    """The stream's events. `on_end` runs (the response stored) before `response.completed` is sent, so that a
+    client continuing at once finds it."""
+    for event in writer.begin():
+        yield event
+    try:
+        async with aclosing(parts):
+            async for part in parts:
+                for event in writer.take(part):
+                    yield event
+                if writer.ended:
+                    await on_end(writer.response, writer.message)
+                    yield writer.finished()
+                    return
+        yield writer.error("The answer ended before it was complete.", "server_error")
+    except GatewayError as exc:
+        log.warning("responses_stream_failed", error=exc.message, code=exc.code)
+        yield writer.error(exc.message, exc.code, exc.param)
+    except Exception:  # boundary: after the 200 a bug must still end the stream the way clients understand
+        log.exception("responses_stream_crashed")
+        yield writer.error("Internal gateway error; see the gateway log.", "server_error")
+
+
+async def whole_response(parts: AsyncGenerator[AnswerPart, None], writer: ResponseWriter, on_end: OnEnd) -> dict[
+        str, Any]:
+    """The whole response, once the answer is complete; a failure is raised (GatewayError) for the route."""
+    async with aclosing(parts):
+        async for part in parts:
+            writer.take(part)
+    if not writer.ended:
+        raise GatewayError("The answer ended before it was complete.")
+    await on_end(writer.response, writer.message)
+    return writer.response

@@ -1,0 +1,109 @@
+"""The output items of a response, as the Responses API spells them, and the stream events that open, fill and
+close each: a `message` (its `output_text`), a `reasoning` item (its `reasoning_text`: the model's thinking, and
+the tool trace in the default trace mode), a `function_call` (a client's tool handed back) and an `mcp_call` (an
+MCP call the gateway ran). Each function returns events without their `sequence_number`, which the writer
+(responses_answer.py) numbers in the order it sends them.
+"""
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from app.chat.ports import ToolOutput
+from app.openai.accumulate import ToolCall
+
+TextKind = Literal["message", "reasoning"]
+Event = dict[str, Any]
+# The label of every MCP call's server: the client sees the gateway's tools, each under the name the model used.
+SERVER_LABEL = "toolbridge"
+
+
+def item_id(prefix: str) -> str:
+    return f"{prefix}_{os.urandom(16).hex()}"
+
+
+@dataclass
+class TextItem:
+    """A message or reasoning item being written: where it is in the output, and its text so far."""
+
+    kind: TextKind
+    index: int
+    id: str = ""
+    texts: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.id = self.id or item_id("msg" if self.kind == "message" else "rs")
+
+    @property
+    def text(self) -> str:
+        return "".join(self.texts)
+
+    def _part(self, text: str) -> dict[str, Any]:
+        if self.kind == "message":
+            return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+        return {"type": "reasoning_text", "text": text}
+
+    def item(self, status: str) -> dict[str, Any]:
+        """The item as the response's output holds it; `in_progress` while it is written, without its content."""
+        content = [] if status == "in_progress" else [self._part(self.text)]
+        if self.kind == "message":
+            return {"id": self.id, "type": "message", "role": "assistant", "status": status, "content": content}
+        return {"id": self.id, "type": "reasoning", "summary": [], "content": content, "status": status}
+
+    def opened(self) -> list[Event]:
+        return [{"type": "response.output_item.added", "output_index": self.index, "item": self.item("in_progress")},
+                {"type": "response.content_part.added", **self._where(), "part": self._part("")}]
+
+    def delta(self, text: str) -> Event:
+        self.texts.append(text)
+        if self.kind == "message":
+            return {"type": "response.output_text.delta", **self._where(), "delta": text, "logprobs": []}
+        return {"type": "response.reasoning_text.delta", **self._where(), "delta": text}
+
+    def closed(self, status: str) -> tuple[dict[str, Any], list[Event]]:
+        """The finished item, and the events that close it."""
+        text = self.text
+        done: Event = {"type": "response.output_text.done", **self._where(), "text": text, "logprobs": []}
+        if self.kind == "reasoning":
+            done = {"type": "response.reasoning_text.done", **self._where(), "text": text}
+        item = self.item(status)
+        return item, [done, {"type": "response.content_part.done", **self._where(), "part": self._part(text)},
+                      {"type": "response.output_item.done", "output_index": self.index, "item": item}]
+
+    def _where(self) -> dict[str, Any]:
+        return {"item_id": self.id, "output_index": self.index, "content_index": 0}
+
+
+def function_call(call: ToolCall, index: int) -> tuple[dict[str, Any], list[Event]]:
+    """A client's tool call handed back: its item (`call_id` is the id its output must name), and its events."""
+    item = {"id": item_id("fc"), "type": "function_call", "call_id": call.id, "name": call.name,
+            "arguments": call.arguments, "status": "completed"}
+    where = {"item_id": item["id"], "output_index": index}
+    return item, [
+        {"type": "response.output_item.added", "output_index": index,
+         "item": {**item, "arguments": "", "status": "in_progress"}},
+        {"type": "response.function_call_arguments.delta", **where, "delta": call.arguments},
+        {"type": "response.function_call_arguments.done", **where, "arguments": call.arguments, "name": call.name},
+        {"type": "response.output_item.done", "output_index": index, "item": item},
+    ]
+
+
+def mcp_call(call: ToolCall, output: ToolOutput, index: int) -> tuple[dict[str, Any], list[Event]]:
+    """An MCP call the gateway ran: its item (the result as the model read it; a failure's words in `error`),
+    and its events, sent together once the call is done."""
+    item: dict[str, Any] = {"id": item_id("mcp"), "type": "mcp_call", "server_label": SERVER_LABEL,
+                            "name": call.name, "arguments": call.arguments, "output": output.content,
+                            "error": None, "status": "completed"}
+    if output.is_error:
+        text = output.error_message or output.content
+        item |= {"status": "failed",
+                 "error": {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": text}]}}
+    where = {"item_id": item["id"], "output_index": index}
+    ended = "response.mcp_call.failed" if output.is_error else "response.mcp_call.completed"
+    return item, [
+        {"type": "response.output_item.added", "output_index": index,
+         "item": {**item, "output": None, "error": None, "status": "in_progress"}},
+        {"type": "response.mcp_call_arguments.done", **where, "arguments": call.arguments},
+        {"type": ended, **where},
+        {"type": "response.output_item.done", "output_index": index, "item": item},
+    ]

@@ -1,0 +1,121 @@
+"""Stored responses (`store`, on by default): what `previous_response_id` continues, and what GET and DELETE
+`/v1/responses/{id}` read, in the gateway's state store beside conversation memory.
+
+Each response is kept under a key made of its owner (the caller's key, as memory_owner digests it) and its id,
+so another key never finds it. Its entry holds the response object, the chat messages its turn added (its new
+input, then its answer as a Chat Completions client would send it back: text and the client's tool calls) and
+the ids of the responses before it; a continuation reads the whole chain in one read. The earlier turns' MCP
+calls and results are not kept here: conversation memory gives them back from the answer's text, as it does for
+every door. Entries are written once (the store never overwrites); a deletion is a mark beside the entry.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import structlog
+
+from app.chat.memory_keys import digest
+from app.openai.errors import GatewayError, InvalidRequest
+from app.state import StateStore, StateStoreError
+
+log = structlog.get_logger("toolbridge.responses")
+
+MAX_CHAIN = 1000  # responses a conversation may continue through; past it the client sends its input itself
+MAX_ENTRY_BYTES = 4 * 1024 * 1024  # one turn's messages (images as data URLs too) and its response
+
+
+class ResponseNotFound(InvalidRequest):
+    """A response id this caller has no stored response under (never stored, forgotten, deleted, another's)."""
+
+    status_code = 404
+    default_code = "not_found"
+
+
+@dataclass(frozen=True)
+class StoredResponses:
+    """One caller's stored responses: `owner` as memory_owner gives it ("" without keys: everyone's)."""
+
+    store: StateStore | None
+    owner: str
+
+    def _key(self, response_id: str, kind: str = "response") -> str:
+        return digest("responses api", kind, self.owner, response_id)
+
+    async def conversation(self, response_id: str) -> tuple[list[str], list[dict[str, Any]]]:
+        """The ids of the chain that ends with `response_id`, and its conversation: every turn's messages.
+
+        Raises:
+            InvalidRequest: the response is not stored for this caller, or an earlier one of its chain is gone.
+        """
+        entry = await self._entry(response_id, param="previous_response_id")
+        chain = [*entry["chain"], response_id]
+        if len(chain) > MAX_CHAIN:
+            raise InvalidRequest(f"This conversation has passed {MAX_CHAIN} responses; send its input items "
+                                 "instead of previous_response_id.", param="previous_response_id")
+        found = await self._read([self._key(earlier) for earlier in entry["chain"]])
+        messages: list[dict[str, Any]] = []
+        for earlier in entry["chain"]:
+            value = found.get(self._key(earlier))
+            if not value:
+                raise InvalidRequest(f"An earlier response of this conversation ({earlier!r}) is no longer stored.",
+                                     param="previous_response_id", code="previous_response_not_found")
+            messages += orjson.loads(value)["messages"]
+        return chain, [*messages, *entry["messages"]]
+
+    async def response(self, response_id: str) -> dict[str, Any]:
+        """The stored response object. Raises ResponseNotFound."""
+        response: dict[str, Any] = (await self._entry(response_id, param=None))["response"]
+        return response
+
+    async def keep(self, response: dict[str, Any], chain: list[str], messages: list[dict[str, Any]]) -> None:
+        """Stores a finished response with its turn's messages; a store that fails or an entry past the bound is
+        logged, and the answer goes on (its id is then simply not found later)."""
+        if self.store is None:
+            return
+        value = orjson.dumps({"chain": chain, "messages": messages, "response": response})
+        if len(value) > MAX_ENTRY_BYTES:
+            log.warning("response_not_stored", reason="too large", bytes=len(value), limit=MAX_ENTRY_BYTES)
+            return
+        try:
+            await self.store.put_many({self._key(response["id"]): value}, owner=self.owner)
+        except StateStoreError as exc:
+            log.warning("response_not_stored", reason=str(exc))
+
+    async def delete(self, response_id: str) -> None:
+        """Marks the response deleted (the store keeps what it wrote). Raises ResponseNotFound."""
+        await self._entry(response_id, param=None)
+        assert self.store is not None  # _entry found it there
+        try:
+            await self.store.claim(self._key(response_id, "deleted"), owner=self.owner)
+        except StateStoreError as exc:
+            log.warning("response_not_deleted", reason=str(exc))
+            raise StoreUnavailable("The response could not be deleted now; try again.") from None
+
+    async def _entry(self, response_id: str, *, param: str | None) -> dict[str, Any]:
+        key, mark = self._key(response_id), self._key(response_id, "deleted")
+        found = await self._read([key, mark])
+        if not found.get(key) or mark in found:
+            what = "Previous response" if param else "Response"
+            if param:
+                raise InvalidRequest(f"{what} with id {response_id!r} not found.", param=param,
+                                     code="previous_response_not_found")
+            raise ResponseNotFound(f"{what} with id {response_id!r} not found.")
+        entry: dict[str, Any] = orjson.loads(found[key])
+        return entry
+
+    async def _read(self, keys: list[str]) -> dict[str, bytes]:
+        if self.store is None or not keys:
+            return {}
+        try:
+            return await self.store.get_many(keys)
+        except StateStoreError as exc:
+            log.warning("responses_not_read", reason=str(exc))
+            raise StoreUnavailable("Stored responses cannot be read now; try again.") from None
+
+
+class StoreUnavailable(GatewayError):
+    """The state store failed (its reason goes to the log, not to the client): the request may succeed later."""
+
+    status_code = 503
+    default_code = "store_unavailable"

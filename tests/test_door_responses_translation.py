@@ -1,0 +1,127 @@
+"""The Responses door's pure halves: a request read into a chat body (what is translated, what is refused and
+named), and the answer's parts written as a response (items in order, the ending, the conversation kept)."""
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from app.chat.answer_parts import CallsDone, Delta, Ended
+from app.doors.responses_answer import ResponseWriter
+from app.doors.responses_request import read_request
+from app.openai.accumulate import ToolCall, Usage
+from app.openai.errors import InvalidRequest
+
+CALL = {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": '{"word": "a"}'}
+CALL2 = {"type": "function_call", "call_id": "c2", "name": "lookup", "arguments": '{"word": "b"}'}
+
+
+def chat(body: dict[str, Any]) -> dict[str, Any]:
+    request = read_request({"model": "m", **body})
+    return {**request.chat_body, "messages": request.chat_messages([])}
+
+
+def test_input_items_become_the_chat_conversation_a_chat_client_would_send() -> None:
+    sent_back = [
+        {"role": "user", "content": [{"type": "input_text", "text": "Look "}, {"type": "input_text", "text": "up"},
+                                     {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "trace"}]},
+        {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
+         "content": [{"type": "output_text", "text": "Let me check.", "annotations": []}]},
+        {"type": "mcp_call", "id": "mcp_1", "server_label": "toolbridge", "name": "echo", "arguments": "{}"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "\n\nBoth:"}]},
+        CALL, CALL2,
+        {"type": "function_call_output", "call_id": "c1", "output": "A"},
+        {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "B"}]},
+    ]
+    body = chat({"input": sent_back, "instructions": "Be brief."})
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "text", "text": "Look "}, {"type": "text", "text": "up"},
+                                     {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+        {"role": "assistant", "content": "Let me check.\n\nBoth:", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"word": "a"}'}},
+            {"id": "c2", "type": "function", "function": {"name": "lookup", "arguments": '{"word": "b"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "A"},
+        {"role": "tool", "tool_call_id": "c2", "content": "B"},
+    ]
+
+
+def test_the_request_fields_map_onto_the_chat_body() -> None:
+    body = chat({
+        "input": "hi", "stream": True, "max_output_tokens": 99, "temperature": 0.2, "top_p": 0.9,
+        "parallel_tool_calls": False, "reasoning": {"effort": "low", "summary": "auto"}, "user": "u1",
+        "metadata": {"toolbridge_tools": "basic"}, "store": False, "prompt_cache_key": "k", "truncation": "auto",
+        "tools": [{"type": "function", "name": "f", "description": "F.", "parameters": {"type": "object"},
+                   "strict": True}],
+        "tool_choice": {"type": "function", "name": "f"},
+        "text": {"format": {"type": "json_schema", "name": "out", "schema": {"type": "object"}, "strict": True}},
+    })
+    assert body == {
+        "model": "m", "stream": True, "max_tokens": 99, "temperature": 0.2, "top_p": 0.9,
+        "parallel_tool_calls": False, "reasoning_effort": "low", "user": "u1",
+        "metadata": {"toolbridge_tools": "basic"}, "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "f", "description": "F.",
+                                                    "parameters": {"type": "object"}, "strict": True}}],
+        "tool_choice": {"type": "function", "function": {"name": "f"}},
+        "response_format": {"type": "json_schema",
+                            "json_schema": {"name": "out", "schema": {"type": "object"}, "strict": True}},
+    }
+    assert chat({"input": "hi", "text": {"format": {"type": "json_object"}}, "tool_choice": "required"}) == {
+        "model": "m", "stream": False, "messages": [{"role": "user", "content": "hi"}], "tool_choice": "required",
+        "response_format": {"type": "json_object"}}
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"tools": [{"type": "function", "name": "f"}, {"type": "file_search", "vector_store_ids": ["v"]}]},
+     "tools[1].type"),
+    ({"tools": [{"type": "mcp", "server_label": "x", "server_url": "https://x"}]}, "tools[0].type"),
+    ({"tool_choice": {"type": "web_search_preview"}}, "tool_choice"),
+    ({"background": True}, "background"),
+    ({"conversation": "conv_1"}, "conversation"),
+    ({"prompt": {"id": "pmpt_1"}}, "prompt"),
+    ({"frequency_penalty": 1}, "frequency_penalty"),
+    ({"stream": "yes"}, "stream"),
+    ({"text": {"format": {"type": "json_schema"}}}, "text.format"),
+    ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type"),
+    ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]}, "input[0].content[0].type"),
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]},
+     "input[0].content[0].image_url"),
+    ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
+    ({"input": [{"type": "function_call", "call_id": "c", "name": "f"}]}, "input[0].arguments"),
+    ({"input": []}, "input"),
+])
+def test_what_cannot_be_served_is_refused_naming_the_field(body: dict[str, Any], param: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        chat({"input": "hi", **body})
+    assert refused.value.param == param and refused.value.status_code == 400
+
+
+@dataclass
+class Output:
+    content: str
+    is_error: bool = False
+    error_message: str | None = None
+
+
+def test_the_writer_keeps_the_answer_in_order_and_says_an_incomplete_ending() -> None:
+    writer = ResponseWriter("m", {"tools": []})
+    events = writer.begin()
+    call = ToolCall("1", "basic__echo", '{"text": "hi"}')
+    for part in [Delta(reasoning="thinking"), Delta("Checking."), Delta(reasoning="Calling basic__echo"),
+                 CallsDone([call], [Output('{"status": "error"}', True, "boom")]), Delta("\n\nCut"),
+                 Ended("length", Usage(7, 3, 10), [ToolCall("c9", "lookup", "{}")])]:
+        events += writer.take(part)
+    events.append(writer.finished())
+    response = writer.response
+    assert [item["type"] for item in response["output"]] == [
+        "reasoning", "message", "reasoning", "mcp_call", "message", "function_call"]
+    assert response["status"] == "incomplete" and response["incomplete_details"] == {"reason": "max_output_tokens"}
+    failed = response["output"][3]
+    assert failed["status"] == "failed" and failed["error"]["content"][0]["text"] == "boom"
+    assert response["output"][4]["status"] == "incomplete"
+    assert response["usage"]["input_tokens"] == 7 and response["usage"]["output_tokens"] == 3
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    assert events[-1]["type"] == "response.incomplete" and "response.mcp_call.failed" in [e["type"] for e in events]
+    assert writer.message == {"role": "assistant", "content": "Checking.\n\nCut", "tool_calls": [
+        {"id": "c9", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]}
