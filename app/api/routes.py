@@ -30,6 +30,7 @@ from app.chat.streaming import chat_cut_off
 from app.chat.tool_offer import describe_offer, describe_request
 from app.chat.toolsets import HEADER as TOOLS_HEADER
 from app.chat.toolsets import choose_tools, with_virtual_models
+from app.doors.messages_models import ANTHROPIC_VERSION_HEADER, anthropic_model_list
 from app.openai.errors import Forbidden, MethodNotAllowed, RouteNotFound
 from app.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from app.settings import Settings
@@ -104,12 +105,15 @@ async def list_resources(pool: ViewDep) -> dict[str, Any]:
 
 @router.get("/v1/models")
 async def list_models(request: Request, upstream: UpstreamDep, settings: SettingsDep, pool: ViewDep) -> Response:
-    """The upstream's models, and a virtual model per toolset of which the caller's key may use something."""
+    """The upstream's models, and a virtual model per toolset of which the caller's key may use something; in
+    Anthropic's shape for Anthropic's clients (app/doors/messages_models.py)."""
     status, headers, body = await upstream.list_models(query=request.url.query, headers=request.headers)
     if status == 200:
         usable = {name: members for name, members in settings.toolsets.items()
                   if pool.scope.everything or any(pool.knows(member) for member in members)}
         body = with_virtual_models(body, usable)
+        if ANTHROPIC_VERSION_HEADER in request.headers:
+            body = anthropic_model_list(body)
     return Response(body, status, headers=headers)
 
 

@@ -1,0 +1,61 @@
+"""The chat service's answer as Anthropic's Messages API gives it: server-sent events (`event: <type>` and
+`data: {...}`), or one message. The events are messages_blocks.py's; a failure after the stream began is an
+`error` event in Anthropic's shape, and so is the shutdown's cut-off."""
+
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Any
+
+import orjson
+import structlog
+
+from app.chat.answer_parts import AnswerPart, answer_parts
+from app.chat.service import ChatReply
+from app.chat.shown import PersonView
+from app.chat.streaming import CUT_OFF_MESSAGE, SHUTTING_DOWN
+from app.doors.errors import anthropic_error
+from app.doors.messages_blocks import MessageBlocks
+from app.openai.errors import GatewayError, Overloaded
+
+log = structlog.get_logger("toolbridge.messages")
+
+
+async def message_events(reply: ChatReply, person: PersonView | None) -> AsyncGenerator[dict[str, Any], None]:
+    """The stream's events: message_start, each block's start, deltas and stop, message_delta, message_stop;
+    or, once begun, an error event when the answer fails."""
+    blocks = MessageBlocks(reply.model)
+    yield blocks.started()
+    try:
+        async with aclosing(_parts(reply, person)) as parts:
+            async for part in parts:
+                for event in blocks.spell(part):
+                    yield event
+    except GatewayError as exc:
+        log.warning("stream_failed", error=exc.message, code=exc.code)
+        yield anthropic_error(exc)
+    except Exception:  # boundary: after the 200 a bug must still end the stream the way clients understand
+        log.exception("stream_crashed")
+        yield anthropic_error(GatewayError("Internal gateway error; see the gateway log."))
+
+
+async def whole_message(reply: ChatReply, person: PersonView | None) -> dict[str, Any]:
+    """The answer as one message: the content its stream would have built."""
+    blocks = MessageBlocks(reply.model)
+    async with aclosing(_parts(reply, person)) as parts:
+        async for part in parts:
+            blocks.spell(part)
+    return blocks.message
+
+
+def server_sent(event: dict[str, Any]) -> bytes:
+    """One event as Anthropic frames it: the SDK reads `event:` (an event without one is skipped)."""
+    return b"event: " + str(event["type"]).encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+
+
+def messages_cut_off() -> list[dict[str, Any]]:
+    """How a stream ends when the shutdown cuts it off: an overloaded_error, which the SDK raises."""
+    return [anthropic_error(Overloaded(CUT_OFF_MESSAGE, code=SHUTTING_DOWN))]
+
+
+def _parts(reply: ChatReply, person: PersonView | None) -> AsyncGenerator[AnswerPart, None]:
+    return answer_parts(reply.events, trace=reply.trace, person=person, notice=reply.notice)

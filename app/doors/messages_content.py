@@ -1,0 +1,174 @@
+"""Anthropic's conversation made chat messages: `system`, and each message's content blocks (text, images, the
+client's tool calls and their results). A block the chat API cannot carry is a 400 naming it, never dropped in
+silence; only the model's own thinking in the history is left out (the chat API takes none back)."""
+
+import json
+from typing import Any
+
+from app.openai.errors import InvalidRequest
+from app.openai.schemas import image_part
+
+# Tool results' images follow their tool messages in a user turn, as the gateway sends MCP tools' images
+# (app/chat/loop/messages.py): a chat `tool` message carries text only.
+IMAGES_INTRO = "Images returned by the tool calls above:"
+FAILED_PREFIX = "Error: "  # the gateway's own text results say a failure the same way (app/openai/result_format.py)
+DROPPED = frozenset({"thinking", "redacted_thinking"})  # Anthropic's signed reasoning: no chat model reads it back
+_NOT_SERVED = {
+    "document": "document blocks (PDFs, text documents, citations) are not served by toolbridge: send the "
+                "document's text in a text block",
+    "search_result": "search result blocks (with citations) are not served by toolbridge: send the results as text",
+}
+
+
+def invalid(field: str, problem: str) -> InvalidRequest:
+    """A 400 that names the field, the way Anthropic's own errors do (`max_tokens: Field required`)."""
+    return InvalidRequest(f"{field}: {problem}", param=field)
+
+
+def chat_messages(system: Any, messages: Any) -> list[dict[str, Any]]:
+    """The chat messages of a Messages request: its system prompt first, then each message in turn."""
+    chat: list[dict[str, Any]] = []
+    if system is not None:
+        chat.append({"role": "system", "content": block_text(system, "system", "\n\n")})
+    if not isinstance(messages, list) or not messages:
+        raise invalid("messages", "a non-empty list of messages is required")
+    for number, message in enumerate(messages):
+        where = f"messages.{number}"
+        if not isinstance(message, dict):
+            raise invalid(where, "each message must be an object with 'role' and 'content'")
+        role, content = message.get("role"), message.get("content")
+        if role == "user":
+            chat += _user(content, where)
+        elif role == "assistant":
+            chat.append(_assistant(content, where))
+        elif role == "system":
+            chat.append({"role": "system", "content": block_text(content, f"{where}.content", "\n\n")})
+        else:
+            raise invalid(f"{where}.role", "must be 'user' or 'assistant'")
+    return chat
+
+
+def block_text(content: Any, where: str, joint: str) -> str:
+    """Content that may hold text alone (a system prompt, a tool result's text): a string or text blocks."""
+    return joint.join(_text(block, f"{where}.{number}") for number, block in enumerate(_blocks(content, where)))
+
+
+def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
+    """A message's content as blocks: a string is one text block."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise invalid(where, "must be a string or a list of content blocks")
+    for number, block in enumerate(content):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise invalid(f"{where}.{number}", "each content block must be an object with a string 'type'")
+    return content
+
+
+def _user(content: Any, where: str) -> list[dict[str, Any]]:
+    """A user message: its tool results first (each a `tool` message), then the rest of what it says."""
+    results: list[dict[str, Any]] = []
+    returned: list[dict[str, Any]] = []  # the results' images
+    parts: list[dict[str, Any]] = []
+    for number, block in enumerate(_blocks(content, f"{where}.content")):
+        at = f"{where}.content.{number}"
+        if block["type"] == "tool_result":
+            result, images = _tool_result(block, at)
+            results.append(result)
+            returned += images
+        elif block["type"] not in DROPPED:
+            parts.append(_part(block, at))
+    if returned:
+        parts = [{"type": "text", "text": IMAGES_INTRO}, *returned, *parts]
+    if not parts:
+        return results
+    if all(part["type"] == "text" for part in parts):
+        return [*results, {"role": "user", "content": "\n\n".join(part["text"] for part in parts)}]
+    return [*results, {"role": "user", "content": parts}]
+
+
+def _assistant(content: Any, where: str) -> dict[str, Any]:
+    """An assistant message: its text, and the client's tool calls it made (thinking left out)."""
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for number, block in enumerate(_blocks(content, f"{where}.content")):
+        at = f"{where}.content.{number}"
+        if block["type"] == "tool_use":
+            calls.append(_tool_call(block, at))
+        elif block["type"] not in DROPPED:
+            texts.append(_text(block, at))
+    # Joined as they were said: the gateway's answer split its text into blocks only around its reasoning, so
+    # conversation memory recognises the turn it answered.
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _text(block: dict[str, Any], at: str) -> str:
+    if block["type"] != "text":
+        raise invalid(f"{at}.type", _refusal(block["type"]))
+    if not isinstance(block.get("text"), str):
+        raise invalid(f"{at}.text", "a text block needs a string 'text'")
+    if block.get("citations"):
+        raise invalid(f"{at}.citations", "citations are not served by toolbridge")
+    return str(block["text"])
+
+
+def _part(block: dict[str, Any], at: str) -> dict[str, Any]:
+    """A user message's block as a chat content part: text, or an image."""
+    if block["type"] == "image":
+        return _image(block, at)
+    return {"type": "text", "text": _text(block, at)}
+
+
+def _image(block: dict[str, Any], at: str) -> dict[str, Any]:
+    source = block.get("source")
+    kind = source.get("type") if isinstance(source, dict) else None
+    if kind == "base64" and isinstance(source, dict) and isinstance(source.get("data"), str):
+        return image_part(str(source.get("media_type") or "image/png"), source["data"])
+    if kind == "url" and isinstance(source, dict) and isinstance(source.get("url"), str):
+        return {"type": "image_url", "image_url": {"url": source["url"]}}
+    if kind == "file":
+        raise invalid(f"{at}.source", "images from Anthropic's Files API are not served by toolbridge: send the "
+                                      "image as base64 or a URL")
+    raise invalid(f"{at}.source", "an image needs a source of type 'base64' (with media_type and data) or 'url'")
+
+
+def _tool_call(block: dict[str, Any], at: str) -> dict[str, Any]:
+    """A tool_use block of the history as the chat API's tool call: its input as JSON arguments."""
+    call_id, name, arguments = block.get("id"), block.get("name"), block.get("input", {})
+    if not isinstance(call_id, str) or not isinstance(name, str):
+        raise invalid(at, "a tool_use block needs a string 'id' and 'name'")
+    if not isinstance(arguments, dict):
+        raise invalid(f"{at}.input", "must be an object")
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}
+
+
+def _tool_result(block: dict[str, Any], at: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A tool_result block as a `tool` message (a failure said as such), and the images it returned."""
+    call_id = block.get("tool_use_id")
+    if not isinstance(call_id, str):
+        raise invalid(f"{at}.tool_use_id", "a tool_result block needs a string 'tool_use_id'")
+    texts: list[str] = []
+    images: list[dict[str, Any]] = []
+    for number, item in enumerate(_blocks(block.get("content") or "", f"{at}.content")):
+        if item["type"] == "image":
+            images.append(_image(item, f"{at}.content.{number}"))
+        else:
+            texts.append(_text(item, f"{at}.content.{number}"))
+    text = "\n\n".join(texts)
+    if block.get("is_error") is True:
+        text = FAILED_PREFIX + text
+    return {"role": "tool", "tool_call_id": call_id, "content": text}, images
+
+
+def _refusal(kind: str) -> str:
+    """Why a block of this kind is refused where a text block was expected."""
+    if kind in _NOT_SERVED:
+        return _NOT_SERVED[kind]
+    if kind in ("text", "image", "tool_use", "tool_result"):
+        return f"a '{kind}' block is not taken here: a text block was expected"
+    return (f"'{kind}' blocks are not served by toolbridge (Anthropic's server tools and their results, containers "
+            "and files exist only on Anthropic's side)")
