@@ -93,6 +93,8 @@ def _messages(client: httpx.Client, base: str, body: dict[str, Any]) -> Answer:
             raise ValueError((event.get("error") or {}).get("message") or event)
         if kind == "message_start":
             tokens = ((event.get("message") or {}).get("usage") or {}).get("input_tokens") or 0
+        elif kind == "message_delta":  # the final count, as the SDK reads it; a gateway knows it only at the end
+            tokens = (event.get("usage") or {}).get("input_tokens") or tokens
         elif kind == "content_block_start" and event["content_block"].get("type") == "tool_use":
             tools[event["index"]] = {"name": event["content_block"]["name"], "arguments": ""}
         elif kind == "content_block_delta" and event["delta"].get("type") == "text_delta":
