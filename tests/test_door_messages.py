@@ -174,6 +174,9 @@ def test_what_the_door_cannot_serve_is_a_400_the_sdk_raises(gateway: Gateway, up
     assert missing.value.body == {"type": "error", "error": {"type": "invalid_request_error",
                                                              "message": "max_tokens: Field required"}}
     assert upstream.chat_requests() == []  # nothing half-translated went upstream
+    other = httpx.get(f"{gateway.url}/v1/messages")
+    assert (other.status_code, other.headers["allow"], other.json()["error"]["type"]) == (
+        405, "POST", "invalid_request_error")
 
 
 def test_a_failure_after_the_stream_began_is_an_error_event(gateway: Gateway, upstream: FakeUpstream) -> None:

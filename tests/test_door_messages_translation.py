@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from app.chat.answer_parts import CallsDone, Delta, Ended
+from app.doors.messages_answer import messages_cut_off, server_sent
 from app.doors.messages_blocks import MessageBlocks
 from app.doors.messages_request import chat_body
 from app.openai.accumulate import ToolCall, Usage
@@ -104,3 +105,11 @@ def test_blocks_never_interleave_and_client_calls_come_last() -> None:
     assert events[-2] == {"type": "message_delta", "delta": {"stop_reason": "max_tokens", "stop_sequence": None},
                           "usage": {"input_tokens": 7, "output_tokens": 3}}
     assert events[-1] == {"type": "message_stop"} and blocks.message["stop_reason"] == "max_tokens"
+
+
+def test_the_shutdown_cut_off_is_an_error_event_the_sdk_raises() -> None:
+    (event,) = messages_cut_off()
+    assert event["type"] == "error" and event["error"]["type"] == "overloaded_error"
+    assert "shutting down" in event["error"]["message"]
+    frame = server_sent(event).decode()
+    assert frame.startswith("event: error\ndata: {") and frame.endswith("}\n\n")
