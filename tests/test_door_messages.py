@@ -198,9 +198,13 @@ def test_x_api_key_is_the_gateway_key_and_models_list_in_anthropics_shape(
         with pytest.raises(anthropic.AuthenticationError) as wrong:
             sdk(gateway, api_key="wrong").messages.create(model="m", max_tokens=50, messages=ASK)
         assert wrong.value.body["error"]["type"] == "authentication_error"
-        client = sdk(gateway, api_key="k1", default_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"})
-        upstream.script(Turn(content="welcome"))
+        client = sdk(gateway, api_key="k1")
+        upstream.script(Turn(content="welcome"), Turn(content="welcome back"))
         assert client.messages.create(model="m", max_tokens=50, messages=ASK).content[0].text == "welcome"
+        # Claude Code's way: the beta client, `?beta=true` and an anthropic-beta header.
+        beta = client.beta.messages.create(model="m", max_tokens=50, messages=ASK,
+                                           betas=["interleaved-thinking-2025-05-14"])
+        assert beta.content[0].text == "welcome back"
         models = client.models.list()
         assert [(m.type, m.id, m.display_name) for m in models.data] == [("model", MODEL, MODEL)]
         assert models.has_more is False and models.first_id == models.last_id == MODEL
