@@ -59,6 +59,23 @@ def test_create_and_stream_answer_from_the_mcp_tool(gateway: Gateway, upstream: 
     assert (final.stop_reason, final.usage.input_tokens, final.usage.output_tokens) == ("end_turn", 20, 10)
 
 
+def test_memory_gives_the_next_turn_its_mcp_calls_back(gateway: Gateway, upstream: FakeUpstream) -> None:
+    """The client sends the message back as it got it (thinking blocks and all): the gateway recognises its turn
+    and the model sees the earlier MCP call and result again."""
+    client = sdk(gateway)
+    ask = [{"role": "user", "content": "Echo hi for memory, please."}]
+    echo_then_answer(upstream)
+    with client.messages.stream(model="m", max_tokens=300, messages=ask) as stream:
+        first = stream.get_final_message()
+    upstream.script(Turn(content="It said hi."))
+    client.messages.create(model="m", max_tokens=300, messages=[
+        *ask, {"role": "assistant", "content": first.content}, {"role": "user", "content": "What did it say?"}])
+    sent = [m for m in upstream.chat_requests()[0]["messages"] if m["role"] != "system"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "assistant", "user"]
+    assert sent[1]["tool_calls"][0]["function"]["name"] == "basic__echo"
+    assert json.loads(sent[2]["content"])["data"] == {"result": "echo: hi"}
+
+
 def test_raw_events_come_in_anthropics_order(gateway: Gateway, upstream: FakeUpstream) -> None:
     echo_then_answer(upstream)
     body = {"model": "m", "max_tokens": 300, "messages": ASK, "stream": True}
