@@ -125,3 +125,20 @@ def test_the_writer_keeps_the_answer_in_order_and_says_an_incomplete_ending() ->
     assert events[-1]["type"] == "response.incomplete" and "response.mcp_call.failed" in [e["type"] for e in events]
     assert writer.message == {"role": "assistant", "content": "Checking.\n\nCut", "tool_calls": [
         {"id": "c9", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]}
+
+
+def test_codex_request_fields_are_read_and_its_client_metadata_left_out() -> None:
+    """The top-level fields Codex CLI 0.169 sends with every turn (seen on the wire), `client_metadata` its
+    session's ids and sandbox mode for OpenAI's analytics: nothing for the model."""
+    body = chat({
+        "instructions": "You are Codex.", "stream": True, "store": False, "parallel_tool_calls": True,
+        "tool_choice": "auto", "reasoning": {"summary": "auto"}, "include": ["reasoning.encrypted_content"],
+        "prompt_cache_key": "019a", "client_metadata": {"turn_id": "019a", "x-codex-window-id": "019a:0"},
+        "input": [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Rules."}]},
+                  {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "What time?"}]}],
+        "tools": [{"type": "function", "name": "exec_command", "description": "Runs a command.", "strict": False,
+                   "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}],
+    })
+    assert "client_metadata" not in body and body["stream"] is True and body["parallel_tool_calls"] is True
+    assert body["messages"][-1] == {"role": "user", "content": "What time?"}
+    assert [tool["function"]["name"] for tool in body["tools"]] == ["exec_command"]

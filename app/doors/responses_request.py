@@ -14,10 +14,12 @@ from typing import Any
 from app.doors.responses_input import input_messages
 from app.openai.errors import InvalidRequest
 
-# Fields that change nothing here: the answer only echoes some of them.
+# Fields that change nothing here: the answer only echoes some of them. `client_metadata` is Codex's account of
+# its session and turn (ids, sandbox mode) for OpenAI's analytics, sent with every request.
 _IGNORED = frozenset({
     "metadata", "user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "prompt_cache_options",
     "service_tier", "include", "stream_options", "truncation", "top_logprobs", "image", "access_programs",
+    "client_metadata",
 })
 _READ = frozenset({
     "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
