@@ -172,3 +172,24 @@ def test_another_key_cannot_use_your_responses(tmp_path: Path, upstream: FakeUps
         with pytest.raises(openai.NotFoundError):
             alice.responses.retrieve(first.id)
         assert len(upstream.chat_requests()) == 2
+
+
+def test_a_namespaced_client_tool_is_handed_back_with_its_namespace_as_codex_sends_them(
+    gateway: Gateway, upstream: FakeUpstream,
+) -> None:
+    """Codex CLI offers its sub-agent tools in a `namespace` tool, sends `store: false` and the whole
+    conversation back, the call with its `namespace`."""
+    agents = {"type": "namespace", "name": "agents", "description": "Sub-agents.",
+              "tools": [{**LOOKUP, "name": "spawn"}]}
+    client = gateway.client()
+    upstream.script(Turn(calls=[Call("agents__spawn", {"word": "w"})]), Turn(content="Spawned."))
+    with client.responses.stream(model="m", input="Spawn one.", tools=[agents], store=False) as stream:  # type: ignore[list-item]
+        first = stream.get_final_response()
+    call = next(item for item in first.output if item.type == "function_call")
+    assert (call.namespace, call.name) == ("agents", "spawn")
+    assert upstream.chat_requests()[0]["tools"][0]["function"]["name"] == "agents__spawn"
+    second = client.responses.create(model="m", store=False, tools=[agents], input=[  # type: ignore[list-item]
+        {"role": "user", "content": "Spawn one."}, call.model_dump(exclude_none=True),
+        {"type": "function_call_output", "call_id": call.call_id, "output": "started"}])
+    assert second.output_text == "Spawned."
+    assert upstream.chat_requests()[1]["messages"][-2]["tool_calls"][0]["function"]["name"] == "agents__spawn"

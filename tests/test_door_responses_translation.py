@@ -142,3 +142,39 @@ def test_codex_request_fields_are_read_and_its_client_metadata_left_out() -> Non
     assert "client_metadata" not in body and body["stream"] is True and body["parallel_tool_calls"] is True
     assert body["messages"][-1] == {"role": "user", "content": "What time?"}
     assert [tool["function"]["name"] for tool in body["tools"]] == ["exec_command"]
+
+
+LOOKUP_TOOL = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+NAMESPACE = {"type": "namespace", "name": "agents", "description": "Sub-agents.", "tools": [
+    {"type": "function", "name": "spawn", "description": "Starts one.", "parameters": {"type": "object"}}]}
+
+
+def test_a_namespace_tools_functions_are_offered_by_their_full_name_and_read_back() -> None:
+    """Codex groups its sub-agent tools in a `namespace` tool; a chat API has no namespaces, so the model gets
+    `agents__spawn`, and a call sent back with its `namespace` is that name again."""
+    request = read_request({"model": "m", "tools": [LOOKUP_TOOL, NAMESPACE], "input": [
+        {"type": "function_call", "call_id": "c1", "namespace": "agents", "name": "spawn", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "started"}]})
+    assert [tool["function"]["name"] for tool in request.chat_body["tools"]] == ["lookup", "agents__spawn"]
+    assert request.chat_body["tools"][1]["function"]["description"] == "Starts one."
+    assert request.namespaced == {"agents__spawn": ("agents", "spawn")}
+    assert request.input_messages[0]["tool_calls"][0]["function"]["name"] == "agents__spawn"
+
+
+def test_a_namespaced_call_is_handed_back_with_its_namespace() -> None:
+    writer = ResponseWriter("m", {"tools": []}, namespaced={"agents__spawn": ("agents", "spawn")})
+    events = writer.begin() + writer.take(Ended("tool_calls", None, [ToolCall("c1", "agents__spawn", "{}"),
+                                                                       ToolCall("c2", "lookup", "{}")]))
+    spawn, lookup = writer.response["output"]
+    assert (spawn["namespace"], spawn["name"], lookup["name"]) == ("agents", "spawn", "lookup")
+    assert "namespace" not in lookup
+    done = [event for event in events if event["type"] == "response.function_call_arguments.done"]
+    assert [event["name"] for event in done] == ["spawn", "lookup"]
+    assert writer.message["tool_calls"][0]["function"]["name"] == "agents__spawn"  # as the model called it
+
+
+def test_a_hosted_tool_in_a_namespace_is_refused_naming_it() -> None:
+    inner = {**NAMESPACE, "tools": [*NAMESPACE["tools"], {"type": "custom", "name": "free"}]}
+    with pytest.raises(InvalidRequest) as refused:
+        read_request({"model": "m", "input": "hi", "tools": [inner]})
+    assert refused.value.param == "tools[0].tools[1].type"

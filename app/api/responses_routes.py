@@ -41,7 +41,8 @@ async def create_response(raw: Request, owner: OwnerDep) -> Response:
         if request.store:
             await stored.keep(response, chain, [*request.input_messages, message])
 
-    writer = ResponseWriter(reply.model, request.echo, show_mcp_calls=reply.trace != "off")
+    writer = ResponseWriter(reply.model, request.echo, show_mcp_calls=reply.trace != "off",
+                            namespaced=request.namespaced)
     parts = answer_parts(reply.events, trace=reply.trace, person=person, notice=reply.notice)
     if request.stream:
         return send_stream(raw, response_events(parts, writer, keep), encode=_server_sent, cut_off=writer.cut_off)

@@ -32,12 +32,14 @@ class ResponseWriter:
     """One response as it is written: its items, its events numbered in order, and the answer as a chat message
     (what a Chat Completions client would send back of it, for the stored conversation)."""
 
-    def __init__(self, model: str | None, echo: dict[str, Any], *, show_mcp_calls: bool = True) -> None:
+    def __init__(self, model: str | None, echo: dict[str, Any], *, show_mcp_calls: bool = True,
+                 namespaced: dict[str, tuple[str, str]] | None = None) -> None:
         self.response: dict[str, Any] = {
             "id": item_id("resp"), "object": "response", "created_at": int(time.time()), "model": model or "unknown",
             "status": "in_progress", "error": None, "incomplete_details": None, "output": [], "usage": None, **echo,
         }
         self._show_mcp_calls = show_mcp_calls
+        self._namespaced = namespaced or {}
         self._sequence = 0
         self._open: TextItem | None = None
         self._said: list[str] = []
@@ -107,7 +109,7 @@ class ResponseWriter:
         incomplete = part.finish_reason == "length"
         events = self._close("incomplete" if incomplete else "completed")
         for call in part.client_tool_calls:
-            item, item_events = function_call(call, len(self.response["output"]))
+            item, item_events = function_call(call, len(self.response["output"]), *self._namespaced.get(call.name, ()))
             self.response["output"].append(item)
             events += item_events
         self.message = {"role": "assistant", "content": "".join(self._said)}

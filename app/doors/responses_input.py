@@ -15,6 +15,9 @@ from app.openai.errors import InvalidRequest
 _ROLES = frozenset({"user", "assistant", "system", "developer"})
 _LEFT_OUT = frozenset({"reasoning", "mcp_call", "mcp_list_tools"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
+# Between a `namespace` tool's name and its function's, in the name the model is offered (a chat API has no
+# namespaces): `multi_agent_v1__spawn_agent`.
+NAMESPACE_JOINT = "__"
 
 
 def input_messages(value: Any) -> list[dict[str, Any]]:
@@ -110,13 +113,18 @@ def _part(part: Any, where: str) -> dict[str, Any]:
 
 
 def _call(item: dict[str, Any], where: str) -> dict[str, Any]:
-    """A `function_call` item as a chat tool call: its `call_id` is the id the output answers."""
+    """A `function_call` item as a chat tool call: its `call_id` is the id the output answers; a namespaced
+    function named as the model was offered it (`namespace__name`)."""
     fields = {name: item.get(name) for name in ("call_id", "name", "arguments")}
     for name, value in fields.items():
         if not isinstance(value, str):
             raise InvalidRequest(f"`{where}.{name}` must be a string.", param=f"{where}.{name}")
+    namespace = item.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        raise InvalidRequest(f"`{where}.namespace` must be a string.", param=f"{where}.namespace")
+    called = f"{namespace}{NAMESPACE_JOINT}{fields['name']}" if namespace else fields["name"]
     return {"id": fields["call_id"], "type": "function",
-            "function": {"name": fields["name"], "arguments": fields["arguments"]}}
+            "function": {"name": called, "arguments": fields["arguments"]}}
 
 
 def _call_output(item: dict[str, Any], where: str) -> dict[str, Any]:

@@ -74,16 +74,20 @@ class TextItem:
         return {"item_id": self.id, "output_index": self.index, "content_index": 0}
 
 
-def function_call(call: ToolCall, index: int) -> tuple[dict[str, Any], list[Event]]:
-    """A client's tool call handed back: its item (`call_id` is the id its output must name), and its events."""
-    item = {"id": item_id("fc"), "type": "function_call", "call_id": call.id, "name": call.name,
+def function_call(call: ToolCall, index: int, namespace: str | None = None,
+                  name: str | None = None) -> tuple[dict[str, Any], list[Event]]:
+    """A client's tool call handed back: its item (`call_id` is the id its output must name; a namespaced
+    function's `namespace` and own `name`), and its events."""
+    item = {"id": item_id("fc"), "type": "function_call", "call_id": call.id, "name": name or call.name,
             "arguments": call.arguments, "status": "completed"}
+    if namespace is not None:
+        item["namespace"] = namespace
     where = {"item_id": item["id"], "output_index": index}
     return item, [
         {"type": "response.output_item.added", "output_index": index,
          "item": {**item, "arguments": "", "status": "in_progress"}},
         {"type": "response.function_call_arguments.delta", **where, "delta": call.arguments},
-        {"type": "response.function_call_arguments.done", **where, "arguments": call.arguments, "name": call.name},
+        {"type": "response.function_call_arguments.done", **where, "arguments": call.arguments, "name": item["name"]},
         {"type": "response.output_item.done", "output_index": index, "item": item},
     ]
 

@@ -11,7 +11,7 @@ not asked. So is a field the API does not have, as OpenAI answers it.
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.doors.responses_input import input_messages
+from app.doors.responses_input import NAMESPACE_JOINT, input_messages
 from app.openai.errors import InvalidRequest
 
 # Fields that change nothing here: the answer only echoes some of them. `client_metadata` is Codex's account of
@@ -50,6 +50,8 @@ class ResponsesRequest:
     store: bool
     stream: bool
     echo: dict[str, Any] = field(default_factory=dict)
+    # A `namespace` tool's functions as the model knows them (`crm__lookup`): their namespace and own name.
+    namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def chat_messages(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The conversation the model answers: the instructions first (never carried over from an earlier
@@ -72,7 +74,7 @@ def read_request(body: dict[str, Any]) -> ResponsesRequest:
     """
     _check_fields(body)
     chat: dict[str, Any] = {"model": body.get("model"), "stream": _flag(body, "stream", False)}
-    tools = _tools(body.get("tools"))
+    tools, namespaced = _tools(body.get("tools"))
     if tools:
         chat["tools"] = tools
     if body.get("tool_choice") is not None:
@@ -92,7 +94,7 @@ def read_request(body: dict[str, Any]) -> ResponsesRequest:
     if "input" not in body and previous is None:
         raise InvalidRequest("Missing required parameter: 'input'.", param="input", code="missing_required_parameter")
     return ResponsesRequest(chat, instructions or None, input_messages(body.get("input", [])), previous,
-                            _flag(body, "store", True), chat["stream"], _echo(body))
+                            _flag(body, "store", True), chat["stream"], _echo(body), namespaced)
 
 
 def _check_fields(body: dict[str, Any]) -> None:
@@ -113,26 +115,48 @@ def _flag(body: dict[str, Any], name: str, default: bool) -> bool:
     return value
 
 
-def _tools(tools: Any) -> list[dict[str, Any]]:
-    """The client's function tools as chat tools; any other kind is a hosted tool the gateway does not have."""
+def _tools(tools: Any) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]]]:
+    """The client's function tools as chat tools, those of a `namespace` tool among them (named
+    `namespace__name`: the map says whose they are); any other kind is a hosted tool the gateway does not have."""
     if tools is None:
-        return []
+        return [], {}
     if not isinstance(tools, list):
         raise InvalidRequest("`tools` must be a list.", param="tools")
-    chat_tools = []
+    chat_tools: list[dict[str, Any]] = []
+    namespaced: dict[str, tuple[str, str]] = {}
     for index, tool in enumerate(tools):
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        if kind != "function":
-            raise InvalidRequest(
-                f"Tools of type {kind!r} cannot be served by this gateway: it offers the model its MCP servers' "
-                "tools (mcp.json) and the client's own `function` tools, and runs no hosted tool.",
-                param=f"tools[{index}].type", code="unsupported_tool")
-        if not isinstance(tool.get("name"), str):
-            raise InvalidRequest(f"`tools[{index}].name` must be a string.", param=f"tools[{index}].name")
-        function = {key: tool[key] for key in ("name", "description", "parameters", "strict")
-                    if tool.get(key) is not None}
-        chat_tools.append({"type": "function", "function": function})
-    return chat_tools
+        if isinstance(tool, dict) and tool.get("type") == "namespace":
+            namespace = _namespace_name(tool, f"tools[{index}]")
+            for number, inner in enumerate(tool.get("tools") or []):
+                function = _function(inner, f"tools[{index}].tools[{number}]")
+                namespaced[f"{namespace}{NAMESPACE_JOINT}{function['name']}"] = (namespace, function["name"])
+                function["name"] = f"{namespace}{NAMESPACE_JOINT}{function['name']}"
+                chat_tools.append({"type": "function", "function": function})
+        else:
+            chat_tools.append({"type": "function", "function": _function(tool, f"tools[{index}]")})
+    return chat_tools, namespaced
+
+
+def _namespace_name(tool: dict[str, Any], where: str) -> str:
+    name = tool.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidRequest(f"`{where}.name` must be a string.", param=f"{where}.name")
+    if not isinstance(tool.get("tools"), list):
+        raise InvalidRequest(f"`{where}.tools` must be a list.", param=f"{where}.tools")
+    return name
+
+
+def _function(tool: Any, where: str) -> dict[str, Any]:
+    """A `function` tool as the chat API's function."""
+    kind = tool.get("type") if isinstance(tool, dict) else None
+    if kind != "function":
+        raise InvalidRequest(
+            f"Tools of type {kind!r} cannot be served by this gateway: it offers the model its MCP servers' "
+            "tools (mcp.json) and the client's own `function` tools (in a `namespace` too), and runs no hosted tool.",
+            param=f"{where}.type", code="unsupported_tool")
+    if not isinstance(tool.get("name"), str):
+        raise InvalidRequest(f"`{where}.name` must be a string.", param=f"{where}.name")
+    return {key: tool[key] for key in ("name", "description", "parameters", "strict") if tool.get(key) is not None}
 
 
 def _tool_choice(choice: Any) -> Any:
