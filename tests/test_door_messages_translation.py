@@ -68,14 +68,22 @@ def test_tool_results_come_first_with_their_images_after_them() -> None:
                                          {"type": "text", "text": "a photo"}, image]}]},
     ]
     assert chat_body(body(messages=messages, system="You see."))["messages"] == [
-        {"role": "system", "content": "You see."},
-        {"role": "system", "content": "Be brief."},
+        {"role": "system", "content": "You see.\n\nBe brief."},  # one system message, first (Gemma's template)
         {"role": "tool", "tool_call_id": "t1", "content": "a photo"},
         {"role": "user", "content": [
             {"type": "text", "text": "Images returned by the tool calls above:"},
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
             {"type": "text", "text": "Look."}]},
     ]
+
+
+def test_a_system_message_after_the_users_joins_the_system_prompt() -> None:
+    """Claude Code sends one; a chat template that takes a system message only first would refuse the request."""
+    messages = [{"role": "user", "content": "Hi."}, {"role": "system", "content": "Reminder."},
+                {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Bye."}]
+    chat = chat_body(body(messages=messages))["messages"]
+    assert [m["role"] for m in chat] == ["system", "user", "assistant", "user"]
+    assert chat[0] == {"role": "system", "content": "Reminder."}
 
 
 def test_blocks_never_interleave_and_client_calls_come_last() -> None:

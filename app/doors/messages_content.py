@@ -26,10 +26,11 @@ def invalid(field: str, problem: str) -> InvalidRequest:
 
 
 def chat_messages(system: Any, messages: Any) -> list[dict[str, Any]]:
-    """The chat messages of a Messages request: its system prompt first, then each message in turn."""
+    """The chat messages of a Messages request: its system prompt first, then each message in turn. A `system`
+    message among them (Claude Code sends one after the user's) joins the system prompt: the chat templates of
+    Gemma and Mistral refuse a system message anywhere but first, and LM Studio answers that with an error."""
     chat: list[dict[str, Any]] = []
-    if system is not None:
-        chat.append({"role": "system", "content": block_text(system, "system", "\n\n")})
+    prompts = [] if system is None else [block_text(system, "system", "\n\n")]
     if not isinstance(messages, list) or not messages:
         raise invalid("messages", "a non-empty list of messages is required")
     for number, message in enumerate(messages):
@@ -42,10 +43,10 @@ def chat_messages(system: Any, messages: Any) -> list[dict[str, Any]]:
         elif role == "assistant":
             chat.append(_assistant(content, where))
         elif role == "system":
-            chat.append({"role": "system", "content": block_text(content, f"{where}.content", "\n\n")})
+            prompts.append(block_text(content, f"{where}.content", "\n\n"))
         else:
             raise invalid(f"{where}.role", "must be 'user' or 'assistant'")
-    return chat
+    return [{"role": "system", "content": "\n\n".join(prompts)}, *chat] if prompts else chat
 
 
 def block_text(content: Any, where: str, joint: str) -> str:
