@@ -352,8 +352,9 @@ def error_message(door: str, error: Any) -> str:
     if door == "messages":
         assert error["type"] == "error" and isinstance(error["error"]["type"], str)
         return str(error["error"]["message"])
-    if door == "responses" and error.get("type") == "error":  # the stream's error event
-        return str(error["message"])
+    if door == "responses" and error.get("type") == "response.failed":  # the stream's end, after its `error` event
+        assert error["response"]["status"] == "failed"
+        return str(error["response"]["error"]["message"])
     return str(error["error"]["message"])
 
 
@@ -394,11 +395,13 @@ def test_a_failure_after_the_answer_began_is_the_doors_in_stream_error(
 
 def client_error(gateway: Gateway, door: str) -> str:
     """What the door's client makes of an error in the stream: it raises it; the openai SDK's Responses stream
-    hands it over as an `error` event instead (its accumulator then finds no `response.completed`)."""
+    hands it over as events instead, `error` and then `response.failed` (which Codex reads the message of)."""
     if door == "responses":
         events = list(gateway.client().responses.create(model=MODEL, input="Echo hi.", stream=True))
-        assert "response.completed" not in [event.type for event in events]
-        return str(next(event.message for event in events if event.type == "error"))
+        assert [event.type for event in events][-2:] == ["error", "response.failed"]
+        failed = events[-1].response  # type: ignore[union-attr]
+        assert failed.status == "failed" and failed.error is not None and failed.error.message == events[-2].message  # type: ignore[union-attr]
+        return str(failed.error.message)
     errors = {"chat": openai.APIError, "messages": anthropic.APIStatusError, "ollama": ollama.ResponseError}
     with pytest.raises(errors[door]) as caught:  # type: ignore[call-overload]
         ask(gateway, door, [user("Echo hi.")], stream=True)

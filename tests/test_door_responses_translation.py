@@ -125,3 +125,14 @@ def test_the_writer_keeps_the_answer_in_order_and_says_an_incomplete_ending() ->
     assert events[-1]["type"] == "response.incomplete" and "response.mcp_call.failed" in [e["type"] for e in events]
     assert writer.message == {"role": "assistant", "content": "Checking.\n\nCut", "tool_calls": [
         {"id": "c9", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]}
+
+
+def test_a_stream_cut_off_ends_with_an_error_and_response_failed() -> None:
+    """Codex reads a failure's message from `response.failed` (an `error` event alone is unknown to it)."""
+    writer = ResponseWriter("m", {"tools": []})
+    begun = writer.begin()
+    error, failed = writer.cut_off()
+    assert (error["type"], error["code"]) == ("error", "shutting_down")
+    assert failed["type"] == "response.failed" and failed["sequence_number"] == len(begun) + 1
+    assert failed["response"]["status"] == "failed"
+    assert failed["response"]["error"] == {"code": "shutting_down", "message": error["message"]}
