@@ -65,9 +65,10 @@ def ask_responses(gateway: Gateway, history: list[Any], stream: bool, headers: d
     client = gateway.client(default_headers=headers)
     if system:
         extra["instructions"] = system
-    if stream:
-        with client.responses.stream(model=model, input=history, **extra) as events:
-            response = events.get_final_response()
+    if stream:  # as the Agents SDK reads it (the SDK's `stream()` helper raises on an incomplete response)
+        events = list(client.responses.create(model=model, input=history, stream=True, **extra))
+        assert events[-1].type in ("response.completed", "response.incomplete")
+        response = events[-1].response  # type: ignore[union-attr]
     else:
         response = client.responses.create(model=model, input=history, **extra)
     reasoning = "".join(part.text for item in response.output if item.type == "reasoning"
@@ -318,6 +319,28 @@ def test_the_rounds_limit_ends_the_answer_as_the_chat_door_does(
     said = ask(doors, door, [user("Echo forever.")], stream=stream)
     assert said.text == stopped_note(ROUNDS) and said.ending == FINISHED[door]
     assert len(upstream.chat_requests()) == ROUNDS + 1
+
+
+def cut_at_the_token_limit() -> Turn:
+    """A recorded upstream stream that stops at the model's token limit after a word."""
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    return Turn(raw=[chunk({"role": "assistant", "content": "Once upon"}), chunk({}, "length")])
+
+
+# How each door says the model ran out of tokens.
+CUT = {"chat": "length", "responses": "incomplete", "messages": "max_tokens", "ollama": "length"}
+
+
+@each_door([*NEW_DOORS, "chat"])
+def test_the_models_token_limit_ends_the_answer_in_the_doors_words(
+    doors: Gateway, upstream: FakeUpstream, door: str, stream: bool
+) -> None:
+    upstream.script(Turn(calls=[Call("basic__echo", {"text": "hi"})]), cut_at_the_token_limit())
+    said = ask(doors, door, [user("Tell a long story.")], stream=stream)
+    assert said.text == "Once upon" and said.ending == CUT[door]
 
 
 # -- images for the person -----------------------------------------------------------------------------------------
