@@ -288,6 +288,66 @@ def test_the_budget_offers_the_relevant_tools_and_those_called_before(
     assert {"basic__get_weather", "basic__add"} <= set(offered(upstream)) and len(offered(upstream)) == BUDGET
 
 
+CLIENT_TOOL = {"name": "get_location", "description": "Where the person is.",
+               "parameters": {"type": "object", "properties": {}}}
+
+
+def mixed_turn(gateway: Gateway, door: str, history: list[Any], result: str) -> list[Any]:
+    """The door's client asked with its own tool, given the call, answering it: the history it sends next, whole
+    answers (the client's tool results in the door's words: `tool` messages, `function_call_output` items,
+    `tool_result` blocks, `tool` messages with the call's id)."""
+    if door == "chat":
+        message = gateway.client().chat.completions.create(
+            model=MODEL, messages=history, tools=[{"type": "function", "function": CLIENT_TOOL}]).choices[0].message
+        [call] = message.tool_calls or []
+        return [*history, message.model_dump(exclude_none=True), {"role": "tool", "tool_call_id": call.id,
+                                                                  "content": result}]
+    if door == "responses":
+        response = gateway.client().responses.create(model=MODEL, input=history,
+                                                     tools=[{"type": "function", **CLIENT_TOOL}])  # type: ignore[list-item]
+        [call] = [item for item in response.output if item.type == "function_call"]
+        return [*history, *[item.model_dump(exclude_none=True) for item in response.output],
+                {"type": "function_call_output", "call_id": call.call_id, "output": result}]  # type: ignore[union-attr]
+    if door == "messages":
+        client = anthropic.Anthropic(base_url=gateway.url, api_key="sk-any", max_retries=0)
+        tool = {"name": CLIENT_TOOL["name"], "description": CLIENT_TOOL["description"],
+                "input_schema": CLIENT_TOOL["parameters"]}
+        message = client.messages.create(model=MODEL, max_tokens=1000, messages=history, tools=[tool])  # type: ignore[list-item]
+        [use] = [block for block in message.content if block.type == "tool_use"]
+        return [*history, {"role": "assistant", "content": message.content},
+                user([{"type": "tool_result", "tool_use_id": use.id, "content": result}])]  # type: ignore[arg-type]
+    # Raw, with the calls' ids sent back as Ollama's server takes them: the `ollama` library drops them (its
+    # ToolCall has no id), and memory finds such a turn by them (docs/doors.md, "What every door shares").
+    answer = httpx.post(f"{gateway.url}/api/chat", timeout=30, json={
+        "model": MODEL, "messages": history, "stream": False,
+        "tools": [{"type": "function", "function": CLIENT_TOOL}]}).json()
+    [call] = answer["message"]["tool_calls"]
+    return [*history, answer["message"], {"role": "tool", "tool_call_id": call["id"], "content": result}]
+
+
+@pytest.mark.parametrize("door", [*NEW_DOORS, "chat"])
+def test_a_turn_that_ran_mcp_tools_then_handed_the_client_its_own_is_remembered(
+    doors: Gateway, upstream: FakeUpstream, door: str
+) -> None:
+    """The MCP call's result, before the client's own call in the same turn, reaches the model on the next
+    request, found by the ids of the client's calls that the client sends back."""
+    words = f"mixed {door}"
+    upstream.script(Turn(calls=[Call("basic__echo", {"text": words})]),
+                    Turn(content="Where are you?", calls=[Call("get_location", {})]))
+    history = mixed_turn(doors, door, [user(f"Echo '{words}', then find me.")], "Paris")
+    upstream.script(Turn(content="You are in Paris."))
+    if door == "ollama":  # raw again: the library would drop the ids
+        answer = httpx.post(f"{doors.url}/api/chat", json={"model": MODEL, "messages": history, "stream": False},
+                            timeout=30)
+        assert answer.json()["message"]["content"] == "You are in Paris."
+    else:
+        assert ask(doors, door, history, stream=False).text == "You are in Paris."
+    sent = after_system(upstream.chat_requests()[0])
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert json.loads(sent[2]["content"])["data"] == {"result": f"echo: {words}"}
+    assert sent[4]["content"] == "Paris"
+
+
 # -- trace modes -------------------------------------------------------------------------------------------------
 
 
