@@ -174,9 +174,14 @@ def test_the_tools_header_chooses_the_tools(doors: Gateway, upstream: FakeUpstre
 @each_door([*NEW_DOORS, "chat"])
 def test_the_gateway_answers_prompts_itself(doors: Gateway, upstream: FakeUpstream, door: str, stream: bool) -> None:
     upstream.script()
-    said = ask(doors, door, [user("hi"), {"role": "assistant", "content": "Hello."}, user("/prompts")], stream=stream)
+    history = [user(f"hi from {door} {stream}"), {"role": "assistant", "content": "Hello."}, user("/prompts")]
+    said = ask(doors, door, history, stream=stream)
     assert "`/greet name=… [style=…]`: Greets someone." in said.text and "`/review code=…`" in said.text
     assert said.ending == FINISHED[door] and upstream.chat_requests() == []
+    # Later, the line and the gateway's answer are left out of what the model sees.
+    upstream.script(Turn(content="ok"))
+    ask(doors, door, [*history, *said.keep, user("Thanks.")], stream=stream)
+    assert after_system(upstream.chat_requests()[0]) == [*history[:2], user("Thanks.")]
 
 
 @each_door([*NEW_DOORS, "chat"])
