@@ -77,12 +77,17 @@ def test_the_raw_stream_is_one_consistent_sequence(gateway: Gateway, upstream: F
     assert mcp_events == ["response.mcp_call_arguments.done", "response.mcp_call.completed"]
 
 
-def test_a_failure_after_the_stream_began_is_one_error_event(gateway: Gateway, upstream: FakeUpstream) -> None:
+def test_a_failure_after_the_stream_began_is_an_error_event_and_response_failed(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
     upstream.script(Turn(content="Let me check.", calls=[Call("basic__echo", {"text": "hi"})]),
                     Turn(status=500, error="the model crashed"))
     events = raw_events(gateway, {"model": "m", "input": ASK, "stream": True})
     assert [event["sequence_number"] for event in events] == list(range(len(events)))
-    assert events[-1]["type"] == "error" and "the model crashed" in events[-1]["message"]
+    error, failed = events[-2:]
+    assert error["type"] == "error" and "the model crashed" in error["message"]
+    assert failed["type"] == "response.failed" and failed["response"]["status"] == "failed"
+    assert failed["response"]["error"] == {"code": error["code"], "message": error["message"]}
     assert not [event for event in events if event["type"] in ("response.completed", "response.incomplete")]
 
 

@@ -178,3 +178,14 @@ def test_a_hosted_tool_in_a_namespace_is_refused_naming_it() -> None:
     with pytest.raises(InvalidRequest) as refused:
         read_request({"model": "m", "input": "hi", "tools": [inner]})
     assert refused.value.param == "tools[0].tools[1].type"
+
+
+def test_a_stream_cut_off_ends_with_an_error_and_response_failed() -> None:
+    """Codex reads a failure's message from `response.failed` (an `error` event alone is unknown to it)."""
+    writer = ResponseWriter("m", {"tools": []})
+    begun = writer.begin()
+    error, failed = writer.cut_off()
+    assert (error["type"], error["code"]) == ("error", "shutting_down")
+    assert failed["type"] == "response.failed" and failed["sequence_number"] == len(begun) + 1
+    assert failed["response"]["status"] == "failed"
+    assert failed["response"]["error"] == {"code": "shutting_down", "message": error["message"]}

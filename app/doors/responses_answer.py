@@ -6,8 +6,8 @@ The output is the answer in the order it happened: a `reasoning` item for the mo
 trace, an `mcp_call` item for each MCP call the gateway ran (left out when the trace is off), a `message` for
 the text said (a new one after each trace, so the items follow one another; their texts joined are the
 answer, `response.output_text`), and a `function_call` item for each client tool handed back. Streamed, every
-event has its `type` and a `sequence_number` counting from 0; an error after the stream began is one `error`
-event, and the stream ends.
+event has its `type` and a `sequence_number` counting from 0; an error after the stream began is an `error`
+event, then `response.failed` with the response as far as it got, and the stream ends.
 """
 
 import time
@@ -70,12 +70,16 @@ class ResponseWriter:
         """The last event: the whole response, completed or incomplete."""
         return self.numbered({"type": f"response.{self.response['status']}", "response": self.response})
 
-    def error(self, message: str, code: str | None, param: str | None = None) -> Event:
-        return self.numbered({"type": "error", "code": code, "message": message, "param": param})
+    def failed(self, message: str, code: str | None, param: str | None = None) -> list[Event]:
+        """How a stream that failed ends: the `error` event the openai SDK hands over, then `response.failed`,
+        the end Codex waits for (it reads the message there, and takes an `error` event for an unknown one)."""
+        error = self.numbered({"type": "error", "code": code, "message": message, "param": param})
+        self.response |= {"status": "failed", "error": {"code": code or "server_error", "message": message}}
+        return [error, self.numbered({"type": "response.failed", "response": self.response})]
 
     def cut_off(self) -> list[Event]:
         """How the stream ends when the gateway's shutdown cuts it off (send_stream's `cut_off`)."""
-        return [self.error(CUT_OFF_MESSAGE, SHUTTING_DOWN)]
+        return self.failed(CUT_OFF_MESSAGE, SHUTTING_DOWN)
 
     def _text(self, kind: TextKind, text: str) -> list[Event]:
         if not text:
@@ -147,13 +151,15 @@ async def response_events(
                     await on_end(writer.response, writer.message)
                     yield writer.finished()
                     return
-        yield writer.error("The answer ended before it was complete.", "server_error")
+        failure = writer.failed("The answer ended before it was complete.", "server_error")
     except GatewayError as exc:
         log.warning("responses_stream_failed", error=exc.message, code=exc.code)
-        yield writer.error(exc.message, exc.code, exc.param)
+        failure = writer.failed(exc.message, exc.code, exc.param)
     except Exception:  # boundary: after the 200 a bug must still end the stream the way clients understand
         log.exception("responses_stream_crashed")
-        yield writer.error("Internal gateway error; see the gateway log.", "server_error")
+        failure = writer.failed("Internal gateway error; see the gateway log.", "server_error")
+    for event in failure:
+        yield event
 
 
 async def whole_response(parts: AsyncGenerator[AnswerPart, None], writer: ResponseWriter, on_end: OnEnd) -> dict[

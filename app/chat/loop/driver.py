@@ -196,9 +196,9 @@ async def _run_calls(
                 yield event
         return
     if isinstance(decision, End):
-        # Ours ran; the client gets its own. Remember ours so the model sees the whole turn again when
-        # the client comes back with its results.
-        if mcp_calls and context.memory is not None:
+        # Ours ran (in this round or an earlier one); the client gets its own. Remember ours so the model sees
+        # the whole turn again when the client comes back with its results.
+        if (mcp_calls or state.our_rounds()) and context.memory is not None:
             await context.memory.remember_mixed_turn(state.our_rounds(), assistant_message(content, calls),
                                                      tool_messages(mcp_calls, outputs), [c.id for c in client_calls],
                                                      context.options.prompt_messages)
