@@ -203,6 +203,9 @@ def _json_bytes(body: dict[str, Any]) -> bytes:
         raise InvalidRequest(
             "The request holds a number JSON cannot carry (NaN or Infinity).", code="invalid_number"
         ) from exc
+    except RecursionError:  # read by orjson (1,024 levels), but past what the standard library writes
+        raise InvalidRequest("The request holds arrays or objects nested too deeply to send on.",
+                             code="invalid_nesting") from None
 
 
 async def _nothing() -> AsyncIterator[bytes]:
