@@ -242,7 +242,8 @@ CRAFTED = [
     ("ollama", b'{"model":"m","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":'
                b'{"a":"\\ud800"}}}]},{"role":"user","content":"hi"}]}', "Unicode"),
 ]
-PATHS = {"responses": "/v1/responses", "messages": "/v1/messages", "ollama": "/api/chat"}
+PATHS = {"responses": "/v1/responses", "messages": "/v1/messages", "ollama": "/api/chat",
+         "chat": "/v1/chat/completions"}
 
 
 @pytest.mark.parametrize(("door", "body", "named"), CRAFTED, ids=[f"{c[0]}-{c[2]}" for c in CRAFTED])
@@ -278,6 +279,7 @@ REQUESTS = {
     "responses": {"model": "m", "input": "Ping, please.", "store": False},
     "messages": {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "Ping, please."}]},
     "ollama": {"model": "m", "stream": False, "messages": [{"role": "user", "content": "Ping, please."}]},
+    "chat": {"model": "m", "messages": [{"role": "user", "content": "Ping, please."}]},  # for comparison
 }
 CLIENT_HEADERS = {
     "x-api-key": KEY, "anthropic-version": "2023-06-01", "anthropic-beta": "CANARY-beta",
@@ -306,3 +308,27 @@ def test_no_client_header_and_no_operator_text_crosses_the_gateway(keyed: tuple[
             assert canary not in sent, door
         assert all(headers.get("authorization") == f"Bearer {UPSTREAM_KEY}" for headers in upstream.headers)
     assert "OPERATOR-SECRET" in httpx.get(f"{gateway.url}/health", headers={"x-api-key": KEY}).text  # the operator's
+
+
+REFUSED_KEY = f"Incorrect API key provided: {UPSTREAM_KEY}."
+UPSTREAM_FAILURES = {
+    "status": Turn(status=401, error=REFUSED_KEY),
+    "mid-stream": Turn(raw=[{"choices": [{"index": 0, "delta": {"content": "Hel"}}]}, {"error": REFUSED_KEY}]),
+}
+
+
+@pytest.mark.parametrize("failure", UPSTREAM_FAILURES)
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("door", REQUESTS)
+def test_an_upstream_error_quoting_the_upstream_key_does_not_show_it(
+    keyed: tuple[Gateway, FakeUpstream], door: str, stream: bool, failure: str
+) -> None:
+    """Some servers quote the key they refused ("Incorrect API key provided: sk-..."): the door's error passes
+    the upstream's words on (as a status, or as an error event once the answer began), without the gateway's
+    upstream key. On the doors as merged, every door (and the chat door) showed the key."""
+    gateway, upstream = keyed
+    upstream.script(UPSTREAM_FAILURES[failure])
+    answer = httpx.post(f"{gateway.url}{PATHS[door]}", json={**REQUESTS[door], "stream": stream},
+                        headers={"x-api-key": KEY}, timeout=30)
+    assert "Incorrect API key provided" in answer.text
+    assert UPSTREAM_KEY not in answer.text
