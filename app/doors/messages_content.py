@@ -143,8 +143,11 @@ def _tool_call(block: dict[str, Any], at: str) -> dict[str, Any]:
         raise invalid(at, "a tool_use block needs a string 'id' and 'name'")
     if not isinstance(arguments, dict):
         raise invalid(f"{at}.input", "must be an object")
-    return {"id": call_id, "type": "function",
-            "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}
+    try:
+        text = json.dumps(arguments, ensure_ascii=False)
+    except RecursionError:  # read (orjson reads 1,024 levels), but nested past what the standard library writes
+        raise invalid(f"{at}.input", "nested too deeply") from None
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
 
 
 def _tool_result(block: dict[str, Any], at: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:

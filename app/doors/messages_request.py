@@ -125,7 +125,7 @@ def _tool_choice(choice: Any) -> dict[str, Any]:
     if choice is None:
         return {}
     kind = choice.get("type") if isinstance(choice, dict) else None
-    if not isinstance(choice, dict) or (kind not in CHOICES and kind != "tool"):
+    if not isinstance(choice, dict) or not isinstance(kind, str) or (kind not in CHOICES and kind != "tool"):
         raise invalid("tool_choice", "must be an object of type 'auto', 'any', 'tool' or 'none'")
     if kind == "tool":
         name = choice.get("name")
@@ -150,7 +150,7 @@ def _effort(thinking: Any, output: Any) -> str | None:
                 raise invalid(f"output_config.{name}", "not served by toolbridge's Messages API (structured "
                                                        "outputs: use /v1/chat/completions' response_format)")
         if output.get("effort") is not None:
-            if output["effort"] not in EFFORTS:
+            if not isinstance(output["effort"], str) or output["effort"] not in EFFORTS:
                 raise invalid("output_config.effort", f"must be one of {', '.join(EFFORTS)}")
             return EFFORTS[output["effort"]]
     if thinking is None:

@@ -9,6 +9,7 @@ names the call it answers. The assistant's `thinking` is not sent back: the chat
 
 import base64
 import binascii
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,4 +141,11 @@ def arguments_text(arguments: Any, where: str) -> str:
         arguments = {}
     if not isinstance(arguments, dict):
         raise InvalidRequest(f"`{where}` must be an object.", param=where)
-    return orjson.dumps(arguments).decode()
+    try:
+        return orjson.dumps(arguments).decode()
+    except orjson.JSONEncodeError:  # what Python's parser read and orjson cannot write: integers past 64 bits,
+        pass  # nesting past 255 levels (a lone surrogate is refused where the body is sent: app/upstream/client.py)
+    try:
+        return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        raise InvalidRequest(f"`{where}` is nested too deeply.", param=where) from None

@@ -36,6 +36,8 @@ def input_messages(value: Any) -> list[dict[str, Any]]:
         if not isinstance(item, dict):
             raise InvalidRequest(f"`{where}` must be an object.", param=where)
         kind = item.get("type", "message")
+        if not isinstance(kind, str):  # a list or an object as `type` would fail the lookups below
+            raise InvalidRequest(f"`{where}.type` must be a string.", param=f"{where}.type")
         if kind == "message":
             _add_message(messages, _message(item, where))
         elif kind == "function_call":
@@ -73,7 +75,7 @@ def _add_call(messages: list[dict[str, Any]], call: dict[str, Any]) -> None:
 
 def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
     role = item.get("role")
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:
         raise InvalidRequest(f"`{where}.role` must be one of {sorted(_ROLES)}.", param=f"{where}.role")
     content = item.get("content")
     if isinstance(content, str):
@@ -94,6 +96,8 @@ def _part(part: Any, where: str) -> dict[str, Any]:
     if not isinstance(part, dict):
         raise InvalidRequest(f"`{where}` must be an object.", param=where)
     kind = part.get("type")
+    if not isinstance(kind, str):
+        raise InvalidRequest(f"`{where}.type` must be a string.", param=f"{where}.type")
     if kind in _TEXT_PARTS or kind == "refusal":
         text = part.get("refusal") if kind == "refusal" else part.get("text")
         if not isinstance(text, str):

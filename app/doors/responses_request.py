@@ -11,6 +11,8 @@ not asked. So is a field the API does not have, as OpenAI answers it.
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from app.doors.responses_input import NAMESPACE_JOINT, input_messages
 from app.openai.errors import InvalidRequest
 
@@ -199,7 +201,7 @@ def _echo(body: dict[str, Any]) -> dict[str, Any]:
     """What the response repeats of the request, with the API's defaults (the SDK's model requires some)."""
     reasoning: dict[str, Any] = body["reasoning"] if isinstance(body.get("reasoning"), dict) else {}
     text: dict[str, Any] = body["text"] if isinstance(body.get("text"), dict) else {}
-    return {
+    return _repeatable({
         "instructions": body.get("instructions"),
         "max_output_tokens": body.get("max_output_tokens"),
         "metadata": body.get("metadata") or {},
@@ -214,4 +216,22 @@ def _echo(body: dict[str, Any]) -> dict[str, Any]:
         "top_p": body.get("top_p"),
         "truncation": body.get("truncation") or "disabled",
         "user": body.get("user"),
-    }
+    })
+
+
+def _repeatable(echo: dict[str, Any]) -> dict[str, Any]:
+    """The echo, checked now that the response (and its stored copy) can be written with it: Python's parser
+    accepts what orjson cannot write (integers past 64 bits, lone surrogates, nesting past 255 levels), and some
+    echoed fields never go upstream to be refused there, so the answer's writing would fail after the work.
+
+    Raises:
+        InvalidRequest: naming the field.
+    """
+    for name, value in echo.items():
+        try:
+            orjson.dumps(value)
+        except orjson.JSONEncodeError:
+            raise InvalidRequest(f"`{name}` holds what JSON cannot carry back: an integer past 64 bits, text that "
+                                 "is not valid Unicode (a lone surrogate), or nesting past 255 levels.",
+                                 param=name) from None
+    return echo

@@ -42,21 +42,28 @@ class StoredResponses:
     def _key(self, response_id: str, kind: str = "response") -> str:
         return digest("responses api", kind, self.owner, response_id)
 
-    async def conversation(self, response_id: str) -> tuple[list[str], list[dict[str, Any]]]:
-        """The ids of the chain that ends with `response_id`, and its conversation: every turn's messages.
+    async def conversation(self, response_id: str, max_bytes: int) -> tuple[list[str], list[dict[str, Any]]]:
+        """The ids of the chain that ends with `response_id`, and its conversation: every turn's messages, read
+        only while the chain's entries hold `max_bytes` at most (what one request may carry: a conversation
+        continued is never more work than one sent whole).
 
         Raises:
-            InvalidRequest: the response is not stored for this caller, or an earlier one of its chain is gone.
+            InvalidRequest: the response is not stored for this caller, an earlier one of its chain is gone, or
+                the chain holds more than `max_bytes`.
         """
         entry = await self._entry(response_id, param="previous_response_id")
         chain = [*entry["chain"], response_id]
         if len(chain) > MAX_CHAIN:
             raise InvalidRequest(f"This conversation has passed {MAX_CHAIN} responses; send its input items "
                                  "instead of previous_response_id.", param="previous_response_id")
-        found = await self._read([self._key(earlier) for earlier in entry["chain"]])
+        found = await self._read([self._key(earlier) for earlier in entry["chain"]], max_bytes)
         messages: list[dict[str, Any]] = []
         for earlier in entry["chain"]:
             value = found.get(self._key(earlier))
+            if value == b"":  # there, but past the bound: not read
+                raise InvalidRequest(f"This conversation holds more than {max_bytes:,} bytes, what one request may "
+                                     "carry; send its input items instead of previous_response_id.",
+                                     param="previous_response_id")
             if not value:
                 raise InvalidRequest(f"An earlier response of this conversation ({earlier!r}) is no longer stored.",
                                      param="previous_response_id", code="previous_response_not_found")
@@ -104,11 +111,11 @@ class StoredResponses:
         entry: dict[str, Any] = orjson.loads(found[key])
         return entry
 
-    async def _read(self, keys: list[str]) -> dict[str, bytes]:
+    async def _read(self, keys: list[str], max_bytes: int | None = None) -> dict[str, bytes]:
         if self.store is None or not keys:
             return {}
         try:
-            return await self.store.get_many(keys)
+            return await self.store.get_many(keys, max_bytes)
         except StateStoreError as exc:
             log.warning("responses_not_read", reason=str(exc))
             raise StoreUnavailable("Stored responses cannot be read now; try again.") from None

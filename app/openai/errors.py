@@ -41,6 +41,9 @@ class GatewayError(Exception):
     def __init__(
         self, message: str, *, param: str | None = None, code: str | None = None, headers: dict[str, str] | None = None
     ) -> None:
+        # A message may quote the client's text, which Python's JSON parser read with lone surrogates: as
+        # escapes, so that the error body (and the log line) can be written at all.
+        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
         super().__init__(message)
         self.message = message
         self.param = param

@@ -74,6 +74,7 @@ class UpstreamClient:
         """`observe(kind, seconds)` learns how long each chat or pass-through request took to its headers."""
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self._key = api_key
         self._http = UpstreamHttp(self.base_url, api_key=api_key, timeout=timeout, transport=transport,
                                   observe=observe)
         self._capabilities = Capabilities(self._http)
@@ -102,8 +103,18 @@ class UpstreamClient:
                 raise UpstreamStatusError(answer.status, await answer.read(),
                                           retry_after=answer.headers.get("retry-after"))
             yield chunk_batches(answer.headers.get("content-type", ""), answer.parts(), self._http.broken)
+        except UpstreamError as exc:
+            self._hide_key(exc)
+            raise
         finally:
             await answer.aclose()
+
+    def _hide_key(self, error: UpstreamError) -> None:
+        """The upstream's words go to the client; some servers quote the key they refused ("Incorrect API key
+        provided: sk-..."), which is the operator's, never the client's to see."""
+        if self._key and self._key in error.message:
+            error.message = error.message.replace(self._key, "(the upstream key)")
+            error.args = (error.message,)
 
     async def forward(
         self, method: str, path: str, *, query: str, headers: Mapping[str, str], body: AsyncIterator[bytes] | None
@@ -203,6 +214,9 @@ def _json_bytes(body: dict[str, Any]) -> bytes:
         raise InvalidRequest(
             "The request holds a number JSON cannot carry (NaN or Infinity).", code="invalid_number"
         ) from exc
+    except RecursionError:  # read by orjson (1,024 levels), but past what the standard library writes
+        raise InvalidRequest("The request holds arrays or objects nested too deeply to send on.",
+                             code="invalid_nesting") from None
 
 
 async def _nothing() -> AsyncIterator[bytes]:

@@ -1,0 +1,124 @@
+"""Inputs built to make the three new doors (Responses, Messages, Ollama) work hard: how long each request takes,
+and the slowest /health answer while it runs (a blocked event loop shows there). The set-up is
+bench/hostile_inputs.py's: `toolbridge` with five copies of the basic test server (60 tools, a budget of 4, so
+every request is ranked), SQLite memory, a stand-in model that answers "fine".
+
+    .venv/bin/python -m bench.hostile_doors [--source DIR]
+"""
+
+import argparse
+import base64
+import json
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from bench.hostile_inputs import BASIC, MB, start_gateway, wait_ready, while_probing_health
+from tests.support.fake_upstream import FakeUpstream, Turn
+from tests.support.servers import ServerThread
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 30_000).decode()  # 40 KB of base64
+
+
+def _body(value: dict[str, object]) -> bytes:
+    return json.dumps(value).encode()
+
+
+def _responses(**fields: object) -> tuple[str, bytes]:
+    return "/v1/responses", _body({"model": "m", "store": False, **fields})
+
+
+def _messages(**fields: object) -> tuple[str, bytes]:
+    return "/v1/messages", _body({"model": "m", "max_tokens": 10, **fields})
+
+
+def _ollama(**fields: object) -> tuple[str, bytes]:
+    return "/api/chat", _body({"model": "m", "stream": False, **fields})
+
+
+def _function(number: int) -> dict[str, object]:
+    return {"type": "function", "function": {"name": f"f{number}", "parameters": {"type": "object"}}}
+
+
+USER = {"role": "user", "content": "hi"}
+INPUTS: dict[str, Callable[[], tuple[str, bytes]]] = {
+    "chat completions (for comparison): 200,000 messages": lambda: ("/v1/chat/completions", _body(
+        {"model": "m", "messages": [USER] * 200_000})),
+    "responses: 200,000 input items": lambda: _responses(input=[{"role": "user", "content": "hi"}] * 200_000),
+    "responses: 100,000 text parts": lambda: _responses(input=[{"role": "user", "content": [
+        {"type": "input_text", "text": "hi "}] * 100_000}]),
+    "responses: 20,000 function tools": lambda: _responses(input="hi", tools=[
+        {"type": "function", "name": f"f{n}", "parameters": {"type": "object"}} for n in range(20_000)]),
+    "responses: 40 MB input string": lambda: _responses(input="lorem ipsum " * (40 * MB // 12)),
+    "messages: 200,000 messages": lambda: _messages(messages=[USER, {"role": "assistant", "content": "a"}] * 100_000
+                                                    + [USER]),
+    "messages: 200,000 text blocks": lambda: _messages(messages=[{"role": "user", "content": [
+        {"type": "text", "text": "hi"}] * 200_000}]),
+    "messages: 20,000 tools": lambda: _messages(messages=[USER], tools=[
+        {"name": f"f{n}", "input_schema": {"type": "object"}} for n in range(20_000)]),
+    "messages: 1,000 images of 40 KB": lambda: _messages(messages=[{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}] * 1000}]),
+    "ollama: 200,000 messages": lambda: _ollama(messages=[USER] * 200_000),
+    "ollama: 1,000 images of 40 KB": lambda: _ollama(messages=[{**USER, "images": [PNG] * 1000}]),
+    "ollama: one image of 40 MB": lambda: _ollama(messages=[{**USER, "images": [
+        base64.b64encode(b"\x89PNG" + b"\0" * (30 * MB)).decode()]}]),
+    "ollama: 50,000 tool calls": lambda: _ollama(messages=[USER, {"role": "assistant", "tool_calls": [
+        {"function": {"name": "f", "arguments": {"a": 1}}}] * 50_000}, USER]),
+    "ollama: 20,000 tools": lambda: _ollama(messages=[USER], tools=[_function(n) for n in range(20_000)]),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", type=Path, default=None, help="a checkout to run the gateway from")
+    parser.add_argument("--chain", type=int, default=40, help="responses in the previous_response_id chain")
+    parser.add_argument("--only", default="", help="run the inputs whose name holds this text")
+    args = parser.parse_args()
+    upstream = FakeUpstream(default=lambda body: Turn(content="fine"), record=False)
+    with ServerThread(upstream.app) as model, tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "mcp.json"
+        servers = {f"s{n}": {"command": sys.executable, "args": [str(BASIC)]} for n in range(5)}
+        config.write_text(json.dumps({"mcpServers": servers}))
+        gateway, base = start_gateway(config, args.source, {
+            "TOOLBRIDGE_UPSTREAM_URL": f"{model.url}/v1", "TOOLBRIDGE_STATE_URL": f"sqlite:///{tmp}/state.db",
+            "TOOLBRIDGE_TOOL_BUDGET": "4", "TOOLBRIDGE_LOG_LEVEL": "warning"})
+        try:
+            wait_ready(base, len(servers))
+            print(f"{'input':<52} {'status':>6} {'request s':>10} {'slowest /health ms':>19}")
+            for name, build in ((name, build) for name, build in INPUTS.items() if args.only in name):
+                path, body = build()
+                status, seconds, slowest = while_probing_health(
+                    base, lambda path=path, body=body: _post(base, path, body))
+                print(f"{name:<52} {status:>6} {seconds:>10.2f} {slowest * 1000:>19.0f}", flush=True)
+            if args.chain:
+                chain(base, args.chain)
+        finally:
+            gateway.terminate()
+            gateway.wait(timeout=60)
+
+
+def _post(base: str, path: str, body: bytes) -> str:
+    return str(httpx.post(f"{base}{path}", content=body, timeout=600,
+                          headers={"Content-Type": "application/json"}).status_code)
+
+
+def chain(base: str, length: int) -> None:
+    """A previous_response_id chain of `length` responses of 1 MB of input each, then one more turn on it."""
+    previous = None
+    for _ in range(length):
+        answer = httpx.post(f"{base}/v1/responses", timeout=600, json={
+            "model": "m", "input": "x" * MB, "previous_response_id": previous})
+        if answer.status_code != 200:
+            print(f"chain stopped at {_ + 1}: {answer.status_code} {answer.text[:200]}")
+            break
+        previous = answer.json()["id"]
+    body = _body({"model": "m", "input": "and?", "previous_response_id": previous})
+    status, seconds, slowest = while_probing_health(base, lambda: _post(base, "/v1/responses", body))
+    print(f"{f'responses: a chain of {length} x 1 MB':<52} {status:>6} {seconds:>10.2f} {slowest * 1000:>19.0f}")
+
+
+if __name__ == "__main__":
+    main()
