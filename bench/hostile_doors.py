@@ -9,16 +9,12 @@ every request is ranked), SQLite memory, a stand-in model that answers "fine".
 import argparse
 import base64
 import json
-import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
-from bench.hostile_inputs import BASIC, MB, start_gateway, wait_ready, while_probing_health
-from tests.support.fake_upstream import FakeUpstream, Turn
-from tests.support.servers import ServerThread
+from bench.hostile_inputs import MB, hostile_gateway, while_probing_health
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 30_000).decode()  # 40 KB of base64
 
@@ -77,27 +73,14 @@ def main() -> None:
     parser.add_argument("--chain", type=int, default=40, help="responses in the previous_response_id chain")
     parser.add_argument("--only", default="", help="run the inputs whose name holds this text")
     args = parser.parse_args()
-    upstream = FakeUpstream(default=lambda body: Turn(content="fine"), record=False)
-    with ServerThread(upstream.app) as model, tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "mcp.json"
-        servers = {f"s{n}": {"command": sys.executable, "args": [str(BASIC)]} for n in range(5)}
-        config.write_text(json.dumps({"mcpServers": servers}))
-        gateway, base = start_gateway(config, args.source, {
-            "TOOLBRIDGE_UPSTREAM_URL": f"{model.url}/v1", "TOOLBRIDGE_STATE_URL": f"sqlite:///{tmp}/state.db",
-            "TOOLBRIDGE_TOOL_BUDGET": "4", "TOOLBRIDGE_LOG_LEVEL": "warning"})
-        try:
-            wait_ready(base, len(servers))
-            print(f"{'input':<52} {'status':>6} {'request s':>10} {'slowest /health ms':>19}")
-            for name, build in ((name, build) for name, build in INPUTS.items() if args.only in name):
-                path, body = build()
-                status, seconds, slowest = while_probing_health(
-                    base, lambda path=path, body=body: _post(base, path, body))
-                print(f"{name:<52} {status:>6} {seconds:>10.2f} {slowest * 1000:>19.0f}", flush=True)
-            if args.chain:
-                chain(base, args.chain)
-        finally:
-            gateway.terminate()
-            gateway.wait(timeout=60)
+    with hostile_gateway(args.source) as base:
+        print(f"{'input':<52} {'status':>6} {'request s':>10} {'slowest /health ms':>19}")
+        for name, build in ((name, build) for name, build in INPUTS.items() if args.only in name):
+            path, body = build()
+            status, seconds, slowest = while_probing_health(base, lambda path=path, body=body: _post(base, path, body))
+            print(f"{name:<52} {status:>6} {seconds:>10.2f} {slowest * 1000:>19.0f}", flush=True)
+        if args.chain:
+            chain(base, args.chain)
 
 
 def _post(base: str, path: str, body: bytes) -> str:

@@ -16,7 +16,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -60,20 +61,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=None, help="a checkout to run the gateway from")
     args = parser.parse_args()
+    with hostile_gateway(args.source) as base:
+        print(f"{'input':<38} {'status':>6} {'request s':>10} {'slowest /health ms':>19}")
+        for name, build in INPUTS.items():
+            status, seconds, slowest = measure(base, build())
+            print(f"{name:<38} {status:>6} {seconds:>10.2f} {slowest * 1000:>19.0f}", flush=True)
+
+
+@contextmanager
+def hostile_gateway(source: Path | None) -> Iterator[str]:
+    """A gateway (from `source` when given) with five MCP servers ready, a model that answers "fine" and a tool
+    budget of 4, as the hostile inputs meet it; yields its base URL and stops it after."""
     upstream = FakeUpstream(default=lambda body: Turn(content="fine"), record=False)
     with ServerThread(upstream.app) as model, tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "mcp.json"
         servers = {f"s{n}": {"command": sys.executable, "args": [str(BASIC)]} for n in range(5)}
         config.write_text(json.dumps({"mcpServers": servers}))
-        gateway, base = start_gateway(config, args.source, {
+        gateway, base = start_gateway(config, source, {
             "TOOLBRIDGE_UPSTREAM_URL": f"{model.url}/v1", "TOOLBRIDGE_STATE_URL": f"sqlite:///{tmp}/state.db",
             "TOOLBRIDGE_TOOL_BUDGET": "4", "TOOLBRIDGE_LOG_LEVEL": "warning"})
         try:
             wait_ready(base, len(servers))
-            print(f"{'input':<38} {'status':>6} {'request s':>10} {'slowest /health ms':>19}")
-            for name, build in INPUTS.items():
-                status, seconds, slowest = measure(base, build())
-                print(f"{name:<38} {status:>6} {seconds:>10.2f} {slowest * 1000:>19.0f}", flush=True)
+            yield base
         finally:
             gateway.terminate()
             gateway.wait(timeout=60)

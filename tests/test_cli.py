@@ -433,6 +433,23 @@ def serving(tmp_path: Path, upstream: FakeUpstream, **settings: str) -> Iterator
         yield gateway, base
 
 
+def lines_across_shutdown(gateway: subprocess.Popen[bytes], url: str, body: dict[str, Any]) -> list[str]:
+    """The lines of a streamed answer whose tool call is under way when the gateway is sent SIGTERM (once the trace
+    announces the call), to the stream's end; the gateway has exited."""
+    seen: list[str] = []
+    with httpx.stream("POST", url, json=body, timeout=EXIT_TIMEOUT) as response:
+        lines = response.iter_lines()
+        for line in lines:  # the trace announces the call as it starts
+            seen.append(line)
+            if "Calling sleep" in line:
+                break
+        gateway.send_signal(signal.SIGTERM)
+        with contextlib.suppress(httpx.RemoteProtocolError):
+            seen.extend(lines)
+    assert gateway.wait(timeout=EXIT_TIMEOUT) in (0, -signal.SIGTERM)
+    return seen
+
+
 @pytest.mark.parametrize(("grace", "tool_seconds", "finishes"), [(30, 2, True), (0.5, 60, False)])
 def test_streams_in_flight_get_the_grace_period_at_shutdown(
     tmp_path: Path, upstream: FakeUpstream, grace: float, tool_seconds: int, finishes: bool
@@ -441,17 +458,7 @@ def test_streams_in_flight_get_the_grace_period_at_shutdown(
         children = psutil.Process(gateway.pid).children(recursive=True)
         upstream.script(Turn(calls=[Call("sleep", {"seconds": tool_seconds})]), Turn(content="slept well"))
         body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "sleep"}]}
-        seen: list[str] = []
-        with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=EXIT_TIMEOUT) as response:
-            lines = response.iter_lines()
-            for line in lines:  # the trace announces the call as it starts
-                seen.append(line)
-                if "Calling sleep" in line:
-                    break
-            gateway.send_signal(signal.SIGTERM)
-            with contextlib.suppress(httpx.RemoteProtocolError):
-                seen.extend(lines)
-        assert gateway.wait(timeout=EXIT_TIMEOUT) in (0, -signal.SIGTERM)
+        seen = lines_across_shutdown(gateway, f"{base}/v1/chat/completions", body)
         events = [line.removeprefix("data: ") for line in seen if line.startswith("data: ")]
         chunks = [json.loads(event) for event in events if event != "[DONE]"]
         content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))

@@ -3,10 +3,8 @@ would hide a mistake): the chat answered from the MCP tool streamed and whole, t
 back and finished, images, the model list, and errors in Ollama's shape."""
 
 import base64
-import contextlib
 import json
 import re
-import signal
 from pathlib import Path
 
 import httpx
@@ -15,7 +13,7 @@ import pytest
 
 from tests.conftest import Gateway, running_gateway
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
-from tests.test_cli import EXIT_TIMEOUT, serving
+from tests.test_cli import lines_across_shutdown, serving
 
 ASK = [{"role": "user", "content": "Echo hi, please."}]
 ANSWER = "The tool said hi."
@@ -146,17 +144,7 @@ def test_a_stream_cut_off_at_shutdown_ends_with_an_error_line(tmp_path: Path, up
     with serving(tmp_path, upstream, TOOLBRIDGE_SHUTDOWN_GRACE="0.5") as (gateway, base):
         upstream.script(Turn(calls=[Call("sleep", {"seconds": 60})]), Turn(content="never"))
         body = {"model": MODEL, "messages": [{"role": "user", "content": "sleep"}]}
-        seen: list[str] = []
-        with httpx.stream("POST", f"{base}/api/chat", json=body, timeout=EXIT_TIMEOUT) as response:
-            lines = response.iter_lines()
-            for line in lines:  # the trace announces the call as it starts
-                seen.append(line)
-                if "Calling sleep" in line:
-                    break
-            gateway.send_signal(signal.SIGTERM)
-            with contextlib.suppress(httpx.RemoteProtocolError):
-                seen.extend(lines)
-        assert gateway.wait(timeout=EXIT_TIMEOUT) in (0, -signal.SIGTERM)
+        seen = lines_across_shutdown(gateway, f"{base}/api/chat", body)
     last = json.loads(seen[-1])
     assert last == {"error": "The gateway is shutting down; this answer was cut off. Send the request again."}
     assert not any(json.loads(line).get("done") for line in seen if line)  # never a made-up ending

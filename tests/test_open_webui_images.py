@@ -16,10 +16,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.openai.schemas import content_text
-from tests.conftest import Gateway, running_gateway, stdio_entry
+from tests.conftest import Gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
-from tests.support.open_webui import chat_page, running_open_webui, send, skip_without_open_webui
-from tests.support.servers import ServerThread
+from tests.support.open_webui import chat_page, keyed_gateway, running_open_webui, send, skip_without_open_webui
 
 KEY = "sk-owui-key"
 skip_without_open_webui()
@@ -53,10 +52,8 @@ def model() -> NotLmStudio:
 @pytest.fixture(scope="module", params=["details", "reasoning"])
 def gateway(model: NotLmStudio, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
             ) -> Iterator[Gateway]:
-    with ServerThread(model.app) as upstream, running_gateway(
-        tmp_path_factory.mktemp("owui-gateway"), {"pictures": stdio_entry("pictures.py")}, ready=("pictures",),
-        key=KEY, upstream_url=f"{upstream.url}/v1", api_keys=KEY, tool_trace=request.param,
-    ) as gateway:
+    with keyed_gateway(model, tmp_path_factory.mktemp("owui-gateway"), {"pictures": stdio_entry("pictures.py")}, KEY,
+                       tool_trace=request.param) as gateway:
         yield gateway
 
 

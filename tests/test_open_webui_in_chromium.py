@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 from app.openai.schemas import content_text
-from tests.conftest import Gateway, running_gateway
+from tests.conftest import Gateway
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
-from tests.support.open_webui import chat_page, running_open_webui, send, skip_without_open_webui
-from tests.support.servers import ServerThread
+from tests.support.open_webui import chat_page, keyed_gateway, running_open_webui, send, skip_without_open_webui
 
 KEY = "sk-owui-key"
 skip_without_open_webui()
@@ -50,10 +49,8 @@ def model() -> FakeUpstream:
 
 @pytest.fixture(scope="module")
 def gateway(model: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    with ServerThread(model.app) as upstream, running_gateway(
-        tmp_path_factory.mktemp("owui-gateway"), {"time": {"command": "mcp-server-time"}}, ready=("time",),
-        key=KEY, upstream_url=f"{upstream.url}/v1", api_keys=KEY,
-    ) as gateway:
+    with keyed_gateway(model, tmp_path_factory.mktemp("owui-gateway"), {"time": {"command": "mcp-server-time"}},
+                       KEY) as gateway:
         yield gateway
 
 

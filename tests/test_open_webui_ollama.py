@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 
 from app.openai.schemas import content_text
-from tests.conftest import Gateway, running_gateway, stdio_entry
+from tests.conftest import Gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
 from tests.support.open_webui import (
     chat_page,
+    keyed_gateway,
     offered_name,
     person_asked,
     running_open_webui,
     send,
     skip_without_open_webui,
 )
-from tests.support.servers import ServerThread
 
 KEY = "sk-owui-ollama"
 ASK = "Echo the word parsnip, please."
@@ -50,10 +50,8 @@ def model() -> FakeUpstream:
 
 @pytest.fixture(scope="module")
 def gateway(model: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    with ServerThread(model.app) as upstream, running_gateway(
-        tmp_path_factory.mktemp("owui-ollama-gateway"), {"basic": stdio_entry("basic.py")}, ready=("basic",),
-        key=KEY, upstream_url=f"{upstream.url}/v1", api_keys=KEY,
-    ) as gateway:
+    with keyed_gateway(model, tmp_path_factory.mktemp("owui-ollama-gateway"), {"basic": stdio_entry("basic.py")},
+                       KEY) as gateway:
         yield gateway
 
 

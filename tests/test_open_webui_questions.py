@@ -22,18 +22,18 @@ from typing import Any
 import pytest
 
 from app.openai.schemas import content_text
-from tests.conftest import Gateway, running_gateway, stdio_entry
+from tests.conftest import Gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
 from tests.support.open_webui import (
     ARTIFACTS,
     chat_page,
+    keyed_gateway,
     offered_name,
     person_asked,
     running_open_webui,
     skip_without_open_webui,
     tool_result,
 )
-from tests.support.servers import ServerThread
 
 KEY = "sk-owui-key"
 WAIT = 60_000  # ms: Open WebUI and the model on two busy cores
@@ -72,10 +72,7 @@ def model() -> FakeUpstream:
 
 @pytest.fixture(scope="module")
 def gateway(model: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    with ServerThread(model.app) as upstream, running_gateway(
-        tmp_path_factory.mktemp("owui-gateway"), SERVERS, ready=tuple(SERVERS),
-        key=KEY, upstream_url=f"{upstream.url}/v1", api_keys=KEY,
-    ) as gateway:
+    with keyed_gateway(model, tmp_path_factory.mktemp("owui-gateway"), SERVERS, KEY) as gateway:
         yield gateway
 
 

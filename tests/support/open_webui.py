@@ -25,6 +25,9 @@ import httpx
 import pytest
 
 from app.openai.schemas import content_text
+from tests.conftest import Gateway, running_gateway
+from tests.support.fake_upstream import FakeUpstream
+from tests.support.servers import ServerThread
 
 OPEN_WEBUI = os.environ.get("TOOLBRIDGE_TEST_OPEN_WEBUI", "")
 CHROMIUM = shutil.which("chromium")
@@ -36,6 +39,16 @@ def skip_without_open_webui() -> None:
     if not OPEN_WEBUI or CHROMIUM is None:
         pytest.skip("opt-in: set TOOLBRIDGE_TEST_OPEN_WEBUI to an open-webui command (and install chromium)",
                     allow_module_level=True)
+
+
+@contextmanager
+def keyed_gateway(model: FakeUpstream, tmp: Path, servers: dict[str, Any], key: str, **settings: Any
+                  ) -> Iterator[Gateway]:
+    """The gateway each test puts Open WebUI in front of: its servers ready, one key, the scripted model upstream."""
+    with ServerThread(model.app) as upstream, running_gateway(
+        tmp, servers, ready=tuple(servers), key=key, upstream_url=f"{upstream.url}/v1", api_keys=key, **settings,
+    ) as gateway:
+        yield gateway
 
 
 @contextmanager
