@@ -12,9 +12,13 @@ from typing import Any
 
 import httpx
 
+from bench.eval.prompting import ANSWER_TOKENS
+
 DOORS = ("chat", "responses", "messages", "ollama")
 HEADERS = {"X-Toolbridge-Trace": "details"}  # the calls go into the content, where scoring finds them
-MAX_TOKENS = 4096  # Anthropic's API needs max_tokens; more than any eval answer takes
+# Anthropic's API needs max_tokens: the bound every other door gets from the model server when it sends none (more
+# let a rambling answer run to thousands of tokens, and changed what is scored).
+MAX_TOKENS = ANSWER_TOKENS
 
 Answer = tuple[str, list[tuple[str, dict[str, Any]]], int]
 

@@ -19,6 +19,7 @@ from llama_cpp import Llama, LlamaGrammar
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter, register_chat_completion_handler
 
 from bench.eval.prompting import (
+    ANSWER_TOKENS,
     ARGUMENTS,
     CALL,
     allowed,
@@ -31,7 +32,6 @@ from bench.eval.prompting import (
 FORMAT = "toolbridge-eval"
 CHOICE_TOKENS = 48
 ARGUMENT_TOKENS = 256
-ANSWER_TOKENS = 128  # the facts come first; a 135M model rambles on
 ANY_OBJECT = {"type": "object"}
 # Base models (Gemma 3 270M from PyPI) ship no chat template: Gemma's own turn format, system folded into
 # the first user turn as Gemma's instruction-tuned template does; other families get plain role lines.

@@ -12,6 +12,7 @@ from typing import Any
 
 from app.openai.schemas import content_text
 
+ANSWER_TOKENS = 128  # the facts come first; a 135M model rambles on
 ANSWER = "I will answer directly."
 CALL = "I will call {name}."
 ARGUMENTS = " Arguments: "
