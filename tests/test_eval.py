@@ -210,9 +210,11 @@ def test_the_table_counts_per_configuration_and_mode() -> None:
     outcomes = [Outcome("defaults", task, False, Score(True, True, True, True), 1.0, 100),
                 Outcome("defaults", task, False, Score(False, False, False, True), 3.0, 300),
                 Outcome("raw", task, True, Score(False, True, False, False), 2.0, 50)]
+    outcomes.append(Outcome("defaults via responses", task, True, Score(True, True, True, True), 1.0, 10))
     lines = table(outcomes).splitlines()
     assert lines[2].split() == ["defaults", "whole", "1/2", "1/2", "1/2", "2/2", "2.00", "200"]
     assert lines[3].split() == ["raw", "stream", "0/1", "1/1", "0/1", "0/1", "2.00", "50"]
+    assert lines[4].split() == ["defaults", "via", "responses", "stream", "1/1", "1/1", "1/1", "1/1", "1.00", "10"]
 
 
 def test_the_category_table_counts_passes_per_configuration() -> None:

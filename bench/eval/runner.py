@@ -175,8 +175,9 @@ def run(configs: list[str], tasks: list[Task], streams: Callable[[str], list[boo
 
 
 def table(outcomes: list[Outcome]) -> str:
-    lines = [f"{'configuration':<20}{'mode':<8}{'passed':>9}{'tool':>8}{'args':>8}{'answer':>8}{'median s':>10}"
-             f"{'prompt tokens':>15}", "-" * 86]
+    width = max([20, *(len(o.config) + 2 for o in outcomes)])  # "defaults via responses" is wider than the rest
+    lines = [f"{'configuration':<{width}}{'mode':<8}{'passed':>9}{'tool':>8}{'args':>8}{'answer':>8}{'median s':>10}"
+             f"{'prompt tokens':>15}", "-" * (width + 66)]
     for config in dict.fromkeys(o.config for o in outcomes):
         for streamed in (False, True):
             rows = [o for o in outcomes if o.config == config and o.streamed == streamed]
@@ -188,7 +189,7 @@ def table(outcomes: list[Outcome]) -> str:
 
             median = statistics.median(o.seconds for o in rows)
             tokens = statistics.median(o.prompt_tokens for o in rows)
-            lines.append(f"{config:<20}{'stream' if streamed else 'whole':<8}{share('passed'):>9}"
+            lines.append(f"{config:<{width}}{'stream' if streamed else 'whole':<8}{share('passed'):>9}"
                          f"{share('tool_ok'):>8}{share('arguments_ok'):>8}{share('answer_ok'):>8}{median:>10.2f}"
                          + (f"{tokens:>15.0f}" if tokens else f"{'-':>15}"))  # no usage reported
     return "\n".join(lines)
