@@ -8,14 +8,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.eval.doors import DOORS
+from bench.eval.doors import DOORS, ask
 from bench.eval.prompting import ANSWER, CALL, allowed, choice_grammar, conversation, offered_tools, parse_choice
 from bench.eval.runner import CONFIGS, Outcome, by_category, run_task, same_as_defaults, table, tool_names
 from bench.eval.scoring import Observed, Score, observe, score
 from bench.eval.tasks import ExpectedCall, Task, client_tools, load_tasks
 from bench.scripted_model import decide
-from tests.conftest import running_gateway
-from tests.support.fake_upstream import FakeUpstream, Turn
+from tests.conftest import running_gateway, stdio_entry
+from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.servers import ServerThread
 
 SUM = {"type": "function", "function": {"name": "get-sum", "description": "Adds two numbers.",
@@ -298,3 +298,27 @@ def test_the_help_desks_question_is_asked_answered_and_declined_through_a_real_g
                     given = json.dumps(model.chat_requests()[-1]["messages"])
                     assert "scheduled for Friday" in given and "Which day" not in given
                     assert '"content": "friday"' not in given
+
+
+def test_the_model_reads_the_same_conversation_through_every_door(tmp_path: Path) -> None:
+    """What makes the eval's rows comparable: a tool turn and a follow-up sent through each door reach the model
+    as the same chat requests (the Messages door adds only the max_tokens its API requires)."""
+    model = FakeUpstream()
+    with (
+        ServerThread(model.app) as upstream,
+        running_gateway(tmp_path, {"basic": stdio_entry("basic.py")}, ready=("basic",),
+                        upstream_url=f"{upstream.url}/v1") as gateway,
+        httpx.Client(timeout=60) as client,
+    ):
+        seen = {}
+        for door in DOORS:
+            model.script(Turn(calls=[Call("basic__echo", {"text": "hi"})]), Turn(content="Done."), Turn(content="2"))
+            messages = [{"role": "user", "content": "Echo hi"}]
+            for streamed in (False, True):
+                body = {"model": "m", "messages": messages, "stream": streamed, "temperature": 0}
+                content, _, _ = ask(door, client, gateway.url, body)
+                messages = [*messages, {"role": "assistant", "content": content}, {"role": "user", "content": "More?"}]
+            seen[door] = [({k: v for k, v in sent.items() if k not in ("stream", "stream_options", "max_tokens")})
+                          for sent in model.chat_requests()]
+    assert len(seen["chat"]) == 3 and seen["chat"][2]["messages"][-1] == {"role": "user", "content": "More?"}
+    assert all(seen[door] == seen["chat"] for door in DOORS), {door: seen[door] for door in DOORS}
