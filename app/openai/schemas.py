@@ -28,8 +28,12 @@ def image_part(mime_type: str | None, base64_data: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{mime_type};base64,{base64_data}"}}
 
 
-def rewrite_model_list(body: bytes, rewrite: Callable[[list[Any]], list[Any]]) -> bytes:
-    """A `/models` answer with its `data` list rewritten; the body as it was when it is not such a list."""
+def rewrite_model_list(
+    body: bytes, rewrite: Callable[[list[Any]], list[Any]],
+    answer: Callable[[dict[str, Any], list[Any]], dict[str, Any]] | None = None,
+) -> bytes:
+    """A `/models` answer with its `data` list rewritten (and, with `answer`, the whole answer made of the answer
+    as sent and the rewritten list); the body as it was when it is not such a list."""
     try:
         models = json.loads(body)
     except ValueError:
@@ -37,8 +41,8 @@ def rewrite_model_list(body: bytes, rewrite: Callable[[list[Any]], list[Any]]) -
     entries = models.get("data") if isinstance(models, dict) else None
     if not isinstance(entries, list):
         return body
-    models["data"] = rewrite(entries)
-    return json.dumps(models).encode()
+    rewritten = rewrite(entries)
+    return json.dumps(answer(models, rewritten) if answer else {**models, "data": rewritten}).encode()
 
 
 class ChatMessage(WireModel):
