@@ -9,11 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp.types import Tool
 from structlog.testing import capture_logs
 
 from app.chat.loop_options import tool_budget_for
 from app.chat.tool_budget import Budget, _index, budget_for, choose_within
 from app.chat.tool_offer import why_withheld
+from app.mcp.convert import ConversionOptions, build_catalogue
 from app.settings import Settings
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
@@ -59,6 +61,45 @@ def test_a_tool_list_is_indexed_once_and_a_changed_list_anew() -> None:
     renamed = [tool("s0__weather_0", "Sends email messages.", "message"), *SEVENTY[1:]]
     choice = choose_within(renamed, [], email, Budget(11, ROOMY))  # the ten email tools, and this one
     assert choice is not None and "s0__weather_0" in choice.kept and _index.cache_info().misses == 2
+
+
+def test_the_kept_tools_are_offered_most_relevant_first_and_a_named_one_before_them() -> None:
+    question = [{"role": "user", "content": "The weather forecast for Oslo, and the email_3 tool too."}]
+    choice = choose_within(SEVENTY, [], question, Budget(5, ROOMY))
+    assert choice is not None and choice.order[0] == "s3__email_3" and set(choice.order) == choice.kept
+    scores = [choice.scores[name] for name in choice.order[1:]]
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0
+    assert choose_within(SEVENTY[:5], [], question, Budget(5, ROOMY)) is None  # all fit: as configured, every turn
+    assert choose_within(SEVENTY[:5], [], question, Budget(5, ROOMY), always_rank=True).order == ()  # type: ignore
+
+
+CATALOGUE = Path(__file__).parent.parent / "bench" / "eval" / "catalogue"
+
+
+@pytest.fixture(scope="module")
+def recorded() -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Popular servers' tools as they list them (bench/eval/catalogue/), converted as the gateway does."""
+    servers = ("memory", "playwright", "kubernetes", "postgres", "notion", "github", "time")
+    listed = {server: json.loads((CATALOGUE / f"{server}.json").read_text())["tools"] for server in servers}
+    by_server = {server: [Tool.model_validate(tool) for tool in tools] for server, tools in listed.items()}
+    catalogue = build_catalogue(by_server, ConversionOptions(prefix="on-conflict"))
+    return list(catalogue.openai_tools), {name: route.server for name, route in catalogue.routes.items()}
+
+
+@pytest.mark.parametrize(("request_text", "first"), [
+    ("What do you remember about Alice?", {"search_nodes", "open_nodes", "read_graph"}),  # the server's words
+    ("Open example.com in the browser", {"browser_navigate"}),  # a synonym, an address, the name's words
+    ("Show me the logs of the api pod", {"kubectl_logs"}),  # the name split: kubectl_logs
+    ("Which tables does the shop database have?", {"query"}),  # postgres is a database
+    ("Show the latest commits of acme/shop", {"list_commits"}),  # stems: commits, commit
+    ("What time is it in Tokyo?", {"get_current_time", "convert_time"}),
+])
+def test_everyday_words_find_a_popular_servers_tool_first(
+    recorded: tuple[list[dict[str, Any]], dict[str, str]], request_text: str, first: set[str]
+) -> None:
+    tools, servers = recorded
+    choice = choose_within(tools, [], [{"role": "user", "content": request_text}], Budget(24, ROOMY), servers=servers)
+    assert choice is not None and choice.order[0] in first, choice.order[:5]
 
 
 def test_tools_called_before_and_tools_the_user_names_are_always_kept() -> None:
@@ -200,7 +241,10 @@ def test_tools_with_a_query_agrees_with_what_a_request_is_offered(budgeted: Gate
     listed = httpx.get(f"{budgeted.url}/tools", params={"q": text}).json()
     upstream.script(Turn(content="ok"))
     budgeted.client().chat.completions.create(model="m", messages=[{"role": "user", "content": text}])
+    # Listed as offered, in the request's order: the most relevant first.
     assert [t["function"]["name"] for t in listed["data"] if t["offered"]] == offered(upstream)
+    assert [t["position"] for t in listed["data"] if t["offered"]] == [1, 2, 3, 4]
+    assert listed["data"][0]["function"]["name"] == "basic__echo" and "position" not in listed["data"][-1]
     scores = {t["function"]["name"]: t["score"] for t in listed["data"]}
     assert scores["basic__echo"] > scores["basic__add"] and len(listed["withheld"]) == 32
     assert "score" not in httpx.get(f"{budgeted.url}/tools").json()["data"][0]  # without q: the tools as they are

@@ -22,8 +22,9 @@ log = structlog.get_logger("toolbridge.tools")
 
 DEFAULT_CONTEXT_TOKENS = 8192  # to fit restored results in, when neither the upstream nor the settings say
 
-# The tools to offer when the budget leaves some out: (history, MCP tools, client tools) -> choice, or None.
-ToolBudget = Callable[[list[dict[str, Any]], Sequence[dict[str, Any]], Sequence[dict[str, Any]]],
+# The tools to offer when the budget leaves some out: (history, MCP tools, client tools, each MCP tool's server)
+# -> choice, or None.
+ToolBudget = Callable[[list[dict[str, Any]], Sequence[dict[str, Any]], Sequence[dict[str, Any]], Mapping[str, str]],
                       Awaitable[BudgetChoice | None]]
 
 
@@ -61,10 +62,11 @@ def _tool_budget(
     in a log line and kept among the recent requests."""
 
     async def tool_budget(
-        messages: list[dict[str, Any]], mcp_tools: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]]
+        messages: list[dict[str, Any]], mcp_tools: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]],
+        servers: Mapping[str, str],
     ) -> BudgetChoice | None:
         budget = await tool_budget_for(settings, upstream, model)
-        choice = None if budget is None else choose_within(mcp_tools, client_tools, messages, budget)
+        choice = None if budget is None else choose_within(mcp_tools, client_tools, messages, budget, servers=servers)
         why = ""
         if budget is not None and choice is not None and (choice.withheld or choice.compacted_client_tools):
             why = _say_withheld(choice, budget, client_tools)

@@ -88,8 +88,8 @@ class RequestTools(Protocol):
         """Runs one call; with `answers`, the same call again with the person's answers to its questions."""
         ...
 
-    def only(self, names: frozenset[str]) -> "RequestTools":
-        """The same tools, less those not named."""
+    def only(self, names: frozenset[str], order: Sequence[str] = ()) -> "RequestTools":
+        """The same tools, less those not named; offered in `order` where it names them."""
         ...
 
     def asks_first(self, name: str) -> bool:
@@ -129,6 +129,8 @@ class BudgetChoice:
     reasons: tuple[str, ...] = ()
     # The client's tools as they are to be sent, when they were made smaller to leave room (compact_tools.py).
     compacted_client_tools: tuple[dict[str, Any], ...] | None = None
+    # The MCP tools kept, in the order they are offered: the most relevant first.
+    order: tuple[str, ...] = ()
 
 
 class ToolRunner(Protocol):
@@ -233,9 +235,10 @@ class LoopOptions:
     sees_images: Callable[[], Awaitable[bool]] | None = None  # asked only once a tool returned an image
     offer_tools: bool = True
     tool_selection: ToolSelection = ALL_TOOLS
-    # The tools to offer when the budget leaves some out: (history, MCP tools, client tools) -> choice, or None.
+    # The tools to offer when the budget leaves some out: (history, MCP tools, client tools, each MCP tool's
+    # server) -> choice, or None.
     tool_budget: (
-        Callable[[list[dict[str, Any]], Sequence[dict[str, Any]], Sequence[dict[str, Any]]],
+        Callable[[list[dict[str, Any]], Sequence[dict[str, Any]], Sequence[dict[str, Any]], Mapping[str, str]],
                  Awaitable[BudgetChoice | None]] | None
     ) = None
     # The model's context window in tokens, asked only when earlier turns' results were restored.

@@ -6,6 +6,9 @@ definitions would take more than half of the model's context (as the upstream re
 TOOLBRIDGE_CONTEXT_TOKENS), the MCP tools are ranked by BM25 (`bm25s`) over their names, descriptions and
 parameter names against the recent user turns, and the best are kept (ties, and tools nothing matches, in
 the configured order). Tools called earlier in the conversation and tools the user names are always kept.
+What a tool and a request are found by (split names, server words, synonyms, stems) is tool_words.py's.
+The kept tools are offered most relevant first: small models favour what comes first. A request whose tools all
+fit keeps the configured order, the same on every turn, so the upstream's prompt cache stays warm.
 
 The client's tools are never dropped, but their size counts, and they must not leave ours nothing: Open
 WebUI's 36 take more than half of an 8k context alone, which once withheld every MCP tool. So the
@@ -22,13 +25,14 @@ import functools
 import logging
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from app.chat.compact_tools import compact_tool
 from app.chat.context_budget import CHARS_PER_TOKEN, wire_chars
 from app.chat.ports import BudgetChoice
+from app.chat.tool_words import request_words, split_name, stem_all, tool_document
 from app.openai.schemas import content_text
 
 UNLIMITED = 1_000_000  # TOOLBRIDGE_TOOL_BUDGET=0: no count limit; the context's share still holds
@@ -38,7 +42,6 @@ RECENT_USER_TURNS = 2
 INDEXES_KEPT = 16  # tool lists whose index is kept: catalogues, toolsets, and those with a client's tools
 RANKED_CHARS = 16_000  # of each user message: its first and last half of this (ranking 10 MB took 13 s)
 NAMED_CHARS = 200_000  # of the recent user messages (so cut), where a tool's name pins it
-_WORD_BOUNDARY = re.compile(r"[_\-./:]+|(?<=[a-z0-9])(?=[A-Z])")
 _NAME_WORD = re.compile(r"[\w-]+")
 
 
@@ -59,18 +62,18 @@ def budget_for(max_tools: int, context_tokens: int | None, rank_client_tools: bo
 
 def choose_within(
     mcp_tools: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]], messages: Sequence[dict[str, Any]],
-    budget: Budget, *, always_rank: bool = False,
+    budget: Budget, *, always_rank: bool = False, servers: Mapping[str, str] | None = None,
 ) -> BudgetChoice | None:
-    """The tools to offer, when the budget leaves some out or the client's tools must be made compact (None
-    when everything fits, unless `always_rank`, which scores them all for people to look at)."""
+    """The tools to offer, when the budget leaves some out or the client's tools must be made compact (None when
+    everything fits, unless `always_rank`: people look at every score). `servers`: each MCP tool's server's name."""
     ranked = [*client_tools, *mcp_tools] if budget.rank_client_tools else list(mcp_tools)
     fixed = [] if budget.rank_client_tools else list(client_tools)
     if not always_rank and len(ranked) <= budget.max_tools and _fits([*fixed, *ranked], budget.max_chars):
         return None
     names = [_name(tool) for tool in ranked]
     ours = {_name(tool) for tool in mcp_tools}
-    scores = _scores(ranked, _query(messages))
-    pinned = _called(messages) | _named(names, _user_texts(messages))
+    scores = _scores(ranked, _query(messages), servers or {})
+    pinned = _called(messages) | (named := _named(names, _user_texts(messages)))
     order = sorted(range(len(ranked)), key=lambda i: (names[i] not in pinned, -scores[i], i))
     floor = set([names[i] for i in order if names[i] in ours][: budget.min_mcp_tools])
     # The floor is offered first; the client's tools take what is left, made compact when they do not fit in it.
@@ -93,9 +96,18 @@ def choose_within(
     withheld = tuple(names[i] for i in order if names[i] not in kept)
     if not withheld and compacted is None and not always_rank:
         return None
+    offered = _most_relevant_first(names, scores, named, kept) if withheld or compacted is not None else ()
     return BudgetChoice(frozenset(kept) | {_name(t) for t in fixed}, withheld,
                         {name: score for name, score in zip(names, scores, strict=True)},
-                        tuple(sorted(reasons)), compacted)
+                        tuple(sorted(reasons)), compacted, offered)
+
+
+def _most_relevant_first(names: Sequence[str], scores: Sequence[float], named: set[str], kept: set[str],
+                         ) -> tuple[str, ...]:
+    """The kept tools in the order offered: a tool the user named, then the most relevant first (small models
+    favour what comes first), ties in the configured order."""
+    order = sorted(range(len(names)), key=lambda i: (names[i] not in named, -scores[i], i))
+    return tuple(names[i] for i in order if names[i] in kept)
 
 
 def load_ranker_in_background() -> None:
@@ -113,9 +125,9 @@ def _bm25s() -> Any:
     return bm25s
 
 
-def _scores(tools: Sequence[dict[str, Any]], query: str) -> list[float]:
-    index = _index(tuple(_document(tool) for tool in tools))
-    words = _words(query)
+def _scores(tools: Sequence[dict[str, Any]], query: str, servers: Mapping[str, str]) -> list[float]:
+    index = _index(tuple(tool_document(tool, servers.get(_name(tool))) for tool in tools))
+    words = _words(request_words(query))
     if index is None or not words:  # bm25s fails on an empty query ("hi" is all stopwords)
         return [0.0] * len(tools)
     return [float(score) for score in index.get_scores(words)]
@@ -135,14 +147,9 @@ def _index(documents: tuple[str, ...]) -> Any | None:
 
 
 def _words(text: str) -> list[str]:
-    [words] = _bm25s().tokenize([_WORD_BOUNDARY.sub(" ", text)], stopwords="en", return_ids=False, show_progress=False)
+    [words] = _bm25s().tokenize([split_name(text)], stopwords="en", stemmer=stem_all, return_ids=False,
+                                show_progress=False)
     return list(words)
-
-
-def _document(tool: dict[str, Any]) -> str:
-    function = tool.get("function") or {}
-    parameters = (function.get("parameters") or {}).get("properties") or {}
-    return " ".join([str(function.get("name") or ""), str(function.get("description") or ""), *map(str, parameters)])
 
 
 def _query(messages: Sequence[dict[str, Any]]) -> str:

@@ -46,21 +46,41 @@ def describe_request(
     described = catalogue.describe()
     # Ranked and sized as the model gets them: what /tools adds (server, originals) is not sent.
     tools = [{"type": entry["type"], "function": entry["function"]} for entry in described]
-    choice = choose_within(tools, client_tools, messages, budget or Budget(UNLIMITED, UNLIMITED_CHARS),
-                           always_rank=True)
+    budget = budget or Budget(UNLIMITED, UNLIMITED_CHARS)
+    servers = {entry["function"]["name"]: entry["server"] for entry in described}
+    choice = choose_within(tools, client_tools, messages, budget, always_rank=True, servers=servers)
     assert choice is not None
     sent = choice.compacted_client_tools or tuple(client_tools)
     clients = [{"type": tool.get("type", "function"), "function": tool.get("function"), "client": True}
                for tool in sent]
+    order = _request_order([*clients, *described], choice)
     for entry in [*clients, *described]:
-        name = str((entry.get("function") or {}).get("name") or "")
+        name = _name(entry)
         entry |= {"score": round(choice.scores.get(name, 0.0), 4), "offered": name in choice.kept}
-    answer: dict[str, Any] = {"object": "list", "data": [*clients, *described], "withheld": list(choice.withheld)}
+        if name in order:
+            entry["position"] = order[name]
+    # Listed as the request would send them, then the withheld, best first.
+    listed = sorted([*clients, *described], key=lambda entry: order.get(_name(entry), len(order) + 1))
+    answer: dict[str, Any] = {"object": "list", "data": listed, "withheld": list(choice.withheld)}
     if choice.withheld or choice.compacted_client_tools is not None:
         answer["why"] = why_withheld(choice, budget or Budget(UNLIMITED, UNLIMITED_CHARS), client_tools)
     if choice.compacted_client_tools is not None:
         answer["client_tools_compacted"] = len(choice.compacted_client_tools)
     return answer
+
+
+def _request_order(entries: Sequence[dict[str, Any]], choice: BudgetChoice) -> dict[str, int]:
+    """Each offered tool's place in the request's tool list (from 1): the client's first, as they were sent, then
+    ours, most relevant first when the budget ranked them (`choice.order`), else in the configured order."""
+    offered = [_name(entry) for entry in entries if _name(entry) in choice.kept]
+    ranked = {name: index for index, name in enumerate(choice.order)}
+    clients = [_name(entry) for entry in entries if entry.get("client") and _name(entry) in choice.kept]
+    ours = sorted((name for name in offered if name not in clients), key=lambda name: ranked.get(name, len(ranked)))
+    return {name: place for place, name in enumerate([*clients, *ours], start=1)}
+
+
+def _name(entry: dict[str, Any]) -> str:
+    return str((entry.get("function") or {}).get("name") or "")
 
 
 class Describable(Protocol):

@@ -110,6 +110,14 @@ class Catalogue:
             return self
         return Catalogue(tuple(t for t in self.openai_tools if t["function"]["name"] in routes), routes)
 
+    def ordered(self, names: Sequence[str]) -> "Catalogue":
+        """The same tools offered in the order of `names` (those it leaves out after them, as they were)."""
+        if not names:
+            return self
+        place = {name: index for index, name in enumerate(names)}
+        tools = sorted(self.openai_tools, key=lambda tool: place.get(tool["function"]["name"], len(place)))
+        return Catalogue(tuple(tools), self.routes)
+
     def describe(self) -> list[dict[str, Any]]:
         """The injected tools with the server and tool each one maps back to."""
         described = []

@@ -33,8 +33,8 @@ class PinnedTools:
                         answers: ToolAnswers | None = None) -> ToolOutcome:
         return await self.pool.call_tool(name, arguments, on_progress, self.catalogue, answers)
 
-    def only(self, names: frozenset[str]) -> "PinnedTools":
-        return PinnedTools(self.pool, self.catalogue.select(lambda name, _: name in names))
+    def only(self, names: frozenset[str], order: Sequence[str] = ()) -> "PinnedTools":
+        return PinnedTools(self.pool, self.catalogue.select(lambda name, _: name in names).ordered(order))
 
     def asks_first(self, name: str) -> bool:
         route = self.catalogue.route(name)

@@ -80,9 +80,11 @@ async def _within_budget(
     """The MCP tools and client tools to offer: all of them, unless the tool budget leaves some out."""
     choice = None
     if options.tool_budget is not None and mcp_tools.openai_tools:
-        choice = await options.tool_budget(messages, mcp_tools.openai_tools, client_tools)
+        servers = {name: server for tool in mcp_tools.openai_tools
+                   if (server := mcp_tools.server_of(name := tool["function"]["name"])) is not None}
+        choice = await options.tool_budget(messages, mcp_tools.openai_tools, client_tools, servers)
     if choice is not None:
-        mcp_tools = mcp_tools.only(choice.kept)
+        mcp_tools = mcp_tools.only(choice.kept, choice.order)
         sent = choice.compacted_client_tools if choice.compacted_client_tools is not None else client_tools
         client_tools = [tool for tool in sent if _tool_name(tool) in choice.kept]
         stats.tools_withheld = len(choice.withheld)
