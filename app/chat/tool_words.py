@@ -42,24 +42,25 @@ SERVER_WORDS = {
     "firecrawl": "web website scrape crawl",
     "fetch": "web page url download",
     "context7": "documentation docs library",
-    "time": "time clock timezone",
+    "time": "time clock timezone date day today now",
     "filesystem": "file folder directory",
     "slack": "slack message channel",
     "sequential": "think reason step",
 }
 
-# A request's everyday words, and the words tools use for the same thing.
+# A request's everyday words, and the words tools use for the same thing (matched by stem: "pictures" too).
 SYNONYMS = {
     "open": "navigate", "visit": "navigate", "browse": "navigate",
     "picture": "image", "photo": "image", "pic": "image",
-    "remember": "memory", "recall": "memory", "forget": "memory delete", "remembered": "memory",
+    "remember": "memory", "recall": "memory", "forget": "memory delete", "told": "memory", "mentioned": "memory",
     "online": "web search", "internet": "web search", "google": "web search",
-    "restart": "rollout", "redeploy": "rollout",
-    "readme": "file contents", "repo": "repository", "repos": "repository", "pr": "pull request",
+    "restart": "rollout", "redeploy": "rollout", "rollback": "rollout undo",
+    "readme": "file contents", "repo": "repository", "pr": "pull request",
     "db": "database", "docs": "documentation", "website": "web page url", "site": "web page url",
     "link": "url", "webpage": "web page url",
+    # what people ask of things, in the words of APIs: to see some, to make one
+    "which": "list get", "show": "list get", "new": "create", "make": "create", "file": "create",
 }
-
 
 def tool_document(tool: dict[str, Any], server: str | None) -> str:
     """What a tool is found by: its name's words (twice), its server's, its description and its parameters' names."""
@@ -72,7 +73,8 @@ def tool_document(tool: dict[str, Any], server: str | None) -> str:
 
 def request_words(text: str) -> str:
     """A request's words and their synonyms in tools' vocabulary."""
-    extra = [SYNONYMS[word] for word in re.findall(r"[a-z]+", text.lower()) if word in SYNONYMS]
+    synonyms = _stemmed_synonyms()
+    extra = [synonyms[stem] for stem in stem_all(re.findall(r"[a-z]+", text.lower())) if stem in synonyms]
     if _ADDRESS.search(text):
         extra.append("url web page")
     return " ".join([text, *extra])
@@ -91,6 +93,11 @@ def split_name(name: str) -> str:
 
 def stem_all(words: Iterable[str]) -> list[str]:
     return _stemmer().stemWords(list(words))  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _stemmed_synonyms() -> dict[str, str]:
+    return dict(zip(stem_all(SYNONYMS), SYNONYMS.values(), strict=True))
 
 
 @functools.cache
