@@ -71,6 +71,8 @@ def test_the_kept_tools_are_offered_most_relevant_first_and_a_named_one_before_t
     assert scores == sorted(scores, reverse=True) and scores[0] > 0
     assert choose_within(SEVENTY[:5], [], question, Budget(5, ROOMY)) is None  # all fit: as configured, every turn
     assert choose_within(SEVENTY[:5], [], question, Budget(5, ROOMY), always_rank=True).order == ()  # type: ignore
+    configured = choose_within(SEVENTY, [], question, Budget(5, ROOMY, relevance_order=False))  # TOOL_ORDER
+    assert configured is not None and configured.kept == choice.kept and configured.order == ()
 
 
 CATALOGUE = Path(__file__).parent.parent / "bench" / "eval" / "catalogue"

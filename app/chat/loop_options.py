@@ -100,7 +100,8 @@ async def tool_budget_for(settings: Settings, upstream: ModelFacts, model: str |
     if not settings.tool_budget:
         return None
     known = await known_context(settings, upstream, model)
-    return budget_for(settings.tool_budget, known, settings.rank_client_tools, settings.min_mcp_tools)
+    return budget_for(settings.tool_budget, known, settings.rank_client_tools, settings.min_mcp_tools,
+                      relevance_order=settings.tool_order == "relevance")
 
 
 def conversation_memory(

@@ -52,12 +52,15 @@ class Budget:
     rank_client_tools: bool = False
     min_mcp_tools: int = 0  # offered whatever the room: the client's tools never leave the MCP side empty
     context_tokens: int | None = None  # what max_chars was taken from, to say why tools were left out
+    relevance_order: bool = True  # the kept tools offered most relevant first (TOOLBRIDGE_TOOL_ORDER)
 
 
-def budget_for(max_tools: int, context_tokens: int | None, rank_client_tools: bool, min_mcp_tools: int = 0) -> Budget:
+def budget_for(max_tools: int, context_tokens: int | None, rank_client_tools: bool, min_mcp_tools: int = 0, *,
+               relevance_order: bool = True) -> Budget:
     """The budget for a model whose context is `context_tokens` (None: not known, so only the count holds)."""
     max_chars = UNLIMITED_CHARS if context_tokens is None else int(context_tokens * CONTEXT_SHARE * CHARS_PER_TOKEN)
-    return Budget(max_tools, max_chars, rank_client_tools, min(min_mcp_tools, max_tools), context_tokens)
+    return Budget(max_tools, max_chars, rank_client_tools, min(min_mcp_tools, max_tools), context_tokens,
+                  relevance_order)
 
 
 def choose_within(
@@ -96,10 +99,10 @@ def choose_within(
     withheld = tuple(names[i] for i in order if names[i] not in kept)
     if not withheld and compacted is None and not always_rank:
         return None
-    offered = _most_relevant_first(names, scores, named, kept) if withheld or compacted is not None else ()
+    offered = _most_relevant_first(names, scores, named, kept) if budget.relevance_order else ()
     return BudgetChoice(frozenset(kept) | {_name(t) for t in fixed}, withheld,
                         {name: score for name, score in zip(names, scores, strict=True)},
-                        tuple(sorted(reasons)), compacted, offered)
+                        tuple(sorted(reasons)), compacted, offered if withheld or compacted is not None else ())
 
 
 def _most_relevant_first(names: Sequence[str], scores: Sequence[float], named: set[str], kept: set[str],

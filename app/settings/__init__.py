@@ -175,6 +175,11 @@ class Settings(BaseSettings):
         "tools of its own (Open WebUI: 36) never leaves the model none of ours; the client's tools are then sent "
         "compact if they do not fit beside them.",
     )
+    tool_order: Literal["relevance", "configured"] = Field(
+        "relevance", description="The order of the tools the budget keeps: the most relevant first (small models "
+        "favour what comes first), or as the servers and mcp.json list them. A request whose tools all fit keeps "
+        "the configured order either way."
+    )
     rank_client_tools: bool = Field(
         False, description="Rank the client's own tools (Open WebUI sends 36) with the MCP tools under the budget, "
         "instead of always offering them all."
