@@ -27,6 +27,11 @@ _SUBSCHEMA_SINGLE = ("items", "additionalProperties", "contains", "if", "then", 
 _UNSAFE_PATTERN = re.compile(
     r"\(\?[=!<:PiImMsSxXuUaL-]|\\[1-9bBAzZGpPk]|[*+?}]\?|[*+?}]\+"
 )
+# Its grammars know no shorthand classes and few escapes: a pattern's `\d` became "\d" in the grammar, which then
+# failed to parse, and the upstream refused the whole request (Brave Search's date patterns did it to every request
+# that offered them). Spelled out as classes: inside one, and standing alone.
+_CLASS_ESCAPES = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \\t\\n\\r"}
+_CONVERTER_ESCAPES = set("()|{}*+?")  # escapes the converter reads itself, outside a class
 
 
 def to_profile(schema: dict[str, Any] | None, profile: Profile) -> tuple[dict[str, Any], bool]:
@@ -207,7 +212,9 @@ def anchor_pattern(pattern: Any) -> str | None:
         re.compile(pattern)
     except re.error:
         return None
-    core = pattern
+    core = _spelled_out(pattern)
+    if core is None:
+        return None
     starts = core.startswith("^")
     ends = core.endswith("$") and not core.endswith("\\$")
     if starts and ends:
@@ -215,6 +222,38 @@ def anchor_pattern(pattern: Any) -> str | None:
     core = core[1:] if starts else core
     core = core[:-1] if ends else core
     return f"^{'' if starts else '.*'}({core}){'' if ends else '.*'}$"
+
+
+def _spelled_out(pattern: str) -> str | None:
+    """The pattern with the escapes a grammar cannot read spelled out (`\\d` as `[0-9]`, `\\/` as `/`), or None
+    when one cannot be (`\\D`, `\\-` inside a class)."""
+    spelled, in_class, index = [], False, 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\" and index + 1 < len(pattern):
+            escape = _escape(pattern[index + 1], in_class)
+            if escape is None:
+                return None
+            spelled.append(escape)
+            index += 2
+            continue
+        in_class = True if char == "[" else False if char == "]" else in_class
+        spelled.append(char)
+        index += 1
+    return "".join(spelled)
+
+
+def _escape(char: str, in_class: bool) -> str | None:
+    """One escaped character as llama.cpp's converter and grammar parser both read it, or None."""
+    if char in _CLASS_ESCAPES:
+        return _CLASS_ESCAPES[char] if in_class else f"[{_CLASS_ESCAPES[char]}]"
+    if char in "ntr\\[]" or (not in_class and char in _CONVERTER_ESCAPES):
+        return f"\\{char}"
+    if char.isalnum() or char == "^" or (in_class and char == "-"):
+        return None
+    if not in_class and char in ".$":
+        return f"[{char}]"  # a class of one: the grammar has no escape for them
+    return char  # punctuation that is itself unescaped: `\\/`, `\\:`, `\\"`
 
 
 def _literal(value: Any) -> str:
