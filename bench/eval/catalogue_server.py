@@ -28,11 +28,14 @@ RESULTS = CATALOGUE / "results.json"
 
 def load(name: str) -> dict[str, Any]:
     """The recorded server NAME (bench/eval/catalogue/NAME.json)."""
-    return json.loads((CATALOGUE / f"{name}.json").read_text(encoding="utf-8"))
+    recorded: dict[str, Any] = json.loads((CATALOGUE / f"{name}.json").read_text(encoding="utf-8"))
+    return recorded
 
 
 def canned_results() -> dict[str, Any]:
-    return json.loads(RESULTS.read_text(encoding="utf-8"))
+    """Every canned result, keyed "server/tool" (bench/eval/catalogue/results.json)."""
+    results: dict[str, Any] = json.loads(RESULTS.read_text(encoding="utf-8"))
+    return results
 
 
 def pick(entry: Any, arguments: dict[str, Any]) -> Any:
