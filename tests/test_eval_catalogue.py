@@ -234,3 +234,37 @@ def test_a_scale_task_runs_through_a_real_gateway_with_the_twelve_servers(tmp_pa
             told = dataclasses.replace(tasks[task_id], turns=[f"call {exposed[tool]} with {json.dumps(arguments)}"])
             result, *_ = run_task(client, gateway.url, told, False, tool_of)
             assert result.passed, (task_id, result)
+
+
+def test_the_runner_gives_the_scale_tasks_a_gateway_of_their_own_per_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each configuration starts one gateway per server set the tasks use, and each task runs on its set's."""
+    from contextlib import contextmanager
+
+    from bench.eval import runner
+    from bench.eval.scoring import Score
+
+    started: list[tuple[str, list[str]]] = []
+
+    @contextmanager
+    def gateway(config: dict[str, str], upstream: str, mcp_json: Path, source: Path) -> Any:
+        started.append((json.dumps(config), sorted(json.loads(mcp_json.read_text())["mcpServers"])))
+        yield mcp_json.name
+
+    ran: list[tuple[str, str]] = []
+
+    def run_task(_client: Any, base: str, task: Task, *_args: Any) -> tuple[Score, float, int]:
+        ran.append((base, task.id))
+        return Score(True, True, True, True), 0.0, 0
+
+    monkeypatch.setattr(runner, "gateway", gateway)
+    monkeypatch.setattr(runner, "tool_names", lambda base: {})
+    monkeypatch.setattr(runner, "run_task", run_task)
+    tasks = [t for t in load_tasks() if t.id in ("need-time", "scale-time-tokyo", "chat-greeting", "scale-db-top")]
+    outcomes = runner.run(["defaults", "raw"], tasks, lambda config: [False], "http://model", tmp_path)
+    assert [servers for _, servers in started] == [["everything", "files", "helpdesk", "time"], sorted(MOUNTED)] * 2
+    assert ran == [("mcp.json", "chat-greeting"), ("mcp.json", "need-time"),
+                   ("mcp-catalogue.json", "scale-time-tokyo"), ("mcp-catalogue.json", "scale-db-top")] * 2
+    assert len(outcomes) == 8 and {o.config for o in outcomes} == {"defaults", "raw"}
+
