@@ -267,4 +267,3 @@ def test_the_runner_gives_the_scale_tasks_a_gateway_of_their_own_per_configurati
     assert ran == [("mcp.json", "chat-greeting"), ("mcp.json", "need-time"),
                    ("mcp-catalogue.json", "scale-time-tokyo"), ("mcp-catalogue.json", "scale-db-top")] * 2
     assert len(outcomes) == 8 and {o.config for o in outcomes} == {"defaults", "raw"}
-
