@@ -71,7 +71,7 @@ CATEGORIES = {"the user names the tool", "the user describes the need", "argumen
               "a bad first call fixed from the invalid_arguments hint", "a tool error reported honestly",
               "two tools in sequence", "plain chat, no tool", "a follow-up that needs an earlier turn's result",
               "with Open WebUI's 36 tools", "the person approves a call (a pause for a yes)",
-              "the person answers a server's question (a pause for an answer)"}
+              "the person answers a server's question (a pause for an answer)", "hundreds of tools"}
 
 
 def test_the_task_files_hold_forty_tasks_of_every_category_the_issue_names() -> None:

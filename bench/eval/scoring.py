@@ -49,7 +49,8 @@ def observe(content: str, tool_of: dict[str, str],
 
 
 def score(task: Task, seen: Observed) -> Score:
-    """Tool: the first call is to the first expected tool (or, for plain chat, no call at all). Arguments:
+    """Tool: the first call is to the first expected tool, or one of its alternatives (or, for plain chat, no
+    call at all). Arguments:
     the expected calls were made in order with their arguments, other calls allowed between (a bad first
     try that was fixed). Answer: the facts in, the forbidden words out."""
     if task.calls is None:
@@ -57,7 +58,7 @@ def score(task: Task, seen: Observed) -> Score:
     elif not task.calls:
         tool_ok = arguments_ok = not seen.calls
     else:
-        tool_ok = bool(seen.calls) and seen.calls[0][0] == task.calls[0].tool
+        tool_ok = bool(seen.calls) and seen.calls[0][0] in task.calls[0].names
         arguments_ok = tool_ok and _in_order(task.calls, seen.calls)
     answer = seen.answer.lower()
     answer_ok = (all(word.lower() in answer for word in task.answer)
@@ -68,7 +69,7 @@ def score(task: Task, seen: Observed) -> Score:
 
 def _in_order(expected: list[ExpectedCall], made: list[tuple[str, dict[str, Any]]]) -> bool:
     remaining = iter(made)
-    return all(any(name == call.tool and _contains(arguments, call.arguments) for name, arguments in remaining)
+    return all(any(name in call.names and _contains(arguments, call.arguments) for name, arguments in remaining)
                for call in expected)
 
 
