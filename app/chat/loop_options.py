@@ -52,6 +52,7 @@ def loop_options(
         tool_budget=_tool_budget(settings, upstream, model, recent),
         context_tokens=context_tokens,
         confirm_timeout=settings.confirm_timeout,
+        find_tools=_rendering(settings) if settings.tool_discovery == "find_tools" else None,
     )
 
 
@@ -112,3 +113,7 @@ def conversation_memory(
     rendering = RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars)
     owner = memory_owner(presented_key(headers) if settings.authenticates else None)
     return ConversationMemory(stores, rendering, chat_id=chat_id(headers), owner=owner)
+
+
+def _rendering(settings: Settings) -> RenderOptions:
+    return RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars)

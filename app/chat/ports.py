@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from app.chat.approvals import Reply
 from app.openai.accumulate import ToolCall, Usage
+from app.openai.result_format import RenderOptions
 
 
 class ChatUpstream(Protocol):
@@ -248,6 +249,8 @@ class LoopOptions:
     confirm_timeout: float = 3600.0  # seconds a call waits for the person's yes (TOOLBRIDGE_CONFIRM_TIMEOUT)
     # Told the model beside the system hint: the servers whose tools wait for a sign-in (sign_in_notice.py).
     sign_in_note: str | None = None
+    # TOOLBRIDGE_TOOL_DISCOVERY=find_tools: how its answers are written (tool_discovery.py); None: off.
+    find_tools: RenderOptions | None = None
 
 
 # What the chat service (service.py) needs besides the loop's ports: the upstream's facts about a model, and

@@ -22,6 +22,7 @@ from app.settings.vocabularies import (
     PrefixMode,
     ProfileSetting,
     ResultFormat,
+    ToolDiscovery,
     TraceMode,
     TransportKind,
     default_state_url,
@@ -179,6 +180,11 @@ class Settings(BaseSettings):
         "relevance", description="The order of the tools the budget keeps: the most relevant first (small models "
         "favour what comes first), or as the servers and mcp.json list them. A request whose tools all fit keeps "
         "the configured order either way."
+    )
+    tool_discovery: ToolDiscovery = Field(
+        "off", description="find_tools: when the budget would leave MCP tools out, offer the model one find_tools "
+        "tool instead of them (beside the tools it called or the user named); its call names the few that match the "
+        "need, whose definitions the request offers from then on.",
     )
     rank_client_tools: bool = Field(
         False, description="Rank the client's own tools (Open WebUI sends 36) with the MCP tools under the budget, "

@@ -18,6 +18,7 @@ Profile = Literal["lmstudio", "llamacpp", "openai", "passthrough"]  # mcp/schema
 ProfileSetting = Literal["auto", Profile]  # auto: chosen by the upstream (convert.resolve_profile)
 ResultFormat = Literal["envelope", "text"]  # openai/envelope.py: a tool result as the model reads it
 TraceMode = Literal["reasoning", "details", "markdown", "off"]  # chat/trace.py: how tool work is shown to people
+ToolDiscovery = Literal["off", "find_tools"]  # chat/tool_discovery.py: a catalogue past the budget in two steps
 
 
 def default_state_url() -> str:

@@ -36,6 +36,7 @@ from app.chat.loop.pausing import ask_for_input, ask_person, resume, sees_images
 from app.chat.loop.state import LoopState, RoundContext, start_state
 from app.chat.loop.tool_runs import run_tools
 from app.chat.ports import ChatUpstream, LoopOptions, RequestStats, ToolOutput, ToolRunner, TurnMemory
+from app.chat.tool_discovery import offer_found
 from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
 from app.openai.markup import TextDelta
 from app.ops.telemetry import end_chat_span, start_chat_span
@@ -92,6 +93,7 @@ async def _rounds(state: LoopState, context: RoundContext) -> AsyncGenerator[Loo
     past the limit at the latest)."""
     max_rounds = context.options.max_tool_rounds
     for number in range(1, max_rounds + 2):
+        offer_found(state.request, state.offer.offered_names, state.answered, state.offer.mcp_tools)  # what it found
         if is_last_round(number, max_rounds, state.answering_now):
             forbid_calls(state.request)
         turn = TurnAccumulator(state.offer.offered_names)

@@ -19,6 +19,7 @@ from app.chat.ports import (
     ToolRunner,
     TurnMemory,
 )
+from app.chat.tool_discovery import find_tools_offer
 from app.ops.telemetry import Span
 
 
@@ -83,6 +84,8 @@ async def _within_budget(
         servers = {name: server for tool in mcp_tools.openai_tools
                    if (server := mcp_tools.server_of(name := tool["function"]["name"])) is not None}
         choice = await options.tool_budget(messages, mcp_tools.openai_tools, client_tools, servers)
+    if (finding := find_tools_offer(options.find_tools, messages, mcp_tools, client_tools, choice)) is not None:
+        stats.tools_withheld, choice, mcp_tools = finding.behind, None, finding
     if choice is not None:
         mcp_tools = mcp_tools.only(choice.kept, choice.order)
         sent = choice.compacted_client_tools if choice.compacted_client_tools is not None else client_tools
