@@ -230,11 +230,13 @@ def test_the_category_table_counts_passes_per_configuration() -> None:
 def test_every_value_of_each_setting_the_model_sees_is_a_configuration() -> None:
     assert {"prefix=always", "prefix=on-conflict", "result=envelope", "result=text", "hint=true", "hint=false",
             "schema=lmstudio", "schema=openai", "schema=passthrough", "budget=0", "budget=8", "budget=16", "budget=24",
-            "rank-client=true", "min-mcp=0", "min-mcp=4", "defaults", "raw"} <= set(CONFIGS)
+            "rank-client=true", "min-mcp=0", "min-mcp=4", "order=configured", "discovery=find_tools", "defaults",
+            "raw"} <= set(CONFIGS)
     repeats = {name for name in CONFIGS if same_as_defaults(name)}
     assert "defaults" not in repeats and "raw" not in repeats
-    # One value of prefix, result, hint, budget, rank-client and min-mcp is the default; auto is no profile.
-    assert len(repeats) == 6
+    # One value of prefix, result, hint, budget, rank-client, min-mcp, order and discovery is the default; auto is
+    # no profile.
+    assert len(repeats) == 8
 
 
 @pytest.mark.parametrize("door", DOORS)

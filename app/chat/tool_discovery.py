@@ -90,7 +90,9 @@ class FindingTools:
         if not need:
             return _answer('find_tools takes {"need": "..."}: the task in a few words.', True, self.render)
         tools = list(self.every.openai_tools)
-        choice = choose_within(tools, [], [{"role": "user", "content": need}], budget_for(FOUND, None, False))
+        servers = {name: server for tool in tools if (server := self.every.server_of(name := _name(tool)))}
+        choice = choose_within(tools, [], [{"role": "user", "content": need}], budget_for(FOUND, None, False),
+                               servers=servers)
         order = {_name(tool): index for index, tool in enumerate(tools)}
         scores = {} if choice is None else choice.scores
         kept = order.keys() if choice is None else choice.kept

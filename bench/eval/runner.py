@@ -41,9 +41,11 @@ REQUEST_TIMEOUT = 600.0
 # Every value of each setting that changes what the model sees, one at a time.
 VARIED = {"tool_prefix": ("always", "on-conflict"), "result_format": ("envelope", "text"),
           "system_hint": (True, False), "schema_profile": ("lmstudio", "openai", "passthrough"),
-          "tool_budget": (0, 8, 16, 24, 32), "rank_client_tools": (True, False), "min_mcp_tools": (0, 4, 8, 16)}
+          "tool_budget": (0, 8, 16, 24, 32), "rank_client_tools": (True, False), "min_mcp_tools": (0, 4, 8, 16),
+          "tool_order": ("relevance", "configured"), "tool_discovery": ("off", "find_tools")}
 LABELS = {"tool_prefix": "prefix", "result_format": "result", "system_hint": "hint", "schema_profile": "schema",
-          "tool_budget": "budget", "rank_client_tools": "rank-client", "min_mcp_tools": "min-mcp"}
+          "tool_budget": "budget", "rank_client_tools": "rank-client", "min_mcp_tools": "min-mcp",
+          "tool_order": "order", "tool_discovery": "discovery"}
 CONFIGS: dict[str, dict[str, str]] = {
     "defaults": {},
     **{f"{LABELS[name]}={str(value).lower()}": {f"TOOLBRIDGE_{name.upper()}": str(value).lower()}
