@@ -96,10 +96,10 @@ def budget() -> Any:
     return budget_for(DEFAULT_BUDGET, CONTEXT_TOKENS, False, DEFAULT_MIN_MCP)
 
 
-def rank_times(count: int, runs: int) -> tuple[list[float], list[float], int]:
+def rank_times(count: int, runs: int) -> tuple[list[float], list[float], float]:
     """Milliseconds of each cold request (a catalogue not seen before: its index is built) and each warm one (the
-    same catalogue again, another user message), and how many tools the last one kept."""
-    cold, warm, kept = [], [], 0
+    same catalogue again, another user message), and how many tools a warm one kept (the median)."""
+    cold, warm, kept = [], [], []
     for run in range(runs):
         tools = openai_tools(count, tag=f"c{run}")  # a fresh catalogue: its documents are not cached
         started = time.perf_counter()
@@ -108,8 +108,8 @@ def rank_times(count: int, runs: int) -> tuple[list[float], list[float], int]:
         started = time.perf_counter()
         choice = choose_within(tools, [], messages(run + 1), budget())
         warm.append((time.perf_counter() - started) * 1000)
-        kept = count if choice is None else count - len(choice.withheld)
-    return cold, warm, kept
+        kept.append(count if choice is None else count - len(choice.withheld))
+    return cold, warm, statistics.median(kept)
 
 
 def weigh_index(count: int) -> dict[str, float]:
@@ -142,7 +142,7 @@ def ranking_figures(runs: int) -> None:
         out = subprocess.run([sys.executable, "-m", "bench.scale", "--index-memory", str(count)], cwd=ROOT,
                              capture_output=True, text=True, check=True)
         memory = json.loads(out.stdout)
-        print(f"{count:>6} {kept:>7} {ms(median(cold))} {ms(p95(cold))} {ms(median(warm))} {ms(p95(warm))}"
+        print(f"{count:>6} {kept:>7.0f} {ms(median(cold))} {ms(p95(cold))} {ms(median(warm))} {ms(p95(warm))}"
               f" {memory['peak']:>14.1f} MB {memory['kept']:>8.1f} MB {memory['rss_growth']:>8.1f} MB", flush=True)
 
 
