@@ -39,7 +39,7 @@ def test_the_model_gets_grammar_safe_tools_with_valid_names(hard_gateway: Gatewa
     assert {t["function"]["name"]: grammar_problems(t) for t in tools if grammar_problems(t)} == {}
     register = next(t for t in tools if t["function"]["name"] == "hard__register")["function"]["parameters"]
     person = register["properties"]["person"]
-    assert person["properties"]["address"]["properties"]["postcode"]["pattern"] == "^.*(\\d{4,5}).*$"
+    assert person["properties"]["address"]["properties"]["postcode"]["pattern"] == "^.*([0-9]{4,5}).*$"
     assert person["properties"]["nickname"]["type"] == "string"
     assert register["properties"]["mode"]["description"] == "One of: 'fast', 'careful'. (default: 'careful')"
 

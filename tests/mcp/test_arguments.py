@@ -1,5 +1,7 @@
 """Arguments are checked against the tool's original schema, and problems named field by field."""
 
+import json
+
 import pytest
 
 from app.mcp.arguments import FieldProblem, compile_validator, problems
@@ -46,3 +48,13 @@ def test_the_schemas_own_dialect_is_used() -> None:
     draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
               "properties": {"n": {"type": "integer"}}, "dependencies": {"n": ["m"]}}
     assert problems(compile_validator(draft7), {"n": 1}) == [FieldProblem("(arguments)", "'m' is a dependency of 'n'")]
+
+
+def test_a_schema_is_checked_once_however_many_tools_and_catalogue_rebuilds_have_it() -> None:
+    # 50 servers of 20 tools took 190 s to start, checking every schema again at each server's arrival
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    first = compile_validator(schema)
+    assert first is not None and compile_validator(json.loads(json.dumps(schema))) is first
+    schema["required"] = ["country"]  # a later change to the caller's dict is a different schema
+    assert compile_validator(schema) is not first
+    assert [problem.field for problem in problems(first, {})] == ["city"]  # the first keeps the schema it was given
