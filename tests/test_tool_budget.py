@@ -126,7 +126,7 @@ def test_every_everyday_request_of_the_eval_at_scale_keeps_a_tool_it_needs(
     for task in tasks:
         turns = [{"role": "user", "content": turn} for turn in task.turns]
         choice = choose_within(tools, [], turns, budget_for(24, None, False, 4), servers=servers)
-        assert choice is not None and len(choice.kept) == 24
+        assert choice is not None and 0 < len(choice.kept) <= 24
         if not set(task.calls[0].names) & choice.kept:  # type: ignore[index]
             missed.append(task.id)
     assert missed == []
@@ -164,8 +164,9 @@ def test_client_tools_that_fill_the_share_leave_the_most_relevant_of_ours_and_ar
     assert choice is not None and choice.compacted_client_tools is not None
     assert [t["function"]["description"] for t in choice.compacted_client_tools] == ["Open WebUI's own tool."] * 36
     ours = choice.kept - {f"owui_{n}" for n in range(36)}
-    assert len(ours) == 24 and {f"s{n}__weather_{n}" for n in range(10)} <= ours  # compact, they left room
-    assert why_withheld(choice, budget, client).startswith("past TOOLBRIDGE_TOOL_BUDGET (24 tools)")
+    # compact, they left room for every tool that matches; the 60 that match nothing are not offered
+    assert ours == {f"s{n}__weather_{n}" for n in range(10)}
+    assert why_withheld(choice, budget, client).startswith("matching none of the user's words")
     # Without the floor, the same request would get none of ours.
     bare = choose_within(SEVENTY, client, USER, budget_for(24, 2048, False, min_mcp_tools=0))
     assert bare is not None and bare.kept == {f"owui_{n}" for n in range(36)}

@@ -126,7 +126,8 @@ class BudgetChoice:
     kept: frozenset[str]  # names offered: MCP tools, and the client's
     withheld: tuple[str, ...]  # names left out, best first
     scores: dict[str, float]  # relevance to the conversation, of each tool ranked
-    # Why some were left out: "tool_budget" (past TOOLBRIDGE_TOOL_BUDGET), "context" (past the context's share).
+    # Why some were left out: "tool_budget" (past TOOLBRIDGE_TOOL_BUDGET), "context" (past the context's share),
+    # "unmatched" (matching none of the user's words, past the floor).
     reasons: tuple[str, ...] = ()
     # The client's tools as they are to be sent, when they were made smaller to leave room (compact_tools.py).
     compacted_client_tools: tuple[dict[str, Any], ...] | None = None

@@ -85,17 +85,7 @@ def choose_within(
     if fixed and _size(fixed) > room:
         compacted = tuple(compact_tool(tool) for tool in fixed)
         fixed = list(compacted)
-    room, slots = budget.max_chars - _size(fixed), budget.max_tools
-    kept: set[str] = set()
-    reasons: set[str] = set()
-    for index in order:
-        size = _size([ranked[index]])
-        if names[index] in pinned or names[index] in floor or (slots > 0 and size <= room):
-            kept.add(names[index])
-            slots -= 1
-            room -= size
-        else:
-            reasons.add("tool_budget" if slots <= 0 else "context")
+    kept, reasons = _fill(ranked, order, scores, pinned | floor, budget.max_tools, budget.max_chars - _size(fixed))
     withheld = tuple(names[i] for i in order if names[i] not in kept)
     if not withheld and compacted is None and not always_rank:
         return None
@@ -103,6 +93,26 @@ def choose_within(
     return BudgetChoice(frozenset(kept) | {_name(t) for t in fixed}, withheld,
                         {name: score for name, score in zip(names, scores, strict=True)},
                         tuple(sorted(reasons)), compacted, offered if withheld or compacted is not None else ())
+
+
+def _fill(ranked: Sequence[dict[str, Any]], order: Sequence[int], scores: Sequence[float], always: set[str],
+          slots: int, room: int) -> tuple[set[str], set[str]]:
+    """The tools kept, best first while the count and the room last (and those kept always), and why others were
+    not. A tool that matches none of the user's words is not offered past the floor when others match: kept only
+    for its place in the configuration, it was noise a small model picked (the memory server's tools, listed
+    first, for the time). When nothing matches, the configured order it is."""
+    kept: set[str] = set()
+    reasons: set[str] = set()
+    matched = any(score > 0 for score in scores)  # none: words in another language, or none to go by
+    for index in order:
+        name, size = _name(ranked[index]), _size([ranked[index]])
+        if name in always or (slots > 0 and size <= room and (scores[index] > 0 or not matched)):
+            kept.add(name)
+            slots -= 1
+            room -= size
+        else:
+            reasons.add("tool_budget" if slots <= 0 else "context" if size > room else "unmatched")
+    return kept, reasons
 
 
 def _most_relevant_first(names: Sequence[str], scores: Sequence[float], named: set[str], kept: set[str],

@@ -21,6 +21,8 @@ def why_withheld(choice: BudgetChoice, budget: Budget, client_tools: Sequence[di
         if client_tools:
             share += f"; the client's own {len(client_tools)} tools take {wire_chars(list(client_tools))}"
         said.append(share)
+    if "unmatched" in choice.reasons:
+        said.append("matching none of the user's words")
     if choice.compacted_client_tools is not None:
         said.append("the client's tools were sent compact to leave room")
     return "; ".join(said)
