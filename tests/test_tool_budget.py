@@ -329,3 +329,15 @@ def test_ranking_writes_nothing_to_the_log_below_warning() -> None:
         root.removeHandler(handler)
         root.level = level
     assert [r.getMessage() for r in seen if r.name.startswith("bm25s")] == []
+
+
+def test_the_log_line_names_the_best_fifty_of_a_thousand_withheld() -> None:
+    from app.chat.loop_options import _say_withheld
+
+    thousand = [tool(f"t{n}", f"Works with weather number {n}.") for n in range(1000)]
+    choice = choose_within(thousand, [], USER, Budget(4, ROOMY))
+    assert choice is not None
+    with capture_logs() as logs:
+        _say_withheld(choice, Budget(4, ROOMY), [])
+    [line] = logs
+    assert line["withheld"] == 996 and line["names"] == list(choice.withheld[:50])
