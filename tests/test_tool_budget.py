@@ -71,7 +71,8 @@ def test_the_kept_tools_are_offered_most_relevant_first_and_a_named_one_before_t
     scores = [choice.scores[name] for name in choice.order[1:]]
     assert scores == sorted(scores, reverse=True) and scores[0] > 0
     assert choose_within(SEVENTY[:5], [], question, Budget(5, ROOMY)) is None  # all fit: as configured, every turn
-    assert choose_within(SEVENTY[:5], [], question, Budget(5, ROOMY), always_rank=True).order == ()  # type: ignore
+    shown = choose_within(SEVENTY[:5], [], question, Budget(5, ROOMY), always_rank=True)  # what /tools?q= shows
+    assert shown is not None and shown.order == () and shown.kept == set(names(SEVENTY[:5]))  # all, matched or not
     configured = choose_within(SEVENTY, [], question, Budget(5, ROOMY, relevance_order=False))  # TOOL_ORDER
     assert configured is not None and configured.kept == choice.kept and configured.order == ()
 

@@ -71,7 +71,8 @@ def choose_within(
     everything fits, unless `always_rank`: people look at every score). `servers`: each MCP tool's server's name."""
     ranked = [*client_tools, *mcp_tools] if budget.rank_client_tools else list(mcp_tools)
     fixed = [] if budget.rank_client_tools else list(client_tools)
-    if not always_rank and len(ranked) <= budget.max_tools and _fits([*fixed, *ranked], budget.max_chars):
+    fits = len(ranked) <= budget.max_tools and _fits([*fixed, *ranked], budget.max_chars)
+    if fits and not always_rank:
         return None
     names = [_name(tool) for tool in ranked]
     ours = {_name(tool) for tool in mcp_tools}
@@ -85,7 +86,8 @@ def choose_within(
     if fixed and _size(fixed) > room:
         compacted = tuple(compact_tool(tool) for tool in fixed)
         fixed = list(compacted)
-    kept, reasons = _fill(ranked, order, scores, pinned | floor, budget.max_tools, budget.max_chars - _size(fixed))
+    kept, reasons = _fill(ranked, order, scores if not fits else None, pinned | floor, budget.max_tools,
+                          budget.max_chars - _size(fixed))
     withheld = tuple(names[i] for i in order if names[i] not in kept)
     if not withheld and compacted is None and not always_rank:
         return None
@@ -95,18 +97,20 @@ def choose_within(
                         tuple(sorted(reasons)), compacted, offered if withheld or compacted is not None else ())
 
 
-def _fill(ranked: Sequence[dict[str, Any]], order: Sequence[int], scores: Sequence[float], always: set[str],
+def _fill(ranked: Sequence[dict[str, Any]], order: Sequence[int], scores: Sequence[float] | None, always: set[str],
           slots: int, room: int) -> tuple[set[str], set[str]]:
     """The tools kept, best first while the count and the room last (and those kept always), and why others were
     not. A tool that matches none of the user's words is not offered past the floor when others match: kept only
     for its place in the configuration, it was noise a small model picked (the memory server's tools, listed
-    first, for the time). When nothing matches, the configured order it is."""
+    first, for the time). When nothing matches, the configured order it is; with no `scores` (everything fits: a
+    request is sent them all), nothing is left out for matching nothing."""
     kept: set[str] = set()
     reasons: set[str] = set()
-    matched = any(score > 0 for score in scores)  # none: words in another language, or none to go by
+    unmatched = set() if scores is None or not any(score > 0 for score in scores) else {  # none: another language
+        index for index, score in enumerate(scores) if score <= 0}
     for index in order:
         name, size = _name(ranked[index]), _size([ranked[index]])
-        if name in always or (slots > 0 and size <= room and (scores[index] > 0 or not matched)):
+        if name in always or (slots > 0 and size <= room and index not in unmatched):
             kept.add(name)
             slots -= 1
             room -= size
