@@ -324,3 +324,12 @@ def test_the_model_reads_the_same_conversation_through_every_door(tmp_path: Path
                           for sent in model.chat_requests()]
     assert len(seen["chat"]) == 3 and seen["chat"][2]["messages"][-1] == {"role": "user", "content": "More?"}
     assert all(seen[door] == seen["chat"] for door in DOORS), {door: seen[door] for door in DOORS}
+
+
+def test_the_gateways_find_tools_step_is_not_the_models_first_call() -> None:
+    found = ('<details type="tool_calls" name="find_tools" arguments="{&quot;need&quot;: &quot;time&quot;}">'
+             '</details><details type="tool_calls" name="get_current_time" arguments="{}"></details>It is noon.')
+    assert observe(found, {"get_current_time": "get_current_time"}).calls == [("get_current_time", {})]
+    # a server's own tool of that name is a call like any other
+    own = {"find_tools": "find_tools", "get_current_time": "get_current_time"}
+    assert observe(found, own).calls[0][0] == "find_tools"

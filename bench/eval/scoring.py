@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from app.chat.tool_discovery import FIND_TOOLS
 from app.chat.trace import strip_trace
 from bench.eval.tasks import ExpectedCall, Task
 
@@ -44,6 +45,8 @@ def observe(content: str, tool_of: dict[str, str],
         except ValueError:
             arguments = {}
         name = attributes.get("name", "")
+        if name == FIND_TOOLS and name not in tool_of:
+            continue  # TOOLBRIDGE_TOOL_DISCOVERY's first step: the call after it is the model's choice of tool
         calls.append((tool_of.get(name, name), arguments if isinstance(arguments, dict) else {}))
     return Observed([*calls, *(client_calls or [])], strip_trace(content).strip())
 
