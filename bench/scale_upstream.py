@@ -5,17 +5,13 @@ many tools it offered and their definitions' characters (as compact JSON), and h
     python -m bench.scale_upstream --port 9001
 """
 
-import argparse
 import json
 import time
 from typing import Any
 
-import uvicorn
-
 from bench import upstream
 
 _JSON = [(b"content-type", b"application/json")]
-_SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 last: dict[str, Any] = {}
 
 
@@ -33,19 +29,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     tools = body.get("tools") or []
     last.update(body_chars=len(raw), tools=len(tools), read_ms=(time.perf_counter() - started) * 1000,
                 tools_chars=len(json.dumps(tools, separators=(",", ":"), ensure_ascii=False)) if tools else 0)
-    stream, parts = upstream.answer(body)
-    await send({"type": "http.response.start", "status": 200, "headers": _SSE if stream else _JSON})
-    for part in parts[:-1]:
-        await send({"type": "http.response.body", "body": part, "more_body": True})
-    await send({"type": "http.response.body", "body": parts[-1]})
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=9001)
-    args = parser.parse_args()
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+    await upstream.send_answer(send, body)
 
 
 if __name__ == "__main__":
-    main()
+    upstream.main(app, __doc__)

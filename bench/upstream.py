@@ -99,18 +99,23 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": _JSON_HEAD})
         await send({"type": "http.response.body", "body": MODELS})
         return
-    stream, parts = answer(json.loads(body))
+    await send_answer(send, json.loads(body))
+
+
+async def send_answer(send: Any, body: dict[str, Any]) -> None:
+    """The answer to a chat request, whole or as its stream's chunks."""
+    stream, parts = answer(body)
     await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEAD if stream else _JSON_HEAD})
     for part in parts[:-1]:
         await send({"type": "http.response.body", "body": part, "more_body": True})
     await send({"type": "http.response.body", "body": parts[-1]})
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(served: Any = app, description: str = __doc__) -> None:
+    parser = argparse.ArgumentParser(description=description.splitlines()[0])
     parser.add_argument("--port", type=int, default=9001)
     args = parser.parse_args()
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+    uvicorn.run(served, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 
 
 if __name__ == "__main__":
