@@ -277,6 +277,8 @@ def test_tools_with_a_query_agrees_with_what_a_request_is_offered(budgeted: Gate
     assert [t["function"]["name"] for t in listed["data"] if t["offered"]] == offered(upstream)
     assert [t["position"] for t in listed["data"] if t["offered"]] == [1, 2, 3, 4]
     assert listed["data"][0]["function"]["name"] == "basic__echo" and "position" not in listed["data"][-1]
+    rest = [t["score"] for t in listed["data"] if not t["offered"]]
+    assert rest == sorted(rest, reverse=True)  # then the withheld, best first
     scores = {t["function"]["name"]: t["score"] for t in listed["data"]}
     assert scores["basic__echo"] > scores["basic__add"] and len(listed["withheld"]) == 32
     assert "score" not in httpx.get(f"{budgeted.url}/tools").json()["data"][0]  # without q: the tools as they are

@@ -4,8 +4,9 @@ Small models choose worse from long lists, and tool definitions take context bef
 anything. When a request would offer more than TOOLBRIDGE_TOOL_BUDGET MCP tools, or its tools'
 definitions would take more than half of the model's context (as the upstream reports it, or
 TOOLBRIDGE_CONTEXT_TOKENS), the MCP tools are ranked by BM25 (`bm25s`) over their names, descriptions and
-parameter names against the recent user turns, and the best are kept (ties, and tools nothing matches, in
-the configured order). Tools called earlier in the conversation and tools the user names are always kept.
+parameter names against the recent user turns, and the best are kept (ties in the configured order; tools that
+match nothing only when nothing does). Tools called earlier in the conversation and tools the user names are
+always kept.
 What a tool and a request are found by (split names, server words, synonyms, stems) is tool_words.py's.
 The kept tools are offered most relevant first: small models favour what comes first. A request whose tools all
 fit keeps the configured order, the same on every turn, so the upstream's prompt cache stays warm.
