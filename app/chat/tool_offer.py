@@ -62,7 +62,7 @@ def describe_request(
         if name in order:
             entry["position"] = order[name]
     # Listed as the request would send them, then the withheld, best first.
-    listed = sorted([*clients, *described], key=lambda entry: (order.get(_name(entry), len(order) + 1), -entry["score"]))
+    listed = sorted([*clients, *described], key=lambda e: (order.get(_name(e), len(order) + 1), -e["score"]))
     answer: dict[str, Any] = {"object": "list", "data": listed, "withheld": list(choice.withheld)}
     if choice.withheld or choice.compacted_client_tools is not None:
         answer["why"] = why_withheld(choice, budget, client_tools)
