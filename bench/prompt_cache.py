@@ -72,6 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="a GGUF file (default: the eval's SmolLM2-135M)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--follow-ups", type=int, default=9, help="how many of the follow-up tasks to time")
     args = parser.parse_args()
     tools, servers = catalogue()
     by_name = {tool["function"]["name"]: tool for tool in tools}
@@ -87,7 +88,7 @@ def main() -> None:
     path = args.model or model_file("smollm2")[0]
     model = Llama(path, n_ctx=CONTEXT, n_threads=args.threads, n_threads_batch=args.threads, verbose=False)
     warm, cold, tokens = [], [], []
-    for task in tasks:
+    for task in tasks[: args.follow_ups]:
         first = offered(tools, servers, task.turns[:1], False)
         turns = task.turns[:2]
         shuffled = first[1:] + first[:1]  # the same tools, another order: what relevance does between turns
@@ -96,7 +97,7 @@ def main() -> None:
         first_token_seconds(model, prompt(by_name, first, turns[:1]))
         cold.append(first_token_seconds(model, prompt(by_name, shuffled, turns)))
         tokens.append(len(model.tokenize(prompt(by_name, first, turns).encode())))
-    print(f"{Path(path).name}, {args.threads} threads, {len(tasks)} follow-ups, median prompt "
+    print(f"{Path(path).name}, {args.threads} threads, {len(warm)} follow-ups, median prompt "
           f"{statistics.median(tokens):.0f} tokens:")
     print(f"  second turn, tools in the first turn's order (cache reused): first token in "
           f"{statistics.median(warm):.2f} s median")

@@ -59,7 +59,7 @@ SYNONYMS = {
     "db": "database", "docs": "documentation", "website": "web page url", "site": "web page url",
     "link": "url", "webpage": "web page url",
     # what people ask of things, in the words of APIs: to see some, to make one
-    "which": "list get", "show": "list get", "new": "create", "make": "create", "file": "create",
+    "which": "list get", "show": "list get", "new": "create", "make": "create", "bug": "issue",
 }
 
 def tool_document(tool: dict[str, Any], server: str | None) -> str:
