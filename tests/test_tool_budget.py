@@ -66,14 +66,14 @@ def test_a_tool_list_is_indexed_once_and_a_changed_list_anew() -> None:
 
 def test_the_kept_tools_are_offered_most_relevant_first_and_a_named_one_before_them() -> None:
     question = [{"role": "user", "content": "The weather forecast for Oslo, and the email_3 tool too."}]
-    choice = choose_within(SEVENTY, [], question, Budget(5, ROOMY))
+    choice = choose_within(SEVENTY, [], question, Budget(5, ROOMY, relevance_order=True))
     assert choice is not None and choice.order[0] == "s3__email_3" and set(choice.order) == choice.kept
     scores = [choice.scores[name] for name in choice.order[1:]]
     assert scores == sorted(scores, reverse=True) and scores[0] > 0
     assert choose_within(SEVENTY[:5], [], question, Budget(5, ROOMY)) is None  # all fit: as configured, every turn
     shown = choose_within(SEVENTY[:5], [], question, Budget(5, ROOMY), always_rank=True)  # what /tools?q= shows
     assert shown is not None and shown.order == () and shown.kept == set(names(SEVENTY[:5]))  # all, matched or not
-    configured = choose_within(SEVENTY, [], question, Budget(5, ROOMY, relevance_order=False))  # TOOL_ORDER
+    configured = choose_within(SEVENTY, [], question, Budget(5, ROOMY))  # TOOL_ORDER=configured, the default
     assert configured is not None and configured.kept == choice.kept and configured.order == ()
 
 
@@ -102,7 +102,8 @@ def test_everyday_words_find_a_popular_servers_tool_first(
     recorded: tuple[list[dict[str, Any]], dict[str, str]], request_text: str, first: set[str]
 ) -> None:
     tools, servers = recorded
-    choice = choose_within(tools, [], [{"role": "user", "content": request_text}], Budget(24, ROOMY), servers=servers)
+    asked = [{"role": "user", "content": request_text}]
+    choice = choose_within(tools, [], asked, Budget(24, ROOMY, relevance_order=True), servers=servers)
     assert choice is not None and choice.order[0] in first, choice.order[:5]
 
 

@@ -8,8 +8,8 @@ parameter names against the recent user turns, and the best are kept (ties in th
 match nothing only when nothing does). Tools called earlier in the conversation and tools the user names are
 always kept.
 What a tool and a request are found by (split names, server words, synonyms, stems) is tool_words.py's.
-The kept tools are offered most relevant first: small models favour what comes first. A request whose tools all
-fit keeps the configured order, the same on every turn, so the upstream's prompt cache stays warm.
+The kept tools are offered in the configured order (the same from turn to turn while the same tools are kept, so
+the upstream's prompt cache holds), or most relevant first with TOOLBRIDGE_TOOL_ORDER=relevance.
 
 The client's tools are never dropped, but their size counts, and they must not leave ours nothing: Open
 WebUI's 36 take more than half of an 8k context alone, which once withheld every MCP tool. So the
@@ -53,11 +53,11 @@ class Budget:
     rank_client_tools: bool = False
     min_mcp_tools: int = 0  # offered whatever the room: the client's tools never leave the MCP side empty
     context_tokens: int | None = None  # what max_chars was taken from, to say why tools were left out
-    relevance_order: bool = True  # the kept tools offered most relevant first (TOOLBRIDGE_TOOL_ORDER)
+    relevance_order: bool = False  # the kept tools offered most relevant first (TOOLBRIDGE_TOOL_ORDER=relevance)
 
 
 def budget_for(max_tools: int, context_tokens: int | None, rank_client_tools: bool, min_mcp_tools: int = 0, *,
-               relevance_order: bool = True) -> Budget:
+               relevance_order: bool = False) -> Budget:
     """The budget for a model whose context is `context_tokens` (None: not known, so only the count holds)."""
     max_chars = UNLIMITED_CHARS if context_tokens is None else int(context_tokens * CONTEXT_SHARE * CHARS_PER_TOKEN)
     return Budget(max_tools, max_chars, rank_client_tools, min(min_mcp_tools, max_tools), context_tokens,

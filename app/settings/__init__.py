@@ -176,10 +176,10 @@ class Settings(BaseSettings):
         "tools of its own (Open WebUI: 36) never leaves the model none of ours; the client's tools are then sent "
         "compact if they do not fit beside them.",
     )
-    tool_order: Literal["relevance", "configured"] = Field(
-        "relevance", description="The order of the tools the budget keeps: the most relevant first (small models "
-        "favour what comes first), or as the servers and mcp.json list them. A request whose tools all fit keeps "
-        "the configured order either way."
+    tool_order: Literal["configured", "relevance"] = Field(
+        "configured", description="The order of the tools the budget keeps: as the servers and mcp.json list them "
+        "(the same from turn to turn while the same tools are kept, so the model server's prompt cache holds), or "
+        "the most relevant first. SmolLM2 chose no better from the most relevant first (docs/eval.md)."
     )
     tool_discovery: ToolDiscovery = Field(
         "off", description="find_tools: when the budget would leave MCP tools out, offer the model one find_tools "
