@@ -179,7 +179,7 @@ class Settings(BaseSettings):
     tool_order: Literal["configured", "relevance"] = Field(
         "configured", description="The order of the tools the budget keeps: as the servers and mcp.json list them "
         "(the same from turn to turn while the same tools are kept, so the model server's prompt cache holds), or "
-        "the most relevant first. SmolLM2 chose no better from the most relevant first (docs/eval.md)."
+        "the most relevant first (docs/eval.md: no clear gain for SmolLM2)."
     )
     tool_discovery: ToolDiscovery = Field(
         "off", description="find_tools: when the budget would leave MCP tools out, offer the model one find_tools "
