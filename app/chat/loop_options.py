@@ -112,10 +112,10 @@ def conversation_memory(
 ) -> ConversationMemory:
     """The request's memory: the API key's own (every caller's when no keys are set), narrowed to Open
     WebUI's chat when it names one."""
-    rendering = RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars)
     owner = memory_owner(presented_key(headers) if settings.authenticates else None)
-    return ConversationMemory(stores, rendering, chat_id=chat_id(headers), owner=owner)
+    return ConversationMemory(stores, _rendering(settings), chat_id=chat_id(headers), owner=owner)
 
 
 def _rendering(settings: Settings) -> RenderOptions:
+    """How results are written for the model: memory's restored ones, and find_tools' answers."""
     return RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars)

@@ -131,7 +131,7 @@ class BudgetChoice:
     reasons: tuple[str, ...] = ()
     # The client's tools as they are to be sent, when they were made smaller to leave room (compact_tools.py).
     compacted_client_tools: tuple[dict[str, Any], ...] | None = None
-    # The MCP tools kept, in the order they are offered: the most relevant first.
+    # The tools kept, most relevant first, when TOOLBRIDGE_TOOL_ORDER=relevance ranks them; empty: as configured.
     order: tuple[str, ...] = ()
 
 

@@ -80,7 +80,9 @@ def request_words(text: str) -> str:
     return " ".join([text, *extra])
 
 
+@functools.lru_cache(maxsize=1024)
 def server_words(server: str | None) -> str:
+    """A server's name's words and the everyday words for it: worked out once a server, not once a tool a request."""
     if not server:
         return ""
     words = split_name(server).lower().split()
