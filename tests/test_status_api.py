@@ -117,7 +117,7 @@ def _next_event(lines: Iterator[str]) -> tuple[str, Any]:
 def test_a_server_is_restarted_on_request(status: Gateway) -> None:
     before = httpx.get(f"{status.url}/health", timeout=30).json()["servers"]["basic"].get("restarts", 0)
     response = httpx.post(f"{status.url}/ui/servers/basic/restart", timeout=30, json=None,
-                          headers={"Content-Type": "application/json"})  # as the page sends it (test_foreign_pages)
+                          headers={"Content-Type": "application/json"})  # as the page sends it (tests/security/)
     assert response.status_code == 202
     body = wait_for_health(status.url, lambda b: servers_ready("basic")(b) and
                            b["servers"]["basic"].get("restarts") == before + 1)

@@ -129,7 +129,7 @@ def _is_json(content_type: str) -> bool:
 
 def with_chat_body_schema(openapi: dict[str, Any]) -> dict[str, Any]:
     """The OpenAPI document with the chat body described (FastAPI only knows bodies it parses itself):
-    clients, docs and the fuzz test (tests/test_fuzz.py) read it."""
+    clients, docs and the fuzz test (tests/security/test_openapi_fuzz.py) read it."""
     body = ChatCompletionRequest.model_json_schema(ref_template="#/components/schemas/{model}")
     schemas = openapi.setdefault("components", {}).setdefault("schemas", {})
     schemas.update(body.pop("$defs", {}))

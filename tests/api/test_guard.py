@@ -1,5 +1,5 @@
 """The guards' pure checks by table: Host and Origin (DNS rebinding, web pages), what may change things, a
-POST's content type, the key, the declared size. The middlewares end to end are in tests/test_security.py."""
+POST's content type, the key, the declared size. The middlewares end to end are in tests/security/."""
 
 import base64
 

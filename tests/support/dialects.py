@@ -84,6 +84,6 @@ DIALECTS: dict[str, list[dict[str, Any] | str]] = {
     ],
 }
 # Streams that end without [DONE].
-NO_DONE = {"ollama"}  # a stream with neither [DONE] nor a finish_reason was cut off: see test_security
+NO_DONE = {"ollama"}  # a stream with neither [DONE] nor a finish_reason was cut off (tests/security/)
 RELAYED_TEXT = {"content-and-call": "Let me echo that. "}
 REASONING = {"lmstudio": "The user wants an echo.", "ollama": "Echo it.", "think-tags": "I should echo"}

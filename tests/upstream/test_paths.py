@@ -1,5 +1,5 @@
 """Which pass-through paths and queries may reach the upstream, by table. The client's second check (the URL
-stays below the base URL) and the pass-through end to end are in tests/test_security.py."""
+stays below the base URL) and the pass-through end to end are in tests/security/ (test_passthrough_escape.py)."""
 
 import pytest
 

@@ -1,4 +1,6 @@
-"""What stdio servers leave on the machine: helpers ended at every restart, stderr read however it is written."""
+"""A hostile stdio server's output and leftovers (issue 27's audit: N12, N14, N6, N9): helpers it starts, in its
+process group and out of it, are ended at every restart; a stderr line over a mebibyte, bytes that are not UTF-8
+on its stdout, an answer over the message bound: each costs that call at most, never the server or the gateway."""
 
 import json
 from pathlib import Path

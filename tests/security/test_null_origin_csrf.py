@@ -19,8 +19,8 @@ import pytest
 
 from tests.conftest import Gateway, running_gateway, stdio_entry, wait_for_health
 from tests.support.fake_upstream import FakeUpstream, Turn
+from tests.support.raw_http import Recorder, envelope, raw
 from tests.support.servers import ServerThread
-from tests.test_security import Recorder, envelope, raw
 
 CHROMIUM = shutil.which("chromium")
 PLAYGROUND = json.dumps({"tool": "basic__echo", "arguments": {"text": "from a foreign page"}}).encode()
@@ -159,7 +159,6 @@ window.sent = 0;
 addEventListener("message", () => window.sent++);
 fetch("{gateway}/ui/playground", {{method: "POST", mode: "no-cors", body: {fetch}}}).then(() => window.sent++);
 </script><iframe sandbox="allow-scripts allow-forms" srcdoc="{srcdoc}"></iframe></body>"""
-
 
 @pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="Chromium not installed")
 def test_a_page_on_another_port_cannot_run_tools_in_chromium(
