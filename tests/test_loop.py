@@ -15,6 +15,7 @@ from app.chat.memory import ConversationMemory, MemoryStores
 from app.chat.ports import ALL_TOOLS, LoopOptions, RequestStats, ToolSelection
 from app.chat.trace import render_finished
 from app.openai.accumulate import ToolCall
+from app.openai.errors import AuthenticationFailed
 from app.openai.markup import TextDelta
 from app.openai.result_format import RenderOptions
 from app.state.store import Bounds, MemoryStore
@@ -174,6 +175,25 @@ async def test_calls_of_one_turn_run_together_and_their_progress_is_passed_on() 
     assert [c.id for c in ran.calls] == ["a", "b"] and len(ran.outputs) == 2
     assert sum(isinstance(e, ToolProgress) for e in events) == 2
     assert [m.get("tool_call_id") for m in model.requests[1]["messages"][-2:]] == ["a", "b"]
+
+
+class Withdrawn(Tools):
+    """Tools whose key is taken out after the first call: each later call ends the request."""
+
+    async def call_tool(self, name: str, arguments: str, on_progress: Any = None, answers: Any = None) -> Outcome:
+        if self.calls:
+            raise AuthenticationFailed("taken out", code="key_withdrawn")
+        return await super().call_tool(name, arguments, on_progress, answers)
+
+
+async def test_a_call_that_ends_the_request_raises_its_own_error_not_a_group() -> None:
+    # The second round's calls run together; one raising must end the request as that error (the stream's
+    # error event), not as a group of them, which would be an internal error.
+    turns = [[call("fetch")], [call("fetch", '{"page": 1}', "a"), call("fetch", '{"page": 2}', "b")]]
+    tools = Withdrawn()
+    with pytest.raises(AuthenticationFailed, match="taken out"):
+        await run(Model(turns), tools)  # type: ignore[arg-type]
+    assert tools.calls == [("fetch", "{}")]
 
 
 async def test_a_client_tool_call_goes_back_to_the_client_untouched() -> None:

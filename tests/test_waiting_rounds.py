@@ -23,12 +23,20 @@ from tests.test_loop import Model, Tools
 CALL = [WaitingCall("delete_note", "files", '{"name": "x"}')]
 
 
-def test_the_list_is_bounded_and_scoped_to_its_owner() -> None:
-    rounds = WaitingRounds(size=2)
+def test_the_list_is_bounded_per_owner_and_scoped_to_its_owner() -> None:
+    rounds = WaitingRounds(per_owner=2)
+    rounds.add("turn:m", "mallory", CALL)
     for key in ("turn:a", "turn:b", "turn:c"):
         rounds.add(key, "alice", CALL)
     rounds.add("turn:c", "alice", CALL)  # a retried request: listed once
+    assert [held.turn_key for held in rounds.of("alice")] == ["turn:b", "turn:c"]  # her own oldest went
+    assert [held.turn_key for held in rounds.of("mallory")] == ["turn:m"]  # and no one else's
+    for key in ("turn:n", "turn:o", "turn:p"):
+        rounds.add(key, "mallory", CALL)
     assert [held.turn_key for held in rounds.of("alice")] == ["turn:b", "turn:c"]
+    assert [held.turn_key for held in rounds.of("mallory")] == ["turn:o", "turn:p"]
+    rounds.taken_up("turn:o")
+    rounds.taken_up("turn:p")
     listed = rounds.of("alice")[0].shown()
     assert "turn" not in str(listed)  # the memory key never leaves the process
     assert listed["calls"] == [{"tool": "delete_note", "server": "files", "arguments": '{"name": "x"}'}]

@@ -44,6 +44,12 @@ class KeyRing:
             return EVERYTHING
         return self._file.scopes.get(digest)
 
+    def now(self, scope: KeyScope) -> KeyScope | None:
+        """What the key admitted with `scope` may use now, as the keys file says it: None once it was taken out.
+        A request asks again before each tool call, so a key taken out stops its requests in flight too; the keys
+        of TOOLBRIDGE_API_KEYS (and a gateway without keys) keep theirs."""
+        return self._file.scopes.get(scope.digest) if scope.digest else scope
+
     def reload(self) -> None:
         """Re-reads the keys file; when it fails, the last good one stays in force."""
         if self.path is None:

@@ -85,7 +85,7 @@ def parse_keys(data: Any, toolsets: Mapping[str, Sequence[str]]) -> KeysFile:
         digest = _digest_of(key, label)
         if digest in scopes:
             raise KeysFileError(f"{label} is {labels[digest]} again (once as its sha256, perhaps)")
-        scopes[digest] = KeyScope(_names(entry, label, toolsets), caller=digest[:CALLER_CHARS])
+        scopes[digest] = KeyScope(_names(entry, label, toolsets), caller=digest[:CALLER_CHARS], digest=digest)
         labels[digest] = label
         if not key.startswith(SHA256_PREFIX):
             plain.append(key)

@@ -8,16 +8,19 @@ names as offered: such a tool may be called, its server is not thereby the key's
 """
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class KeyScope:
     """What one key may use. `names` None: everything. `caller`: which key it is, a digest (never the key), by
-    which the recent calls and requests are kept apart; "" for the keys that see everything."""
+    which the recent calls and requests are kept apart; "" for the keys that see everything. `digest`: a key of
+    the keys file's whole SHA-256, by which its scope is looked up again while its requests run (key_ring.py);
+    "" for a key that cannot be taken out while the gateway runs."""
 
     names: frozenset[str] | None = None
     caller: str = ""
+    digest: str = field(default="", repr=False, compare=False)
 
     @property
     def everything(self) -> bool:

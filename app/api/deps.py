@@ -70,7 +70,8 @@ async def get_key_scope(request: Request) -> KeyScope:
 
 async def get_view(request: Request) -> KeyView:
     """The MCP pool as the caller's key sees it: every route reaches the servers through this."""
-    return KeyView(request.state.pool, await get_key_scope(request))
+    keys: KeyRing = request.state.keys  # State attributes are Any
+    return KeyView(request.state.pool, await get_key_scope(request), keys.now)
 
 
 async def get_keys(request: Request) -> KeyRing:

@@ -19,7 +19,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 
-from app.access import KeyScope
+from app.access import KeyRing, KeyScope
 from app.api.chat_body import parse_json
 from app.chat.ports import RequestStats, SignInWaits
 from app.chat.service import ChatNeeds, ChatPool, ChatReply, answer_chat
@@ -104,9 +104,12 @@ def chat_needs(raw: Request, settings: Settings) -> ChatNeeds:
     state = raw.state
     upstream: UpstreamClient = state.upstream  # typed here, so that mypy checks they keep the service's ports
     pool: McpPool = state.pool
-    scope: KeyScope = state.key_scope  # set by the guard; a key limited to some servers sees the pool through a view
-    view = KeyView(pool, scope)
-    chat_pool: ChatPool = pool if scope.everything else view
+    scope: KeyScope = state.key_scope  # set by the guard
+    keys: KeyRing = state.keys
+    # A key limited to some servers, or one the keys file may take out, sees the pool through a view, which asks
+    # the file again before each call.
+    view = KeyView(pool, scope, keys.now)
+    chat_pool: ChatPool = pool if scope.everything and not scope.digest else view
     stats: RequestStats = getattr(state, "request_stats", None) or RequestStats()  # set by the request log
     return ChatNeeds(settings=settings, upstream=upstream, pool=chat_pool, memory=state.memory, stats=stats,
                      headers=raw.headers, recent=getattr(state, "recent_requests", None),

@@ -13,7 +13,7 @@ the key as password), which it asks for once and then sends with every request o
 
 import json
 from collections.abc import AsyncIterator, Callable
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib import resources
 from typing import Any
 
@@ -33,7 +33,6 @@ from app.api.deps import (
     SettingsDep,
     UpstreamDep,
     ViewDep,
-    presented_key,
 )
 from app.api.health import health_report
 from app.chat.memory import MemoryStores
@@ -103,12 +102,11 @@ async def recent_requests(recent: RecentRequestsDep, scope: KeyScopeDep, after: 
 
 
 @router.get("/events")
-async def events(request: Request, pool: ViewDep, recent: RecentCallsDep, requests: RecentRequestsDep,
+async def events(pool: ViewDep, recent: RecentCallsDep, requests: RecentRequestsDep,
                  keys: KeysDep) -> EventSourceResponse:
     """`servers` (every server's status) at once and at each change; `call` for each tool call; `request` for
     each chat request's tool offer."""
-    key = presented_key(request)
-    current = (lambda: keys.scope_of(key)) if keys.required else (lambda: pool.scope)
+    current = partial(keys.now, pool.scope)
     return EventSourceResponse(_events(pool, recent, requests, current), ping=EVENTS_PING_SECONDS)
 
 

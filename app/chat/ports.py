@@ -86,7 +86,9 @@ class RequestTools(Protocol):
 
     async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None,
                         answers: ToolAnswers | None = None) -> ToolOutput:
-        """Runs one call; with `answers`, the same call again with the person's answers to its questions."""
+        """Runs one call; with `answers`, the same call again with the person's answers to its questions. A
+        failure is an error output for the model; raised (GatewayError) only what ends the request: its key was
+        taken out of the keys file."""
         ...
 
     def only(self, names: frozenset[str], order: Sequence[str] = ()) -> "RequestTools":

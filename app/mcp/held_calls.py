@@ -11,12 +11,17 @@ the call's next stage again: its end, or its next question.
 Which call a question is for: the one call running on that connection. Over stdio nothing else tells (the SDK
 gives the callback no related request id), so while two calls run on one server, a question is declined, as it
 was before questions could be held. Bounds: a question waits HOLD_SECONDS (then the server is told the person
-cancelled, and the call runs to its end unobserved); a call asks at most QUESTIONS_PER_CALL questions. Another
-replica, or this process after a restart, has no such call: the model is told to call the tool again.
+cancelled, and the call runs to its end unobserved); a call asks at most QUESTIONS_PER_CALL questions; and as a
+held call keeps a task in this process and one in the server, at most HELD_PER_KEY calls wait for one key's
+answers (on all servers) and HELD_PER_SERVER for answers on one server (`HeldCalls`, the pool's). Past either, a
+new question is declined (the server hears so), and when the call ends the model is told why in place of its
+result; no call that waits is let go for it. Another replica, or this process after a restart, has no such call:
+the model is told to call the tool again.
 """
 
 import contextlib
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,12 +32,18 @@ from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.types import ElicitRequestParams, ElicitResult
 
+from app.access import CURRENT_SCOPE
 from app.chat.ports import InputNeeded
 from app.mcp.calling import HOLD_SECONDS, QUESTIONS_PER_CALL, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
+from app.mcp.results import FailureKind
 
 log = structlog.get_logger("toolbridge.mcp")
 
 _HELD = "toolbridge-held:"  # the state kept with a held call's question: this prefix, then the call's id
+# Calls held for a person at once. One person rarely leaves more than a question or two open; 4,000 held by one
+# key cost the gateway 189 MB and the server 136 MB (the 2026-11-27 audit's S4), so the bounds are fixed figures.
+HELD_PER_KEY = 10  # waiting for the answers of one API key, on all servers (no keys, or the operator's: no bound)
+HELD_PER_SERVER = 100  # waiting for anyone's answers on one server
 
 
 def held_state(state: str | None) -> str | None:
@@ -63,11 +74,12 @@ Stage = CallEnded | ConnectionLost | Asked
 class _Running:
     """One call running as a pool task: the stages it reaches, in order, and the person's answer it waits for."""
 
-    def __init__(self, call: McpCall) -> None:
-        self.call = call
+    def __init__(self, call: McpCall, owner: str) -> None:
+        self.call, self.owner = call, owner  # owner: the caller's key (its digest; "" without one of the keys file)
         self.scope = anyio.CancelScope()
         self.questions = 0
         self.waiting = False  # a question of it waits for the person
+        self.declined: str | None = None  # why its question was declined for the bounds: what the model is told
         self.stages, self.stage_reader = anyio.create_memory_object_stream[Stage | _Failed](
             QUESTIONS_PER_CALL + 2)
         self._answered = anyio.Event()
@@ -101,12 +113,44 @@ class _Running:
             self.waiting = False
 
 
+class HeldCalls:
+    """The calls held for a person's answer in this process, on all the pool's servers: what the bounds count."""
+
+    def __init__(self) -> None:
+        self._held: dict[_Running, str] = {}  # each call waiting for an answer, and its server
+
+    def refusal(self, server: str, owner: str) -> str | None:
+        """Why a question of `owner`'s call on `server` may not be held now, for the model; None: it may."""
+        on_server = sum(held == server for held in self._held.values())
+        if on_server >= HELD_PER_SERVER:
+            return (f"{on_server} questions from MCP server '{server}' already wait for people's answers, the most "
+                    "it may hold at once, so this call's question was declined (the tool was told so). Call the "
+                    f"tool again once some are answered or cancelled (each waits up to {HOLD_SECONDS / 60:g} minutes).")
+        mine = sorted(held for running, held in self._held.items() if owner and running.owner == owner)
+        if len(mine) >= HELD_PER_KEY:
+            names = list(dict.fromkeys(mine))
+            servers = f"MCP server{'s' * (len(names) > 1)} " + ", ".join(f"'{name}'" for name in names)
+            return (f"{len(mine)} questions from {servers} already wait for this person's answer, the most "
+                    "one API key may leave open, so this call's question was declined (the tool was told so). Ask "
+                    "them to answer or cancel those first, in the chats that asked them (each waits up to "
+                    f"{HOLD_SECONDS / 60:g} minutes), then call the tool again.")
+        return None
+
+    @contextlib.contextmanager
+    def holding(self, running: _Running, server: str) -> Iterator[None]:
+        self._held[running] = server
+        try:
+            yield
+        finally:
+            del self._held[running]
+
+
 class CallHolder:
     """One server's calls, run as pool tasks so that a call whose server asks the person can outlive the
     request; and the elicitation callback that hands a question to the call it is for."""
 
-    def __init__(self, server: str, in_flight: CallsInFlight) -> None:
-        self.server, self._in_flight = server, in_flight
+    def __init__(self, server: str, in_flight: CallsInFlight, held: HeldCalls) -> None:
+        self.server, self._in_flight, self._held_calls = server, in_flight, held
         self.task_group: anyio.abc.TaskGroup | None = None  # the pool's; without it, calls run in the request
         self._running: set[_Running] = set()
         self._held: dict[str, tuple[_Running, float]] = {}  # by hold: the call, and when its hold ends
@@ -116,7 +160,7 @@ class CallHolder:
         if self.task_group is None:
             with self._in_flight.running():
                 return await call.send(client, arguments, limits)
-        running = _Running(call)
+        running = _Running(call, CURRENT_SCOPE.get().caller)
         self._running.add(running)
         self.task_group.start_soon(self._run, running, client, arguments, limits, name=f"mcp-call:{self.server}")
         return await self._next(running)
@@ -133,19 +177,17 @@ class CallHolder:
         return await self._next(running)
 
     async def question(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
-        """The elicitation callback: the question held for the person, or declined when it is not clear which
-        call it is for or the call asked too often."""
+        """The elicitation callback: the question held for the person; or declined when it is not clear which
+        call it is for, the call asked too often, or too many calls wait for people already."""
         self._prune()
-        asking = [running for running in self._running if not running.waiting]
-        if len(asking) != 1 or asking[0].questions >= QUESTIONS_PER_CALL:
-            reason = "too many questions" if len(asking) == 1 else f"{len(asking)} calls running"
-            # Not the message: the server's words for the person stay out of the operator's log.
-            log.info("mcp_elicitation_declined", server=self.server, mode=params.mode, reason=reason)
+        running = self._asking(params)
+        if running is None:
             return ElicitResult(action="decline")
-        running, hold = asking[0], secrets.token_urlsafe(16)
+        hold = secrets.token_urlsafe(16)
         self._held[hold] = (running, anyio.current_time() + HOLD_SECONDS)
         try:
-            answer = await running.asked(params.model_dump(by_alias=True, mode="json", exclude_none=True), hold)
+            with self._held_calls.holding(running, self.server):
+                answer = await running.asked(params.model_dump(by_alias=True, mode="json", exclude_none=True), hold)
         except anyio.get_cancelled_exc_class():  # the server withdrew it (or the connection ended)
             log.info("mcp_elicitation_withdrawn", server=self.server)
             raise
@@ -155,6 +197,20 @@ class CallHolder:
             log.info("mcp_elicitation_expired", server=self.server, seconds=HOLD_SECONDS)
             return ElicitResult(action="cancel")
         return answer
+
+    def _asking(self, params: ElicitRequestParams) -> _Running | None:
+        """The call a question is for, when it may be held; None when it is declined (logged, and the model told
+        why when the bounds on held calls were the reason)."""
+        asking = [running for running in self._running if not running.waiting]
+        reason = "too many questions" if len(asking) == 1 else f"{len(asking)} calls running"
+        if len(asking) == 1 and asking[0].questions < QUESTIONS_PER_CALL:
+            refusal = self._held_calls.refusal(self.server, asking[0].owner)
+            if refusal is None:
+                return asking[0]
+            reason, asking[0].declined = "too many calls wait for people", refusal
+        # Not the message: the server's words for the person stay out of the operator's log.
+        log.info("mcp_elicitation_declined", server=self.server, mode=params.mode, reason=reason)
+        return None
 
     def _prune(self) -> None:
         """Holds past their end: their question was answered "cancel", or withdrawn by the server and not
@@ -169,7 +225,11 @@ class CallHolder:
         # Closing `stages` when the task ends tells a request still waiting that the call stopped (the pool did).
         with running.stages, self._in_flight.running(), running.scope:
             try:
-                running.tell(await running.call.send(client, arguments, limits))
+                ended = await running.call.send(client, arguments, limits)
+                if running.declined is not None and isinstance(ended, CallEnded):
+                    # Not what the tool made of the decline ("the person declined"): the person never saw it.
+                    ended = running.call.fail(FailureKind.QUESTIONS_WAITING, running.declined)
+                running.tell(ended)
             except Exception as exc:  # boundary: a pool task must not fail the pool; the request raises it
                 running.tell(_Failed(exc))
             finally:

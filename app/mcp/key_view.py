@@ -1,8 +1,13 @@
 """The MCP pool as one caller's key sees it: only the servers and tools its set holds (app/access/scope.py
-decides). Every route and the chat path reach the pool through this when the key is limited: a server outside
-the set is not listed, not restarted, its prompts and resources not shown, and its tools neither offered nor
-called (a call of one is a call of an unknown tool)."""
+decides). Every route and the chat path reach the pool through this when the key is limited or can be taken out:
+a server outside the set is not listed, not restarted, its prompts and resources not shown, and its tools neither
+offered nor called (a call of one is a call of an unknown tool).
 
+A request's calls ask the keys file again (`now`), each before it runs: a key taken out since the request began
+stops it there, with a 401 (the answer's error event once it streams), and a call its narrowed set no longer holds
+is a call of an unknown tool."""
+
+from collections.abc import Callable
 from typing import Any
 
 from mcp.types import GetPromptResult
@@ -15,21 +20,27 @@ from app.mcp.pool import McpPool
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed
 from app.mcp.results import ToolOutcome
 from app.mcp.status import ServerState
+from app.openai.errors import AuthenticationFailed
+
+KEY_WITHDRAWN = ("The API key of this request was taken out of the gateway's keys file while it ran; it stopped "
+                 "before its next tool call.")
 
 
 class KeyView:
-    def __init__(self, pool: McpPool, scope: KeyScope) -> None:
-        self.pool, self.scope = pool, scope
+    def __init__(self, pool: McpPool, scope: KeyScope,
+                 now: Callable[[KeyScope], KeyScope | None] | None = None) -> None:
+        """`now`: what the key may use now (the key ring's), asked before each call; None: `scope` for good."""
+        self.pool, self.scope, self._now = pool, scope, now
 
     @property
     def catalogue(self) -> Catalogue:
-        return self.pool.catalogue.select(lambda name, route: self.scope.may_call(name, route.server))
+        return _within(self.pool.catalogue, self.scope)
 
     def tools_for_request(
         self, offered: bool = True, client_tools: frozenset[str] = frozenset(), selection: ToolSelection = ALL_TOOLS
     ) -> PinnedTools:
         pinned = self.pool.tools_for_request(offered, client_tools, selection)
-        return PinnedTools(pinned.pool, pinned.catalogue.select(lambda n, route: self.scope.may_call(n, route.server)))
+        return PinnedTools(self, _within(pinned.catalogue, self.scope))  # its calls come back here, to be checked
 
     def knows(self, name: str) -> bool:
         """Whether `name` is a server or a tool as offered that this key may use: another's is no name at all."""
@@ -40,7 +51,15 @@ class KeyView:
 
     async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None,
                         catalogue: Catalogue | None = None, answers: ToolAnswers | None = None) -> ToolOutcome:
-        return await self.pool.call_tool(name, arguments, on_progress, catalogue or self.catalogue, answers)
+        """Raises:
+            AuthenticationFailed: the key was taken out of the keys file since the request was admitted."""
+        catalogue = catalogue or self.catalogue
+        scope = self.scope if self._now is None else self._now(self.scope)
+        if scope is None:
+            raise AuthenticationFailed(KEY_WITHDRAWN, code="key_withdrawn")
+        if scope != self.scope:  # the file changed under the request: what it narrowed applies now
+            catalogue = _within(catalogue, scope)
+        return await self.pool.call_tool(name, arguments, on_progress, catalogue, answers)
 
     @property
     def prompt_book(self) -> PromptBook:
@@ -83,3 +102,8 @@ class KeyView:
 
     async def next_change(self) -> None:
         await self.pool.next_change()
+
+
+def _within(catalogue: Catalogue, scope: KeyScope) -> Catalogue:
+    """The tools of `catalogue` the key may call."""
+    return catalogue if scope.everything else catalogue.select(lambda name, route: scope.may_call(name, route.server))

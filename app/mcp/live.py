@@ -14,7 +14,7 @@ from mcp.types import ElicitResult, GetPromptResult
 from pydantic import ValidationError
 
 from app.mcp.calling import HOLD_SECONDS, UNUSABLE_ANSWER, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
-from app.mcp.held_calls import Asked, CallHolder, Stage, held_state
+from app.mcp.held_calls import Asked, CallHolder, HeldCalls, Stage, held_state
 from app.mcp.prompts import PromptFailed, completions, get_prompt
 from app.mcp.results import FailureKind
 from app.mcp.status import ServerStatus, unavailable
@@ -26,15 +26,17 @@ RECONNECT_WAIT = 10.0
 class LiveConnection:
     """One server's current connection, as the calls routed to it find it."""
 
-    def __init__(self, name: str, status: ServerStatus, call_timeout: float, longest_call_timeout: float) -> None:
-        """`status` is the supervisor's: a call for a server that is down is told its state."""
+    def __init__(self, name: str, status: ServerStatus, call_timeout: float, longest_call_timeout: float,
+                 held: HeldCalls) -> None:
+        """`status` is the supervisor's: a call for a server that is down is told its state. `held`: the pool's
+        calls waiting for people, which bound how many wait."""
         self.name, self._status = name, status
         self._call_timeout, self._longest_call_timeout = call_timeout, longest_call_timeout
         self.client: Client | None = None
         self.lost = anyio.Event()  # a call found the connection gone; replaced for each connection
         self.needed: anyio.Event | None = None  # set by a call that found the server down, during backoff
         self.in_flight = CallsInFlight()
-        self.holder = CallHolder(name, self.in_flight)
+        self.holder = CallHolder(name, self.in_flight, held)
         self._published = anyio.Event()
 
     def publish(self, client: Client) -> None:

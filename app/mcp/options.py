@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from app.mcp.connect import START_TURN_SECONDS
 from app.mcp.convert import ConversionOptions
+from app.mcp.held_calls import HeldCalls
 from app.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES
 from app.openai.result_format import RenderOptions
 
@@ -33,6 +34,8 @@ class PoolOptions:
     start_turn: float = START_TURN_SECONDS  # the longest one of them keeps the next waiting
     resource_tools: bool = True  # a `read_resource` tool for each server with resources (resources.py)
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # one message a stdio server may send (stdio.py)
+    # The calls waiting for people on all the servers, counted together for their bounds (held_calls.py).
+    held: HeldCalls = field(default_factory=HeldCalls, compare=False)
 
     @property
     def longest_call_timeout(self) -> float:

@@ -62,6 +62,7 @@ class FailureKind(StrEnum):
     UNKNOWN_TOOL = "unknown_tool"
     SERVER_UNAVAILABLE = "server_unavailable"
     SERVER_ERROR = "server_error"
+    QUESTIONS_WAITING = "questions_waiting"  # the call's question was declined: too many wait for people already
 
 
 def render_result(result: CallToolResult, options: RenderOptions, reader: str | None = None) -> ToolOutcome:

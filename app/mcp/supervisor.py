@@ -57,7 +57,7 @@ class ServerSupervisor:
         self.name, self.config, self._options, self._opener = name, config, options, opener
         self._stopping, self._state_changed = stopping, state_changed
         self.status = ServerStatus(ServerState.STARTING, transport_name(config))
-        self.live = LiveConnection(name, self.status, self.call_timeout, options.longest_call_timeout)
+        self.live = LiveConnection(name, self.status, self.call_timeout, options.longest_call_timeout, options.held)
         self.offer = ServerOffer(name, config, block_changed_tools=options.block_changed_tools,
                                  resource_tools=options.resource_tools, changed=offer_changed)
         self.stop, self.done = anyio.Event(), anyio.Event()

@@ -5,7 +5,8 @@ A round's memory key (where its turn waits in the state store) stays here: the p
 verdict is written beside the turn, under `verdict_key`, where the chat's next message reads it
 (app/chat/loop/asking.py). Each round belongs to the memory owner that asked it (a digest of the API key,
 "" without keys): the page lists and decides only its caller's own. A round leaves the list when the chat takes
-it up, when it is older than TOOLBRIDGE_CONFIRM_TIMEOUT, or when newer rounds push it out.
+it up, when it is older than TOOLBRIDGE_CONFIRM_TIMEOUT, or when the same owner's newer rounds push it out: each
+owner has a share of its own, so no key can push another's rounds off the page.
 """
 
 import hashlib
@@ -15,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
-WAITING_ROUNDS = 200
+WAITING_PER_OWNER = 50  # rounds listed for one owner; past it, that owner's oldest leave the list
 Verdict = Literal["approve", "deny"]
 VERDICTS: tuple[Verdict, ...] = ("approve", "deny")
 # What a verdict's place holds once decided on the page; anything else there is a chat message's mark.
@@ -52,9 +53,9 @@ class WaitingRound:
 
 
 class WaitingRounds:
-    def __init__(self, size: int = WAITING_ROUNDS, max_age_seconds: float = 3600.0) -> None:
+    def __init__(self, per_owner: int = WAITING_PER_OWNER, max_age_seconds: float = 3600.0) -> None:
         self._rounds: OrderedDict[str, WaitingRound] = OrderedDict()  # by id, oldest first
-        self._size = size
+        self._per_owner = per_owner
         self._max_age = max_age_seconds
 
     def add(self, turn_key: str, owner: str, calls: list[WaitingCall], reference: str = "") -> None:
@@ -64,8 +65,9 @@ class WaitingRounds:
             return
         held = WaitingRound(secrets.token_urlsafe(9), turn_key, owner, time.time(), tuple(calls), reference)
         self._rounds[held.id] = held
-        while len(self._rounds) > self._size:
-            self._rounds.popitem(last=False)
+        owners = [round_id for round_id, listed in self._rounds.items() if listed.owner == owner]
+        for round_id in owners[:-self._per_owner]:
+            del self._rounds[round_id]
 
     def of(self, owner: str) -> list[WaitingRound]:
         """The owner's rounds, oldest first."""

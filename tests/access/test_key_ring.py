@@ -53,3 +53,19 @@ def test_a_reload_that_fails_keeps_the_last_good_file_and_says_why(tmp_path: Pat
     write(path, {})
     ring.reload()
     assert ring.problem is None and ring.scope_of("sk-a") is None and ring.describe() == {"path": str(path), "keys": 0}
+
+
+def test_now_is_a_keys_scope_as_the_file_says_it_at_this_moment(tmp_path: Path) -> None:
+    path = write(tmp_path / "keys.json", {"sk-a": {"servers": ["files", "time"]}, "sk-b": {"servers": ["files"]}})
+    ring = KeyRing({"sk-ops"}, path, {})
+    admitted = ring.scope_of("sk-a")
+    assert admitted is not None and ring.now(admitted) == admitted
+    write(path, {"sk-a": {"servers": ["files"]}, "sk-b": {"servers": ["files"]}})
+    ring.reload()
+    narrowed = ring.now(admitted)
+    assert narrowed is not None and narrowed.names == {"files"} and narrowed.caller == admitted.caller
+    write(path, {"sk-b": {"servers": ["files"]}})
+    ring.reload()
+    assert ring.now(admitted) is None  # taken out
+    assert ring.now(EVERYTHING) is EVERYTHING  # the keys of TOOLBRIDGE_API_KEYS, and no keys, stay as they are
+    assert "digest" not in repr(admitted) and key_digest("sk-a") not in repr(admitted)

@@ -13,6 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 import app.mcp.held_calls as held_calls
+from app.access import CURRENT_SCOPE, KeyScope
 from app.chat.ports import ToolAnswers
 from app.mcp.held_calls import held_state
 from app.mcp.pool import McpPool
@@ -137,3 +138,56 @@ async def test_a_call_asks_at_most_three_questions_the_fourth_is_declined() -> N
             assert params["message"] == f"Question {number}: go on?"
             outcome = await pool.call_tool("asks__ask_forever", "{}", answers=ToolAnswers({key: yes}, needed.state))
     assert (readable(outcome.content), outcome.input_needed) == ("stopped at question 4: decline", None)
+
+
+async def book_as(pool: McpPool, owner: str, restaurant: str = "Luigi") -> ToolOutcome:
+    """book_table called with `owner`'s key (the digest the guard sets for a key of the keys file)."""
+    token = CURRENT_SCOPE.set(KeyScope(frozenset({"asks"}), caller=owner))
+    try:
+        return await pool.call_tool("asks__book_table", json.dumps({"restaurant": restaurant}))
+    finally:
+        CURRENT_SCOPE.reset(token)
+
+
+async def test_past_a_keys_bound_its_next_question_is_declined_and_the_model_told_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(held_calls, "HELD_PER_KEY", 2)
+    async with legacy_pool() as pool:
+        first, second = [await book_as(pool, "alice", name) for name in ("A", "B")]
+        with capture_logs() as logs:
+            third = await book_as(pool, "alice", "C")
+        bobs = await book_as(pool, "bob")  # another key's question is held all the same
+        assert first.input_needed and second.input_needed and bobs.input_needed
+        assert (third.is_error, third.error_kind, third.input_needed) == (True, "questions_waiting", None)
+        assert third.error_message is not None and third.error_message.startswith(
+            "2 questions from MCP server 'asks' already wait for this person's answer")
+        assert "answer or cancel those first" in third.error_message
+        assert [line["reason"] for line in logs if line["event"] == "mcp_elicitation_declined"] == [
+            "too many calls wait for people"]
+        [(key, _)] = first.input_needed.requests.items()
+        assert first.input_needed.state is not None
+        booked = await answer(pool, key, first.input_needed.state, FOUR_AT_SEVEN)  # her first still waits, whole
+        again = await book_as(pool, "alice", "D")  # and its answer made room for another
+    assert readable(booked.content) == "booked A for 4 at 19:00"
+    assert again.input_needed is not None
+
+
+async def test_past_a_servers_bound_every_keys_next_question_is_declined(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(held_calls, "HELD_PER_SERVER", 3)
+    async with legacy_pool() as pool:
+        held = [await book_as(pool, owner) for owner in ("alice", "bob", "")]
+        declined = [await book_as(pool, owner) for owner in ("carol", "")]
+    assert all(outcome.input_needed for outcome in held)
+    assert [(outcome.error_kind, (outcome.error_message or "")[:60]) for outcome in declined] == [
+        ("questions_waiting", "3 questions from MCP server 'asks' already wait for people's")] * 2
+
+
+async def test_callers_without_a_key_of_their_own_are_bound_by_the_server_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No keys (or the operator's keys, which see everything): one caller, "", as the store counts them.
+    monkeypatch.setattr(held_calls, "HELD_PER_KEY", 1)
+    async with legacy_pool() as pool:
+        held = [await book_as(pool, "") for _ in range(3)]
+    assert all(outcome.input_needed for outcome in held)

@@ -9,6 +9,7 @@ import anyio
 from app.chat.loop.events import ToolProgress, ToolsRan, ToolsStarted
 from app.chat.ports import RequestTools, ToolAnswers, ToolOutput
 from app.openai.accumulate import ToolCall
+from app.openai.errors import GatewayError
 from app.ops.telemetry import Span, tool_failed, tool_span
 
 PROGRESS_BUFFER = 64  # progress past this many unread notes is dropped, never waited on
@@ -42,9 +43,17 @@ async def run_tools(
             for index, call in enumerate(calls):
                 calls_group.start_soon(run, index, call)
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(run_all)
-        async with progress_out:
-            async for progress in progress_out:
-                yield progress
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run_all)
+            async with progress_out:
+                async for progress in progress_out:
+                    yield progress
+    except* GatewayError as stopped:  # a call that ends the request (its key was taken out): as itself, not a group
+        raise _first(stopped) from None
     yield ToolsRan(calls, [output for output in outputs if output is not None], durations)
+
+
+def _first(group: BaseExceptionGroup[GatewayError]) -> GatewayError:
+    found = group.exceptions[0]
+    return found if isinstance(found, GatewayError) else _first(found)
