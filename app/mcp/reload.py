@@ -1,14 +1,16 @@
-"""Reloads of mcp.json: when to ask for one (its files were written), and what one changes (which servers
-stop and which start; pure, so it is tested by tables). The pool applies them."""
+"""Reloads of mcp.json: when to ask for one (its files were written), one at a time, a file that fails leaving the
+last good one in force, and what one changes (which servers stop and which start; pure, so it is tested by tables).
+The pool applies them."""
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import structlog
 from watchfiles import awatch
 
-from app.mcp.config import ServerConfig
+from app.mcp.config import McpConfig, McpConfigError, ServerConfig
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -24,6 +26,32 @@ def diff_configs(old: Mapping[str, ServerConfig], new: Mapping[str, ServerConfig
     stopping = [name for name, server in old.items() if new.get(name) != server]
     starting = [name for name, server in new.items() if old.get(name) != server]
     return ConfigDiff(stopping, starting, len(old) - len(stopping))
+
+
+class ConfigReloads:
+    """Reloads asked for (a save, SIGHUP), run one at a time. A file that fails keeps the last good config in force;
+    why it failed is kept (`problem`, for /health) until a good file is read."""
+
+    def __init__(self, load: Callable[[], McpConfig]) -> None:
+        self._load = load
+        self._requested = anyio.Event()
+        self.problem: str | None = None
+
+    def request(self) -> None:
+        self._requested.set()
+
+    async def run(self, apply: Callable[[McpConfig], Awaitable[None]]) -> None:
+        while True:
+            await self._requested.wait()
+            self._requested = anyio.Event()
+            try:
+                new = await anyio.to_thread.run_sync(self._load)
+            except McpConfigError as exc:
+                self.problem = str(exc)
+                log.error("mcp_config_reload_failed", error=self.problem, effect="the last good config stays in force")
+                continue
+            self.problem = None
+            await apply(new)
 
 
 async def request_on_change(paths: Sequence[Path], request_reload: Callable[[], None]) -> None:
