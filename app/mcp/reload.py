@@ -1,6 +1,6 @@
 """Reloads of mcp.json: when to ask for one (its files were written), one at a time, a file that fails leaving the
 last good one in force, and what one changes (which servers stop and which start; pure, so it is tested by tables).
-The pool applies them."""
+The pool applies them. The keys file's watcher is this one too."""
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 import structlog
-from watchfiles import awatch
+from watchfiles import Change, awatch
 
 from app.mcp.config import McpConfig, McpConfigError, ServerConfig
 
@@ -55,10 +55,15 @@ class ConfigReloads:
 
 
 async def request_on_change(paths: Sequence[Path], request_reload: Callable[[], None]) -> None:
-    """Asks for a reload whenever one of the config files is written (TOOLBRIDGE_WATCH_CONFIG)."""
+    """Asks for a reload whenever one of the config files is written (TOOLBRIDGE_WATCH_CONFIG). Only those files:
+    the folders they are in may hold busy files, the gateway's own log among them, whose every write would wake
+    this loop and, were it logged, write the log again."""
     folders = sorted({str(path.parent) for path in paths if path.parent.exists()})
     watched = {str(path) for path in paths}
-    async for changes in awatch(*folders, debounce=200, recursive=False):
-        if any(changed in watched for _, changed in changes):
-            log.info("mcp_config_changed", files=sorted(c for _, c in changes if c in watched))
-            request_reload()
+
+    def ours(_change: Change, changed: str) -> bool:
+        return changed in watched
+
+    async for changes in awatch(*folders, watch_filter=ours, debounce=200, recursive=False):
+        log.debug("config_file_changed", files=sorted(changed for _, changed in changes))
+        request_reload()
