@@ -21,7 +21,7 @@ def unknown_field(
     '"oauth.{}"') to that level's fields. With `named` false, the name is repeated only when a known field is near:
     an unknown field of the keys file may be a key written in the wrong place."""
     hint = nearest_field(name, here, elsewhere or {})
-    said = f"unknown field {shown(name)}" if named or hint else "unknown field (not repeated here: it may be a key)"
+    said = f"unknown field {shown(name)}" if named or hint else "an unknown field, not repeated in case it is a key"
     if hint:
         return f"{said} (did you mean {hint}?)"
     if len(here) <= LISTED_UP_TO:

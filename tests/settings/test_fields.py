@@ -36,7 +36,7 @@ def test_a_small_level_lists_its_fields_when_none_is_near() -> None:
 
 def test_a_name_that_may_be_a_secret_is_repeated_only_near_a_known_field() -> None:
     assert unknown_field("sk-live-0123456789", ["keys"], named=False) == (
-        "unknown field (not repeated here: it may be a key) (known: keys)")
+        "an unknown field, not repeated in case it is a key (known: keys)")
     assert unknown_field("key", ["keys"], named=False) == 'unknown field "key" (did you mean "keys"?)'
 
 
