@@ -76,6 +76,9 @@ def _quiet_libraries(level: int) -> None:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, level))
     # At debug it logs every SSE chunk it sends: the whole of every answer.
     logging.getLogger("sse_starlette").setLevel(max(logging.INFO, level))
+    # The config watcher's library says "N changes detected" (info) and "all changes filtered out" (debug) for
+    # every write in the watched folders: with the log file in one of them, each line would log another.
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)
 
 
 def _chain(*processors: Any) -> Any:

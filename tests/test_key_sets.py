@@ -248,7 +248,8 @@ def test_the_keys_file_is_reloaded_while_running_and_a_bad_one_keeps_the_last_go
 @pytest.mark.parametrize(("content", "problem"), [
     (None, "no such file"),
     ("{not json", "not JSON"),
-    (json.dumps({"keys": {ALICE: {"servers": ["basic"], "tools": ["x"]}}}), "key #1: unknown field 'tools'"),
+    (json.dumps({"keys": {ALICE: {"servers": ["basic"], "tools": ["x"]}}}),
+     'key #1: unknown field "tools" (did you mean "toolsets"?)'),
     (json.dumps({"keys": {ALICE: {"toolsets": ["nope"]}}}), "key #1: toolset 'nope' is not one of"),
     (json.dumps({"keys": {OPS: {"servers": ["basic"]}}}), "key #1 also in TOOLBRIDGE_API_KEYS"),
 ])

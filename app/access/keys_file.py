@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from app.access.scope import KeyScope
+from app.settings.fields import unknown_field
 
 SHA256_PREFIX = "sha256:"
-_FIELDS = frozenset({"servers", "toolsets", "name"})
+_FIELDS = ("servers", "toolsets", "name")  # a key's, in the order the messages list them
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 _KEY = re.compile(r"[\x21-\x7e]+")  # what a bearer header and a Basic password both carry: no spaces, ASCII
 CALLER_CHARS = 16  # of the key's digest, to tell callers apart in the recent calls and requests
@@ -74,7 +75,9 @@ def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def parse_keys(data: Any, toolsets: Mapping[str, Sequence[str]]) -> KeysFile:
-    if not isinstance(data, dict) or not isinstance(data.get("keys"), dict) or set(data) != {"keys"}:
+    if isinstance(data, dict):
+        _known_fields(data, ("keys",), "top level")
+    if not isinstance(data, dict) or not isinstance(data.get("keys"), dict):
         raise KeysFileError(f"must be a JSON object {SHAPE}")
     scopes: dict[str, KeyScope] = {}
     labels: dict[str, str] = {}
@@ -107,8 +110,7 @@ def _names(entry: Any, label: str, toolsets: Mapping[str, Sequence[str]]) -> fro
     """The names the key may use (servers, and the toolsets' members); None: every server."""
     if not isinstance(entry, dict):
         raise KeysFileError(f'{label}: must be an object such as {{"servers": ["time"]}}')
-    if unknown := sorted(set(entry) - _FIELDS):
-        raise KeysFileError(f"{label}: unknown field {', '.join(map(repr, unknown))} (servers, toolsets, name)")
+    _known_fields(entry, _FIELDS, label)
     if "name" in entry and not isinstance(entry["name"], str):
         raise KeysFileError(f"{label}: name must be a string")
     servers = entry.get("servers", [])
@@ -121,6 +123,14 @@ def _names(entry: Any, label: str, toolsets: Mapping[str, Sequence[str]]) -> fro
             raise KeysFileError(f"{label}: toolset '{toolset}' is not one of TOOLBRIDGE_TOOLSETS ({known})")
         names.update(toolsets[toolset])
     return frozenset(names)
+
+
+def _known_fields(fields: dict[str, Any], known: Sequence[str], where: str) -> None:
+    """A field the file may not hold stops it, as mcp.json's do; its name is said only when it is near a known one,
+    since a key written in the wrong place would be an unknown field too."""
+    if unknown := [field for field in fields if field not in known]:
+        more = f"; {len(unknown) - 1} more unknown" if len(unknown) > 1 else ""
+        raise KeysFileError(f"{where}: {unknown_field(unknown[0], known, named=False)}{more}")
 
 
 def _strings(value: Any, problem: str) -> list[str]:

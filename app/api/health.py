@@ -19,7 +19,7 @@ async def health_report(
     pool = view.pool
     config = pool.config
     memory_problem = await memory.problem()
-    degraded = pool.degraded or not config.found or memory_problem or keys.problem
+    degraded = pool.degraded or not config.found or memory_problem or keys.problem or pool.config_problem
     status = "degraded" if degraded else "ok"
     if not authorised:
         return {"status": status}
@@ -42,6 +42,8 @@ async def health_report(
     }
     if not config.found:
         body["mcp_config"]["note"] = "file not found: no MCP tools are offered"
+    if pool.config_problem:  # a reload failed: the servers are the last good file's
+        body["mcp_config"]["error"] = pool.config_problem
     if keys.path is not None:
         body["keys_file"] = keys.describe()
     return body

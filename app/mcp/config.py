@@ -1,17 +1,18 @@
-"""mcp.json: the Cursor / Claude Desktop / LM Studio `{"mcpServers": {...}}` format.
+"""mcp.json: the Cursor / Claude Desktop / LM Studio `{"mcpServers": {...}}` format (VS Code's `{"servers": ...}` too).
 
-`${VAR}` and `${VAR:-default}` are expanded in every string. A file that is not valid JSON is fatal;
-a broken server entry only fails that server, with a message naming the file, the server and the field.
+Every field is known or the file is refused (config_fields.py: ours, and other products' in the same format);
+`${VAR}`s are expanded and `envFile`s read (config_values.py). A file that is not valid JSON or holds an unknown
+field is fatal; a broken value only fails that server, with a message naming the file, the server and the field.
 """
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Self
 
+import structlog
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -23,16 +24,20 @@ from pydantic import (
     model_validator,
 )
 
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+from app.mcp.config_fields import adopted, ignored, spellings, unknown_fields
+from app.mcp.config_values import EntryError, expand, with_env_file
+
+log = structlog.get_logger("toolbridge.mcp")
+SERVER_KEYS = ("mcpServers", "servers")  # Claude Desktop's and most others'; VS Code's
 
 
 class McpConfigError(Exception):
-    """The config file cannot be used at all (unreadable, not JSON, wrong top-level shape)."""
+    """The config file cannot be used at all (unreadable, not JSON, wrong top-level shape, an unknown field)."""
 
 
 class _ServerBase(BaseModel):
-    # Configs copied from other hosts carry keys we do not use (autoApprove, icon, ...).
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    # Unknown fields are refused before (config_fields.py); here, a field of the other kind of server.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     disabled: bool = False
     timeout: PositiveFloat | None = Field(None, description="Seconds per tool call, overriding TOOL_TIMEOUT.")
@@ -75,8 +80,7 @@ class StdioServerConfig(_ServerBase):
 
 
 class OAuthConfig(BaseModel):
-    """How the gateway signs in to a server that asks for OAuth (app/mcp/server_auth.py). Unknown keys are an
-    error here, unlike a server entry's: a misspelt secret must not pass as "no secret"."""
+    """How the gateway signs in to a server that asks for OAuth (app/mcp/server_auth.py)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -149,6 +153,7 @@ class McpConfig:
     problems: dict[str, str] = field(default_factory=dict)
     disabled: list[str] = field(default_factory=list)
     files: list[tuple[Path, bool]] = field(default_factory=list)
+    unused: dict[str, list[str]] = field(default_factory=dict)  # other products' fields, accepted and not used
 
 
 # Where LM Studio keeps its mcp.json (the word `lmstudio` in TOOLBRIDGE_MCP_CONFIG stands for it).
@@ -181,10 +186,12 @@ def load_mcp_configs(paths: list[Path], environ: Mapping[str, str] | None = None
         for name in (*config.servers, *config.problems, *config.disabled):
             merged.servers.pop(name, None)
             merged.problems.pop(name, None)
+            merged.unused.pop(name, None)
             if name in merged.disabled:
                 merged.disabled.remove(name)
         merged.servers.update(config.servers)
         merged.problems.update(config.problems)
+        merged.unused.update(config.unused)
         merged.disabled.extend(config.disabled)
     return merged
 
@@ -193,11 +200,31 @@ def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> Mcp
     """Reads and validates an mcp.json. A missing file is an empty config, not an error.
 
     Raises:
-        McpConfigError: the file cannot be read or is not a JSON object of servers.
+        McpConfigError: the file cannot be read, is not a JSON object of servers, or holds an unknown field.
     """
     environ = os.environ if environ is None else environ
     if not path.exists():
         return McpConfig(path=path, found=False, files=[(path, False)])
+    config = McpConfig(path=path, found=True, files=[(path, True)])
+    for name, entry in _entries(path).items():
+        try:
+            if not isinstance(entry, dict):
+                raise EntryError("expected an object with 'command' (stdio) or 'url' (HTTP)")
+            # A disabled entry is inert: its ${VAR}s need not be set.
+            server = None if entry.get("disabled") is True else _parse_server(entry, environ, base_dir=path.parent)
+        except EntryError as exc:
+            config.problems[name] = f"{path}: server '{name}': {exc}"
+            continue
+        if server is None or server.disabled:
+            config.disabled.append(name)
+            continue
+        config.servers[name] = server
+        config.unused.update({name: unused} if (unused := ignored(entry)) else {})
+    return config
+
+
+def _entries(path: Path) -> dict[str, Any]:
+    """The server entries of a file whose every field is known."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -206,64 +233,66 @@ def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> Mcp
         raise McpConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from exc
     except OSError as exc:
         raise McpConfigError(f"{path}: cannot be read: {exc.strerror}") from exc
-    entries = raw.get("mcpServers", raw.get("servers")) if isinstance(raw, dict) else None
+    if not isinstance(raw, dict):
+        raise McpConfigError(f'{path}: expected an object like {{"mcpServers": {{"name": {{...}}}}}}')
+    if unknown := unknown_fields(raw, _OWN_FIELDS):
+        more = f" (and {len(unknown) - 1} more unknown field{'s' if len(unknown) > 2 else ''})" if unknown[1:] else ""
+        raise McpConfigError(f"{path}: {unknown[0]}{more}")
+    named = [key for key in SERVER_KEYS if key in raw]
+    if len(named) > 1:
+        raise McpConfigError(f'{path}: both "mcpServers" and "servers": keep one')
+    entries = raw.get(named[0]) if named else None
     if not isinstance(entries, dict):
         raise McpConfigError(f'{path}: expected an object like {{"mcpServers": {{"name": {{...}}}}}}')
-
-    config = McpConfig(path=path, found=True, files=[(path, True)])
-    for name, entry in entries.items():
-        try:
-            server = _parse_server(entry, environ, base_dir=path.parent)
-        except _EntryError as exc:
-            config.problems[name] = f"{path}: server '{name}': {exc}"
-            continue
-        if server.disabled:
-            config.disabled.append(name)
-        else:
-            config.servers[name] = server
-    return config
+    return entries
 
 
-class _EntryError(Exception):
-    pass
-
-
-def _parse_server(entry: Any, environ: Mapping[str, str], *, base_dir: Path) -> ServerConfig:
-    if not isinstance(entry, dict):
-        raise _EntryError("expected an object with 'command' (stdio) or 'url' (HTTP)")
-    expanded = _expand(entry, environ, where="")
+def _parse_server(entry: dict[str, Any], environ: Mapping[str, str], *, base_dir: Path) -> ServerConfig:
+    try:
+        ours = adopted(entry)
+    except ValueError as exc:
+        raise EntryError(str(exc)) from exc
+    expanded = with_env_file(expand(ours, environ), base_dir)
     model: type[ServerConfig]
     if "command" in expanded:
         model = StdioServerConfig
     elif "url" in expanded:
         model = HttpServerConfig
     else:
-        raise _EntryError("needs either 'command' (a stdio server) or 'url' (an HTTP server)")
+        raise EntryError("needs either 'command' (a stdio server) or 'url' (an HTTP server)")
     try:
         server = model.model_validate(expanded)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(entry)"
-        raise _EntryError(f"field '{where}': {first['msg'].removeprefix('Value error, ')}") from exc
+        raise EntryError(_first_problem(exc, model)) from exc
     if isinstance(server, StdioServerConfig) and server.cwd and not Path(server.cwd).is_absolute():
         server.cwd = str((base_dir / server.cwd).resolve())
     return server
 
 
-def _expand(value: Any, environ: Mapping[str, str], *, where: str) -> Any:
-    """Expands `${VAR}` / `${VAR:-default}` in every string, naming the field when a variable is unset."""
-    if isinstance(value, str):
-        def substitute(match: re.Match[str]) -> str:
-            name, default = match.group(1), match.group(2)
-            if name in environ and environ[name] != "":
-                return environ[name]
-            if default is not None:
-                return default
-            raise _EntryError(f"field '{where}': environment variable {name} is not set")
+def _first_problem(exc: ValidationError, model: type[ServerConfig]) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(entry)"
+    if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:  # known, but for the other kind of server
+        kind, other = ("stdio", "HTTP servers ('url')") if model is StdioServerConfig else (
+            "HTTP", "stdio servers ('command')")
+        return f"field '{where}' is not for {kind} servers: it is for {other}"
+    return f"field '{where}': {first['msg'].removeprefix('Value error, ')}"
 
-        return _VARIABLE.sub(substitute, value)
-    if isinstance(value, list):
-        return [_expand(item, environ, where=f"{where}.{i}" if where else str(i)) for i, item in enumerate(value)]
-    if isinstance(value, dict):
-        return {k: _expand(v, environ, where=f"{where}.{k}" if where else k) for k, v in value.items()}
-    return value
+
+_OWN_FIELDS = {
+    "top": SERVER_KEYS,
+    "server": list(dict.fromkeys(spellings(StdioServerConfig) + spellings(HttpServerConfig))),
+    "oauth": spellings(OAuthConfig, alias_first=False),
+}
+
+
+def log_config(config: McpConfig) -> None:
+    """What a loaded config says to the operator beyond its servers: entries that fail, fields it does not use."""
+    for name, problem in config.problems.items():
+        log.error("mcp_server_config_invalid", server=name, error=problem)
+    for name, fields in config.unused.items():
+        log.info("mcp_config_fields_unused", server=name, fields=fields, note="other products' fields; see "
+                 "docs/configuration.md")
+    if not config.found:
+        paths = [str(path) for path, _ in config.files] or [str(config.path)]
+        log.warning("mcp_config_missing", paths=paths, effect="no MCP tools")

@@ -18,7 +18,7 @@ from mcp.types import GetPromptResult
 
 from app.chat.ports import ALL_TOOLS, ProgressReport, ToolAnswers, ToolSelection
 from app.mcp.calling import McpCall, call_record, unknown_tool
-from app.mcp.config import McpConfig, McpConfigError, ServerConfig
+from app.mcp.config import McpConfig, ServerConfig, log_config
 from app.mcp.connect import ConnectionOpener, StartGate
 from app.mcp.convert import Catalogue, build_catalogue
 from app.mcp.live import LiveConnection
@@ -26,7 +26,7 @@ from app.mcp.per_key import callers_catalogue, supervisor_for
 from app.mcp.pinned import PinnedTools
 from app.mcp.processes import end_process_groups
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, build_prompt_book
-from app.mcp.reload import diff_configs, request_on_change
+from app.mcp.reload import ConfigReloads, diff_configs, request_on_change
 from app.mcp.results import FailureKind, ToolOutcome
 from app.mcp.sampling import Complete
 from app.mcp.server_auth import SignIns
@@ -58,7 +58,8 @@ class McpPool:
         """`load_config` re-reads the config on `request_reload` (with `watch`, when those files change); `complete`
         answers sampling requests; `on_tool_call` learns of every call, to an unknown tool too (server None)."""
         self.config, self._options = config, options
-        self._load_config, self._on_tool_call = load_config, on_tool_call
+        self._reloads = ConfigReloads(load_config) if load_config is not None else None
+        self._on_tool_call = on_tool_call
         self.sign_ins = SignIns(vault)  # the HTTP servers' OAuth (server_auth.py)
         self._watch = [path.resolve() for path in watch]
         self._opener = ConnectionOpener(complete=complete, sampling_model=options.sampling_model,
@@ -69,7 +70,6 @@ class McpPool:
         self._unrun = unrun_statuses(config)  # entries that never run: broken or disabled ones
         self._catalogue = Catalogue()
         self._prompt_book = PromptBook()
-        self._reload_requested = anyio.Event()
         self._settled = anyio.Event()
         self._change = anyio.Event()  # set and replaced at each change of a status or the catalogue
         self._all_stopped = anyio.Event()
@@ -77,11 +77,7 @@ class McpPool:
         self._task_group: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> Self:
-        for name, problem in self.config.problems.items():
-            log.error("mcp_server_config_invalid", server=name, error=problem)
-        if not self.config.found:
-            paths = [str(path) for path, _ in self.config.files] or [str(self.config.path)]
-            log.warning("mcp_config_missing", paths=paths, effect="no MCP tools")
+        log_config(self.config)
         self._task_group = self._opener.task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         for supervisor in self._supervisors.values():
@@ -89,8 +85,8 @@ class McpPool:
         self._status_changed()
         if not self._running:
             self._all_stopped.set()
-        if self._load_config is not None:
-            self._task_group.start_soon(self._reload_when_asked, name="mcp:reload")
+        if self._reloads is not None:
+            self._task_group.start_soon(self._reloads.run, self._apply, name="mcp:reload")
             if self._watch:
                 self._task_group.start_soon(request_on_change, self._watch, self.request_reload, name="mcp:watch")
         return self
@@ -134,23 +130,18 @@ class McpPool:
 
     def request_reload(self) -> None:
         """Re-reads the config soon: new servers start, removed ones stop, changed ones restart."""
-        self._reload_requested.set()
+        if self._reloads is not None:
+            self._reloads.request()
 
-    async def _reload_when_asked(self) -> None:
-        assert self._load_config is not None
-        while True:
-            await self._reload_requested.wait()
-            self._reload_requested = anyio.Event()
-            try:
-                new = await anyio.to_thread.run_sync(self._load_config)
-            except McpConfigError as exc:
-                log.error("mcp_config_reload_failed", error=str(exc), effect="the running servers are kept")
-                continue
-            await self._apply(new)
+    @property
+    def config_problem(self) -> str | None:
+        """Why the last reload of the config failed (the last good one is in force); None once one succeeds."""
+        return self._reloads.problem if self._reloads is not None else None
 
     async def _apply(self, new: McpConfig) -> None:
         diff = diff_configs({name: s.config for name, s in self._supervisors.items()}, new.servers)
         log.info("mcp_config_reloaded", stopping=diff.stopping, starting=diff.starting, unchanged=diff.unchanged)
+        log_config(new)
         going = [self._supervisors[name] for name in diff.stopping]
         for supervisor in going:
             supervisor.retire()

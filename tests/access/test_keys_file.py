@@ -28,9 +28,15 @@ def test_keys_their_digests_servers_and_toolsets() -> None:
 @pytest.mark.parametrize(("data", "problem"), [
     ([], "must be a JSON object"),
     ({"keys": []}, "must be a JSON object"),
-    ({"keys": {}, "extra": 1}, "must be a JSON object"),
+    ({"keys": {}, "extra": 1}, "top level: an unknown field, not repeated in case it is a key (known: keys)"),
+    ({"key": {}}, 'top level: unknown field "key" (did you mean "keys"?)'),
+    ({SECRET: {"servers": "*"}}, "top level: an unknown field, not repeated in case it is a key (known: keys)"),
     ({"keys": {SECRET: ["files"]}}, 'key #1: must be an object such as {"servers": ["time"]}'),
-    ({"keys": {SECRET: {"server": ["files"]}}}, "key #1: unknown field 'server'"),
+    ({"keys": {SECRET: {"server": ["files"]}}}, 'key #1: unknown field "server" (did you mean "servers"?)'),
+    ({"keys": {SECRET: {"Toolsets": [], "name": "bob"}}}, 'key #1 ("bob"): unknown field "Toolsets" (did you mean '
+                                                          '"toolsets"?)'),
+    ({"keys": {SECRET: {"sk-other-key": {}, "x": 1}}}, "key #1: an unknown field, not repeated in case it is a key "
+                                                       "(known: servers, toolsets, name); 1 more unknown"),
     ({"keys": {SECRET: {"servers": "files"}}}, 'key #1: servers must be a list of server names, or "*"'),
     ({"keys": {SECRET: {"servers": ["files", ""]}}}, "key #1: servers must be a list"),
     ({"keys": {SECRET: {"toolsets": "research"}}}, "key #1: toolsets must be a list of toolset names"),

@@ -1,9 +1,12 @@
 """What a reload of mcp.json changes (app/mcp/reload.py), by table."""
 
+from pathlib import Path
+
+import anyio
 import pytest
 
-from app.mcp.config import HttpServerConfig, StdioServerConfig
-from app.mcp.reload import ConfigDiff, diff_configs
+from app.mcp.config import HttpServerConfig, McpConfig, McpConfigError, StdioServerConfig
+from app.mcp.reload import ConfigDiff, ConfigReloads, diff_configs
 
 A = StdioServerConfig(command="a")
 A_CHANGED = StdioServerConfig(command="a", args=["--verbose"])
@@ -28,3 +31,35 @@ def test_a_reload_stops_what_went_or_changed_and_starts_what_came_or_changed(
     old: dict, new: dict, expected: ConfigDiff
 ) -> None:
     assert diff_configs(old, new) == expected
+
+
+@pytest.mark.anyio
+async def test_a_reload_that_fails_keeps_the_last_good_config_and_says_why_until_one_succeeds() -> None:
+    good = McpConfig(path=Path("mcp.json"), found=True, servers={"a": A})
+    results: list[McpConfig | McpConfigError] = [McpConfigError('mcp.json: unknown field "confim"'), good]
+    applied: list[McpConfig] = []
+    done = anyio.Event()
+
+    def load() -> McpConfig:
+        result = results.pop(0)
+        if isinstance(result, McpConfigError):
+            raise result
+        return result
+
+    async def apply(config: McpConfig) -> None:
+        applied.append(config)
+        done.set()
+
+    reloads = ConfigReloads(load)
+    async with anyio.create_task_group() as group:
+        group.start_soon(reloads.run, apply)
+        reloads.request()
+        with anyio.fail_after(10):
+            while reloads.problem is None:  # the failed file, read in a worker thread
+                await anyio.sleep(0.01)
+        assert reloads.problem == 'mcp.json: unknown field "confim"' and applied == []  # nothing changed
+        reloads.request()
+        with anyio.fail_after(10):
+            await done.wait()
+        assert applied == [good] and reloads.problem is None
+        group.cancel_scope.cancel()
