@@ -9,6 +9,7 @@ URL is opened (open.py, vault_open.py).
 """
 
 from app.state.open import open_state_store
+from app.state.seal import SealedStore
 from app.state.sqlite import SqliteStore
 from app.state.store import ANONYMOUS, Bounds, MemoryStore, StateStore, StateStoreError, parse_state_url
 from app.state.token_key import TokenKeyError, require_key
@@ -20,6 +21,7 @@ __all__ = [
     "Bounds",
     "MemoryStore",
     "MemoryVaultBackend",
+    "SealedStore",
     "SqliteStore",
     "StateStore",
     "StateStoreError",
