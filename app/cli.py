@@ -24,6 +24,7 @@ from app.main import create_app
 from app.mcp import McpConfigError, ServerState, config_paths, load_mcp_configs
 from app.serving import bounded_protocol
 from app.settings import SECRET_SETTINGS, Settings
+from app.state import TokenKeyError, require_key
 
 GC_YOUNG_THRESHOLD = 10_000  # allocations between collections of the youngest objects (Python's default: 700)
 
@@ -61,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         keys = key_ring(args)
-    except KeysFileError as exc:  # its message names the file and the problem, never a key
+        require_key(args.state_url, args.token_key.get_secret_value() if args.token_key else None)
+    except (KeysFileError, TokenKeyError) as exc:  # the message names the file or setting and the problem, no key
         print(f"toolbridge: {exc}", file=sys.stderr)
         return 2
     configure_logging(args.log_format, args.log_level, secrets=[*args.secrets(), *keys.secrets()])

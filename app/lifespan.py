@@ -36,7 +36,7 @@ from app.ops.recent_requests import RecentRequests
 from app.ops.telemetry import start_tracing
 from app.ops.waiting_rounds import WaitingRounds
 from app.settings import Settings
-from app.state import Bounds, MemoryStore, TokenKeyError, Vault, open_state_store, open_vault
+from app.state import Bounds, MemoryStore, TokenKeyError, Vault, open_state_store, open_vault, require_key
 from app.upstream import Transport, UpstreamClient, make_transport
 
 log = structlog.get_logger("toolbridge.app")
@@ -162,7 +162,8 @@ async def open_memory(settings: Settings) -> AsyncIterator[MemoryStores]:
     bounds = Bounds(max_bytes=int(settings.state_max_mb * 1024 * 1024),
                     max_age_seconds=settings.state_max_age_days * 86_400)
     failures: list[str] = []
-    async with open_state_store(settings.state_url, bounds, failures.append) as store:
+    async with open_state_store(settings.state_url, bounds, failures.append, _token_key(settings)) as store:
+        # Not sealed: nothing outside this process can write its memory.
         pending = MemoryStore(Bounds(max_bytes=bounds.max_bytes, max_age_seconds=PENDING_SECONDS))
         yield MemoryStores(turns=store, pending=store if store is not None else pending,
                            failure=failures[0] if failures else None,
@@ -170,21 +171,26 @@ async def open_memory(settings: Settings) -> AsyncIterator[MemoryStores]:
 
 
 async def open_sign_in_vault(settings: Settings, config: McpConfig, stack: AsyncExitStack) -> Vault | None:
-    """The token vault for servers that ask for OAuth, opened for the app's life. With Redis and no
-    TOOLBRIDGE_TOKEN_KEY there is none (and a server that asks for a sign-in says so), unless mcp.json names
-    such a server: then the gateway does not start, as with any setting it cannot use.
+    """The token vault for servers that ask for OAuth, opened for the app's life. Without a key (a key file that
+    cannot be used) there is none, and a server that asks for a sign-in says so, unless mcp.json names such a
+    server: then the gateway does not start, as with any setting it cannot use.
 
     Raises:
-        TokenKeyError: no key can be had, and mcp.json has a server with `oauth`.
+        TokenKeyError: no key can be had, and mcp.json has a server with `oauth`; or Redis without
+            TOOLBRIDGE_TOKEN_KEY, which the state store needs whatever the servers.
     """
-    token_key = settings.token_key.get_secret_value() if settings.token_key else None
+    require_key(settings.state_url, _token_key(settings))
     try:
-        return await stack.enter_async_context(open_vault(settings.state_url, token_key))
+        return await stack.enter_async_context(open_vault(settings.state_url, _token_key(settings)))
     except TokenKeyError as exc:
         if any(isinstance(server, HttpServerConfig) and server.oauth for server in config.servers.values()):
             raise
         log.warning("sign_in_vault_unavailable", reason=str(exc), effect="servers that ask for OAuth cannot sign in")
         return None
+
+
+def _token_key(settings: Settings) -> str | None:
+    return settings.token_key.get_secret_value() if settings.token_key else None
 
 
 def _completer(upstream: UpstreamClient) -> Complete:

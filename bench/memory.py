@@ -1,10 +1,12 @@
 """What conversation memory costs a request: restoring a history of N turns, each of which ran one MCP
-tool, from the default SQLite store (and from memory:// for comparison), and remembering a turn.
+tool, from the default SQLite store (and from memory:// for comparison), and remembering a turn; each store
+bare and sealed as the gateway opens it (app/state/seal.py: keyed names, AES-GCM values), so the seal's cost shows.
 
     .venv/bin/python -m bench.memory [--turns 1,10,50] [--repeats 200]
 """
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -15,9 +17,10 @@ import anyio
 
 from app.chat.memory import ConversationMemory, MemoryStores
 from app.openai.result_format import RenderOptions
-from app.state import Bounds, MemoryStore, SqliteStore, StateStore
+from app.state import Bounds, MemoryStore, SealedStore, SqliteStore, StateStore
 
 BOUNDS = Bounds(max_bytes=200 * 1024 * 1024, max_age_seconds=30 * 86_400)
+SECRET = os.urandom(32)  # what the seal's keys are derived from (a Fernet key's bytes, in the gateway)
 RESULT = '{"status":"success","data":{"timezone":"UTC","datetime":"2026-11-23T16:10:08+00:00"}}'
 
 
@@ -59,13 +62,14 @@ async def main() -> None:
     parser.add_argument("--turns", default="1,10,50")
     parser.add_argument("--repeats", type=int, default=200)
     args = parser.parse_args()
-    print(f"{'store':8} {'turns':>5} {'restore p50':>12} {'remember p50':>13}")
+    print(f"{'store':12} {'turns':>5} {'restore p50':>12} {'remember p50':>13}")
     for count in (int(n) for n in args.turns.split(",")):
         with tempfile.TemporaryDirectory() as tmp:
             async with SqliteStore(Path(tmp) / "state.db", BOUNDS) as sqlite:
-                for store in (sqlite, MemoryStore(BOUNDS)):
-                    restore, remember = await measure(store, count, args.repeats)
-                    print(f"{store.kind:8} {count:>5} {restore:>10.0f} µs {remember:>10.0f} µs")
+                for bare in (sqlite, MemoryStore(BOUNDS)):
+                    for store, label in ((bare, bare.kind), (SealedStore(bare, SECRET), f"{bare.kind}+seal")):
+                        restore, remember = await measure(store, count, args.repeats)
+                        print(f"{label:12} {count:>5} {restore:>10.0f} µs {remember:>10.0f} µs")
 
 
 if __name__ == "__main__":

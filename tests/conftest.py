@@ -28,6 +28,11 @@ BASIC_TOOLS = [
 ]
 
 
+# The TOOLBRIDGE_TOKEN_KEY every gateway on Redis gets unless a test names its own (or None): replicas must share
+# one, as a deployment passes one secret to each.
+REPLICAS_TOKEN_KEY = "n2b1u1n3d3PgyGwQyVfVQk0Y2fXoZfCq3V5mB1hS7mc="
+
+
 def stdio_entry(script: str, *args: str) -> dict[str, Any]:
     return {"command": sys.executable, "args": [str(SERVERS / script), *args]}
 
@@ -42,6 +47,8 @@ def make_settings(tmp: Path, servers: dict[str, Any] | None, **overrides: Any) -
     values: dict[str, Any] = {"mcp_config": config, "mcp_connect_timeout": 120, "tool_timeout": 20,
                               "tool_prefix": "always", "state_url": f"sqlite:///{tmp / 'state.db'}",
                               "tool_budget": 0}  # every tool offered, unless a test sets a budget
+    if str(overrides.get("state_url", "")).startswith("redis") and "token_key" not in overrides:
+        values["token_key"] = REPLICAS_TOKEN_KEY
     return Settings(_env_file=None, **(values | overrides))  # type: ignore[call-arg]
 
 

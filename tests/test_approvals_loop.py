@@ -32,10 +32,10 @@ def new_store() -> MemoryStore:
 
 async def turn(
     model: Model, tools: Tools, store: MemoryStore, messages: list[dict[str, Any]], *, key: str = "alice",
-    **options: Any,
+    chat_id: str | None = None, **options: Any,
 ) -> list[LoopEvent]:
     memory = ConversationMemory(MemoryStores(turns=store, pending=store), RenderOptions(result_format="text"),
-                                owner=memory_owner(key))
+                                chat_id=chat_id, owner=memory_owner(key))
     body = {"model": "m", "messages": messages}
     with anyio.fail_after(5):
         events = run_tool_loop(body, model, tools, LoopOptions(**({"max_tool_rounds": 5} | options)), memory=memory)
@@ -150,6 +150,35 @@ async def test_always_runs_it_and_stops_asking_for_that_tool_in_this_chat() -> N
     assert not any(isinstance(e, ToolsWaiting) for e in events)
     other_chat = await turn(Model([[again]]), tools, store, [{"role": "user", "content": "Delete the dogs page."}])
     assert any(isinstance(e, ToolsWaiting) for e in other_chat)  # "always" is for that chat only
+
+
+async def test_always_holds_only_while_the_history_carries_the_exchange_that_granted_it() -> None:
+    store = new_store()
+    history, tools = await asked(store)
+    always = [*history, {"role": "user", "content": "always"}]
+    first = await turn(Model(["Deleted."]), tools, store, always)
+    again = call("fetch", '{"url": "https://example.com/dogs", "method": "DELETE"}', "c2")
+    going_on = [*always, {"role": "assistant", "content": shown(first)}, {"role": "user", "content": "Dogs too."}]
+    assert not any(isinstance(e, ToolsWaiting) for e in await turn(Model([[again], "Done."]), tools, store, going_on))
+    same_opening = await turn(Model([[again]]), tools, store, [ASK])  # a new chat, word for word chat 1's start
+    edited = [*history, {"role": "user", "content": "yes"}, *going_on[3:]]  # the "always" edited away
+    assert any(isinstance(e, ToolsWaiting) for e in same_opening)
+    assert any(isinstance(e, ToolsWaiting) for e in await turn(Model([[again]]), tools, store, edited))
+    assert [name for name, _ in tools.calls] == ["fetch", "fetch"]
+
+
+async def test_with_open_webuis_chat_id_always_holds_in_the_whole_chat() -> None:
+    store = new_store()
+    tools = Tools(confirm={"fetch"})
+    question = shown(await turn(Model([[DELETE]]), tools, store, [ASK], chat_id="chat-1"))
+    answered = [ASK, {"role": "assistant", "content": question}, {"role": "user", "content": "always"}]
+    await turn(Model(["Deleted."]), tools, store, answered, chat_id="chat-1")
+    again = call("fetch", '{"url": "https://example.com/dogs", "method": "DELETE"}', "c2")
+    branch = [ASK, {"role": "assistant", "content": "(regenerated)"}, {"role": "user", "content": "Dogs too."}]
+    in_the_chat = await turn(Model([[again], "Done."]), tools, store, branch, chat_id="chat-1")
+    another_chat = await turn(Model([[again]]), tools, store, [ASK], chat_id="chat-2")
+    assert not any(isinstance(e, ToolsWaiting) for e in in_the_chat)
+    assert any(isinstance(e, ToolsWaiting) for e in another_chat)
 
 
 async def test_later_turns_see_the_approved_call_and_its_result_never_the_question() -> None:

@@ -236,6 +236,8 @@ def test_an_error_is_logged_as_a_bounded_plain_traceback_without_locals_or_secre
         ({"TOOLBRIDGE_API_KEYS": " , "}, [], "TOOLBRIDGE_API_KEYS (--api-keys) = (hidden): lists no key"),
         ({"TOOLBRIDGE_UPSTREAM_URL": "not a url"}, [], "TOOLBRIDGE_UPSTREAM_URL (--upstream-url) = 'not a url'"),
         ({"TOOLBRIDGE_TOKEN_KEY": "hunter2"}, [], "TOOLBRIDGE_TOKEN_KEY (--token-key) = (hidden): is not a Fernet key"),
+        ({"TOOLBRIDGE_STATE_URL": "redis://:hunter2@127.0.0.1:9/0"}, [],
+         "TOOLBRIDGE_TOKEN_KEY must be set when TOOLBRIDGE_STATE_URL is redis://: replicas share"),
         ({"TOOLBRIDGE_STATE_URL": "postgres://user:hunter2@db/x"}, [],
          "TOOLBRIDGE_STATE_URL (--state-url) = 'postgres://db/x': must be sqlite:///PATH, redis://HOST:PORT/DB, "
          "memory:// or none; got 'db/x'"),

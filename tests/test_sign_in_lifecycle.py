@@ -319,7 +319,7 @@ def test_a_sign_out_on_one_replica_is_not_undone_by_the_other(
 
 def test_redis_without_a_token_key_and_an_oauth_server_does_not_start(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, {"protected": {"url": "http://127.0.0.1:9/mcp", "oauth": True}},
-                             state_url="redis://127.0.0.1:9/0")
+                             state_url="redis://127.0.0.1:9/0", token_key=None)
     application = create_app(settings)
 
     async def start() -> None:

@@ -86,9 +86,11 @@ class ConversationMemory:
         self._rendering = rendering
         self._owner = owner
         self._keys = ConversationKeys(owner, chat_id)
+        self._chat_id = chat_id
         self._chain = ROOT  # of the history as the client sent it, set by `restore`
         self._sent: list[dict[str, Any]] = []  # the history as the client sent it, set by `restore`
-        self._conversation: str | None = None  # which of the caller's conversations it is: asked only for "always"
+        self._lookups: Lookups = {}  # its assistant messages' keys, set by `restore`
+        self._conversation: str | None = None  # Open WebUI's chat, for "always": asked only with a chat id
 
     async def restore(self, messages: list[dict[str, Any]],
                       context_tokens: Callable[[], Awaitable[int]] | None = None) -> RestoredHistory:
@@ -96,7 +98,7 @@ class ConversationMemory:
         ran in their place, the gateway's own answers and their lines left out, and traces removed. Stored
         turns are read newest first while they could fit in `context_tokens` (at least one whole entry)."""
         lookups, self._chain = await self._keys_off_loop(messages)
-        self._sent = messages
+        self._sent, self._lookups = messages, lookups
         context_chars = None
         if context_tokens is not None and lookups and self._stores is not None:
             context_chars = await context_tokens() * CHARS_PER_TOKEN
@@ -109,8 +111,15 @@ class ConversationMemory:
                      turns=no_room, room_bytes=room)
         return history
 
+    async def _grants(self, granting: bool = False) -> list[str]:
+        """Where this conversation's "always" grants are: the exchanges in its history that granted one (`granting`:
+        the one that ends it), and with Open WebUI's chat id, the chat."""
+        since = len(self._sent) - 2 if granting else 0
+        grants = self._keys.exchanges(self._sent, self._lookups, since)
+        return [*grants, await self._conversation_key()] if self._chat_id else grants
+
     async def _conversation_key(self) -> str:
-        """The conversation's identity for "always": only a request whose model called a tool that asks first
+        """Open WebUI's chat's identity for "always": only a request whose model called a tool that asks first
         needs it; a long first message is read in a worker thread, as the history's keys are."""
         if self._conversation is None:
             first = self._sent[:next((i + 1 for i, m in enumerate(self._sent) if m.get("role") == "user"),
@@ -230,8 +239,9 @@ class ConversationMemory:
     async def always_approved(self, names: set[str]) -> set[str]:
         if self._stores is None or not names:
             return set()
-        conversation = await self._conversation_key()
-        keys = {self._keys.always(conversation, name): name for name in names}
+        keys = {self._keys.always(grant, name): name for grant in await self._grants() for name in names}
+        if not keys:
+            return set()
         try:
             found = await self._stores.pending.get_many(list(keys))
         except StateStoreError:
@@ -239,9 +249,10 @@ class ConversationMemory:
         return {keys[key] for key in found}
 
     async def approve_always(self, names: set[str]) -> None:
+        """The person answered "always" (the message that ends the history) to the question before it."""
         if self._stores is not None and names:
-            await self._put(self._stores.pending,
-                            {self._keys.always(await self._conversation_key(), name): ANSWERED for name in names})
+            await self._put(self._stores.pending, {self._keys.always(grant, name): ANSWERED
+                                                   for grant in await self._grants(granting=True) for name in names})
 
     async def remember_reply(self, messages: list[dict[str, Any]], text: str) -> None:
         """The gateway answered the slash line that ends `messages` itself: marked, under the key its answer

@@ -15,6 +15,7 @@ import functools
 import hashlib
 from typing import Any
 
+from app.chat.approvals import Reply, read_reply
 from app.chat.trace import strip_trace
 from app.openai.schemas import content_text
 from app.state import ANONYMOUS
@@ -91,13 +92,28 @@ class ConversationKeys:
         """Claimed when a waiting turn's calls are run or refused, so that its reply acts once."""
         return "resumed:" + digest(self._scope, turn_key)
 
-    def always(self, conversation: str, tool: str) -> str:
-        """Written when the person answers "always" for a tool in this conversation."""
-        return "always:" + digest(self._scope, conversation, tool)
+    def always(self, grant: str, tool: str) -> str:
+        """Written when the person answers "always" for a tool: `grant` is the exchange that granted it
+        (`exchanges`), or with Open WebUI's chat id, the chat (`conversation`)."""
+        return "always:" + digest(self._scope, grant, tool)
+
+    def exchanges(self, messages: list[dict[str, Any]], lookups: Lookups, since: int = 0) -> list[str]:
+        """The exchanges from `since` on that granted "always": a question of the gateway (its turn's key, which
+        digests the whole history before it) and the person's "always" right after it. A grant holds while the
+        history carries its exchange: a new chat that opens the same way has none."""
+        found = []
+        for index, (key, _) in sorted(lookups.items()):
+            after = messages[index + 1] if since <= index < len(messages) - 1 else None
+            if after is None or after.get("role") != "user":
+                continue
+            text = content_text(after.get("content"))
+            if read_reply(text) is Reply.ALWAYS:
+                found.append(digest("exchange", key, normal(text, assistant=False)))
+        return found
 
     def conversation(self, messages: list[dict[str, Any]]) -> str:
-        """What tells this conversation apart from the caller's others (besides Open WebUI's chat id, in the
-        scope): its system messages and its first user message."""
+        """Open WebUI's chat (its chat id is in the scope), where "always" holds in the whole chat, as that chat's
+        system messages and first user message."""
         parts: list[bytes] = []
         for message in messages:
             role = message.get("role")

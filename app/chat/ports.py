@@ -204,10 +204,13 @@ class TurnMemory(Protocol):
         ...
 
     async def always_approved(self, names: set[str]) -> set[str]:
-        """Those of the tools the person answered "always" for in this chat."""
+        """Those of the tools the person answered "always" for in this conversation: its history carries the
+        question and the "always" (with Open WebUI's chat id, anywhere in that chat)."""
         ...
 
-    async def approve_always(self, names: set[str]) -> None: ...
+    async def approve_always(self, names: set[str]) -> None:
+        """The "always" that ends the history, to the question before it, holds for these tools from now on."""
+        ...
 
 
 class ReplyMemory(Protocol):

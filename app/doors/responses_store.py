@@ -40,7 +40,7 @@ class StoredResponses:
     owner: str
 
     def _key(self, response_id: str, kind: str = "response") -> str:
-        return digest("responses api", kind, self.owner, response_id)
+        return f"{kind}:" + digest("responses api", kind, self.owner, response_id)  # the kind, for the store's log
 
     async def conversation(self, response_id: str, max_bytes: int) -> tuple[list[str], list[dict[str, Any]]]:
         """The ids of the chain that ends with `response_id`, and its conversation: every turn's messages, read

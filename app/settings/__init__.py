@@ -229,9 +229,9 @@ class Settings(BaseSettings):
         "state.db in the user data directory (~/.local/share/toolbridge on Linux).",
     )
     token_key: FernetKey | None = Field(
-        None, description="The Fernet key that encrypts sign-in tokens at rest (32 bytes, url-safe base64). Unset: "
-        "one generated on first use, kept owner-only beside the SQLite file (state.tokens.key). Required with a "
-        "redis:// state URL, where replicas share the tokens.",
+        None, description="The gateway's secret, a Fernet key (32 bytes, url-safe base64): it encrypts sign-in tokens "
+        "at rest and seals the state store. Unset: one generated on first use, kept owner-only beside the SQLite "
+        "file (state.tokens.key). Required with a redis:// state URL, where replicas share the store.",
     )
     state_max_mb: PositiveFloat = Field(
         200.0, description="Megabytes the conversation memory may hold; the oldest turns are forgotten first."

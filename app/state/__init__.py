@@ -1,5 +1,6 @@
 """Conversation memory's store: in memory, SQLite or Redis, named by TOOLBRIDGE_STATE_URL. Start-up opens
-it with `open_state_store`; the chat request's memory reads and writes through `StateStore`. Beside it, the
+it with `open_state_store`, sealed with the gateway's secret (seal.py); the chat request's memory reads and
+writes through `StateStore`. Beside it, the
 token vault (`open_vault`, `Vault`): encrypted secrets that must outlive memory, replaced and deleted, never
 evicted.
 
@@ -8,9 +9,10 @@ URL is opened (open.py, vault_open.py).
 """
 
 from app.state.open import open_state_store
+from app.state.seal import SealedStore
 from app.state.sqlite import SqliteStore
 from app.state.store import ANONYMOUS, Bounds, MemoryStore, StateStore, StateStoreError, parse_state_url
-from app.state.token_key import TokenKeyError
+from app.state.token_key import TokenKeyError, require_key
 from app.state.vault import MemoryVaultBackend, Vault, VaultBackend
 from app.state.vault_open import open_vault
 
@@ -19,6 +21,7 @@ __all__ = [
     "Bounds",
     "MemoryStore",
     "MemoryVaultBackend",
+    "SealedStore",
     "SqliteStore",
     "StateStore",
     "StateStoreError",
@@ -28,4 +31,5 @@ __all__ = [
     "open_state_store",
     "open_vault",
     "parse_state_url",
+    "require_key",
 ]

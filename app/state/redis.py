@@ -162,9 +162,9 @@ class RedisStore:
         if items:
             await self._put_new(items, owner)
 
-    async def claim(self, key: str, owner: str = ANONYMOUS) -> bool:
+    async def claim(self, key: str, owner: str = ANONYMOUS, mark: bytes = CLAIMED) -> bool:
         # The write script runs atomically in Redis: of two replicas claiming at once, one writes the key.
-        return await self._put_new({key: CLAIMED}, owner) == 1
+        return await self._put_new({key: mark}, owner) == 1
 
     async def _put_new(self, items: Mapping[str, bytes], owner: str) -> int:
         """Stores what is not there yet; how many keys were new."""

@@ -20,7 +20,7 @@ import anyio.to_thread
 
 from app.state.store import ANONYMOUS, CLAIMED, Bounds, StateStoreError
 
-SCHEMA_VERSION = 2  # 2: the owner and size of each entry; keys of 1 are never asked for again
+SCHEMA_VERSION = 3  # 2: the owner and size of each entry; 3: names keyed, values sealed (seal.py). Older: never read
 PRUNE_EVERY_SECONDS = 60.0
 EVICT_TO = 0.9  # past the size bound, forget down to this share of it, not one entry per write
 _MAX_KEYS_PER_QUERY = 500
@@ -68,9 +68,9 @@ class SqliteStore:
     async def put_many(self, items: Mapping[str, bytes], owner: str = ANONYMOUS) -> None:
         await self._run(lambda: self._put_many(items, owner), "write")
 
-    async def claim(self, key: str, owner: str = ANONYMOUS) -> bool:
+    async def claim(self, key: str, owner: str = ANONYMOUS, mark: bytes = CLAIMED) -> bool:
         # One transaction (BEGIN IMMEDIATE): of two processes sharing the file, one inserts, the other finds it.
-        return await self._run(lambda: self._put_many({key: CLAIMED}, owner), "write") == 1
+        return await self._run(lambda: self._put_many({key: mark}, owner), "write") == 1
 
     async def problem(self) -> str | None:
         """Why memory does not work, in SQLite's words and without the file's path (/health shows it)."""
@@ -112,7 +112,7 @@ class SqliteStore:
         try:
             connection.execute("PRAGMA synchronous=NORMAL")  # WAL keeps the file sound; a crash may lose the last turn
             if connection.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
-                # Keys are scoped to an owner since version 2: older entries could never be found again.
+                # Older entries could never be found again (keys scoped to an owner since 2, keyed and sealed since 3).
                 connection.execute("DROP TABLE IF EXISTS entries")
             connection.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
                                "stored_at REAL NOT NULL, owner TEXT NOT NULL, size INTEGER NOT NULL)")

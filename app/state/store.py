@@ -51,8 +51,8 @@ class StateStore(Protocol):
         """Stores what is not there yet (a key already there keeps its value), as `owner`'s."""
         ...
 
-    async def claim(self, key: str, owner: str = ANONYMOUS) -> bool:
-        """Writes a mark under `key` if none is there: True for the one caller that wrote it, in this process or
+    async def claim(self, key: str, owner: str = ANONYMOUS, mark: bytes = CLAIMED) -> bool:
+        """Writes `mark` under `key` if nothing is there: True for the one caller that wrote it, in this process or
         any other sharing the store. What runs once only (an approved call) claims its key first."""
         ...
 
@@ -106,11 +106,11 @@ class MemoryStore:
         while self._bytes > self._bounds.max_bytes and self._entries:
             self._forget(next(iter(self._entries)))
 
-    async def claim(self, key: str, owner: str = ANONYMOUS) -> bool:
+    async def claim(self, key: str, owner: str = ANONYMOUS, mark: bytes = CLAIMED) -> bool:
         self._forget_old()
         if key in self._entries:
             return False
-        await self.put_many({key: CLAIMED}, owner)
+        await self.put_many({key: mark}, owner)
         return True
 
     async def problem(self) -> str | None:

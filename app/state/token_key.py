@@ -1,11 +1,19 @@
-"""The key that encrypts the token vault at rest: TOOLBRIDGE_TOKEN_KEY, or one generated on first use and kept
-in an owner-only file beside the vault's database.
+"""The gateway's secret: TOOLBRIDGE_TOKEN_KEY, or one generated on first use and kept in an owner-only file beside
+the vault's database. It encrypts the token vault at rest, and the state store's seal is derived from it (seal.py).
+
+Which one a state URL gets (`gateway_key`):
+- SQLite: the setting, else the file beside the database (state.db -> state.tokens.key), made at the first start:
+  it lives as long as what it opens (a container's volume); an operator who wants the two apart sets the setting.
+- Redis: replicas share what is kept there, so they must share the key: the setting is required, since a key
+  generated on one machine would be another replica's garbage.
+- memory:// and none: made for this process alone, as what it opens is.
 
 The file is created atomically (written under a temporary name, then linked into place, so a second gateway
 starting at the same moment reads the first one's key rather than a half-written or a different one), and a
 file that others can read is refused rather than used: anyone who can read it can read every token.
 """
 
+import base64
 import os
 import secrets
 import stat
@@ -13,11 +21,46 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet
 
+from app.state.store import parse_state_url
+
 SETTING = "TOOLBRIDGE_TOKEN_KEY"
 
 
 class TokenKeyError(Exception):
     """The vault's key cannot be had safely; the message names the setting or the file and what to do."""
+
+
+def gateway_key(state_url: str, token_key: str | None) -> bytes:
+    """The Fernet key for this state URL (above).
+
+    Raises:
+        TokenKeyError: the setting is missing with Redis, is no Fernet key, or the key file cannot be used.
+    """
+    if token_key and token_key.strip():
+        return key_from_setting(token_key)
+    require_key(state_url, token_key)
+    kind, path = parse_state_url(state_url)
+    if kind == "sqlite":
+        assert path is not None
+        return key_from_file(key_path(path))
+    return Fernet.generate_key()
+
+
+def require_key(state_url: str, token_key: str | None) -> None:
+    """Raises TokenKeyError, naming the setting, when the state URL is Redis and no key is set."""
+    if parse_state_url(state_url)[0] == "redis" and not (token_key and token_key.strip()):
+        raise TokenKeyError(f"{SETTING} must be set when TOOLBRIDGE_STATE_URL is redis://: replicas share the "
+                            "sign-in tokens and the memory kept there, so they must share the key that encrypts "
+                            "and seals them (the same on every replica)")
+
+
+def secret_bytes(key: bytes) -> bytes:
+    """A Fernet key's 32 bytes, what the seal's keys are derived from."""
+    return base64.urlsafe_b64decode(key)
+
+
+def key_path(state_path: Path) -> Path:
+    return state_path.with_name(f"{state_path.stem}.tokens.key")
 
 
 def key_from_setting(text: str) -> bytes:
