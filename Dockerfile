@@ -4,12 +4,13 @@
 # what only newer engines have (the health check's start interval).
 
 # The gateway is installed into a virtualenv in a stage of its own: the image takes the virtualenv, and not the
-# source, setuptools' build/ folder or pip itself.
+# source, setuptools' build/ folder or the installer (the virtualenv's own pip installs, then removes itself).
 FROM python:3.11-slim-trixie AS build
 COPY pyproject.toml README.md /src/
 COPY app /src/app
-RUN python -m venv --without-pip /opt/toolbridge \
-    && pip install --no-cache-dir --python /opt/toolbridge/bin/python /src
+RUN python -m venv /opt/toolbridge \
+    && /opt/toolbridge/bin/pip install --no-cache-dir /src \
+    && /opt/toolbridge/bin/pip uninstall --yes pip setuptools
 
 FROM python:3.11-slim-trixie
 

@@ -143,8 +143,9 @@ def test_the_image_keeps_only_what_runs() -> None:
     stages = re.split(r"^FROM ", (ROOT / "Dockerfile").read_text(), flags=re.MULTILINE)[1:]
     build, final = stages[0], stages[-1]
     assert re.match(r"\S+ AS (\w+)", build)
-    venv = re.search(r"python -m venv --without-pip (\S+)", build).group(1)  # type: ignore[union-attr]
-    assert f"--python {venv}/bin/python /src" in build
+    venv = re.search(r"python -m venv (\S+)", build).group(1)  # type: ignore[union-attr]
+    assert f"{venv}/bin/pip install --no-cache-dir /src" in build  # into the virtualenv, by its own pip
+    assert f"{venv}/bin/pip uninstall --yes pip setuptools" in build  # which then leaves
     copies = [rest for instruction, rest in _instructions(final) if instruction in ("COPY", "ADD")]
     assert copies == [f"--from=build {venv} {venv}", "mcp.json /config/mcp.json"]
     assert "pip install ." not in final and "WORKDIR /opt" not in final
