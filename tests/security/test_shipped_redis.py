@@ -20,6 +20,7 @@ import pytest
 import redis
 
 from tests.support.deployment import (
+    ONCE,
     SECRETS,
     Peer,
     ShippedRedis,
@@ -45,7 +46,7 @@ def _attacked(server: ShippedRedis, gateway_url: str) -> None:
     server.start()
     try:
         for password in (None, "guessed"):
-            with redis.Redis(port=server.port, password=password, socket_timeout=5) as attacker:
+            with redis.Redis(port=server.port, password=password, socket_timeout=5, retry=ONCE) as attacker:
                 with pytest.raises(redis.AuthenticationError):
                     attacker.keys("toolbridge:*")
                 with pytest.raises(redis.AuthenticationError):

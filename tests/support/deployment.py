@@ -24,6 +24,8 @@ from typing import Any
 import httpx
 import redis
 import yaml
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from app.settings import Settings
 from tests.support.replica_services import require_redis
@@ -34,6 +36,7 @@ KUBERNETES = ROOT / "deploy" / "kubernetes"
 KUBELET_VERSION = "1.34"  # kubelet's User-Agent: kube-probe/<major>.<minor>
 START_TIMEOUT = 30.0
 GATEWAY_START_TIMEOUT = 60.0
+ONCE = Retry(NoBackoff(), 0)  # redis-py asks again, with backoff, after a refused password: 4 s a refusal
 TOOLBRIDGE = Path(sys.executable).parent / "toolbridge"
 
 
@@ -283,7 +286,7 @@ class ShippedRedis:
 
     def answers(self) -> bool:
         try:
-            with redis.Redis(port=self.port, socket_timeout=1) as client:
+            with redis.Redis(port=self.port, socket_timeout=1, retry=ONCE) as client:
                 client.ping()
         except redis.AuthenticationError:
             return True  # it answers, and asks for the password
