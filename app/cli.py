@@ -22,7 +22,7 @@ from app.lifespan import build_pool, key_ring, open_sign_in_vault
 from app.logging import configure_logging
 from app.main import create_app
 from app.mcp import McpConfigError, ServerState, config_paths, load_mcp_configs
-from app.serving import bounded_protocol
+from app.serving import CleanStopServer, bounded_protocol
 from app.settings import SECRET_SETTINGS, Settings
 from app.state import TokenKeyError, require_key
 
@@ -116,7 +116,7 @@ def serve(settings: Settings) -> None:
     # their keys, keep the port after the gateway dies, and keep accepting during the shutdown grace.
     listening.set_inheritable(False)
     _tune_garbage_collection()
-    uvicorn.Server(config).run(sockets=[listening])
+    CleanStopServer(config).run(sockets=[listening])
 
 
 def _tune_garbage_collection() -> None:

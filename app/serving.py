@@ -4,14 +4,17 @@ uvicorn waits for a request head as long as a client likes to send it, and accep
 (measured: a 1 MB header served, a half-sent head held for minutes). Here a head must arrive within the
 client timeout and fit in MAX_HEAD_BYTES; otherwise the client gets a 408 or 431 envelope and the
 connection is closed. Bodies are bounded later, by `api/guard.py`. At shutdown, a request still answering
-is told at once (ON_SHUTDOWN), so that a stream can end properly before the grace runs out.
+is told at once (ON_SHUTDOWN), so that a stream can end properly before the grace runs out; and a shutdown that
+ended cleanly exits 0 (CleanStopServer).
 """
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
 from typing import cast
 
+import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers; nginx's default allows 32 KiB
@@ -110,3 +113,18 @@ def bounded_protocol(head_timeout: float) -> type[HttpToolsProtocol]:
     # uvicorn makes a protocol of a class for each connection, so the timeout is the class's own.
     protocol = type(BoundedHttpToolsProtocol.__name__, (BoundedHttpToolsProtocol,), {"head_timeout": head_timeout})
     return cast(type[BoundedHttpToolsProtocol], protocol)
+
+
+class CleanStopServer(uvicorn.Server):
+    """uvicorn's server, which exits 0 once SIGTERM or Ctrl-C has stopped it cleanly. uvicorn raises the signal
+    again after its shutdown, for a parent that wants to see it: the process then dies of it, and tini reports
+    143, so every `docker stop` looked like a failure (`Exited (143)`, Kubernetes' `Error`, `restart:
+    on-failure` restarting). A stop that was not clean still says so: a second signal's forced exit dies of the
+    signal as before, and an exception is an exception."""
+
+    @contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        with super().capture_signals():
+            yield
+            if not self.force_exit:
+                self._captured_signals.clear()  # what uvicorn would raise again as it leaves

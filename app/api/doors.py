@@ -1,6 +1,7 @@
 """What every front door's route does alike: the request's needs gathered for the chat service, a body read as
 JSON, the chat body a door made of it answered, and the answer sent streamed (in the door's own framing) or
-whole, watching for a client that leaves and for the server shutting down.
+whole, watching for a client that leaves and for the server shutting down: from the wait for the model's first
+word (a whole answer from the model is all of the wait) to the last byte.
 
 The chat completions route (routes.py) and the other doors (responses_routes.py, messages_routes.py,
 ollama_routes.py) share all of it; a door's own module adds only its translation (app/doors/).
@@ -9,7 +10,7 @@ ollama_routes.py) share all of it; a door's own module adds only its translation
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import orjson
@@ -24,10 +25,10 @@ from app.api.chat_body import parse_json
 from app.chat.ports import RequestStats, SignInWaits
 from app.chat.service import ChatNeeds, ChatPool, ChatReply, answer_chat
 from app.chat.shown import PersonView
-from app.chat.streaming import SHUTTING_DOWN, Payload, ShutdownCutoff
+from app.chat.streaming import CUT_OFF_MESSAGE, SHUTTING_DOWN, Payload, ShutdownCutoff
 from app.doors.errors import door_of
 from app.mcp import KeyView, McpPool
-from app.openai.errors import InvalidRequest, Overloaded
+from app.openai.errors import ClientLeft, InvalidRequest, Overloaded
 from app.openai.schemas import ChatCompletionRequest
 from app.ops.recent_requests import DOOR
 from app.serving import ON_SHUTDOWN
@@ -35,8 +36,9 @@ from app.settings import Settings
 from app.upstream import UpstreamClient
 
 SSE_PING_SECONDS = 15
-CLIENT_CLOSED_REQUEST = 499  # nginx's status for "the client went away first"; only the log sees it
 NDJSON = "application/x-ndjson"
+CUTOFF = "toolbridge.cutoff"  # scope key: the request's one ShutdownCutoff
+T = TypeVar("T")
 
 
 async def read_json_object(raw: Request) -> dict[str, Any]:
@@ -65,8 +67,23 @@ async def answer(raw: Request, chat_body: dict[str, Any]) -> tuple[ChatReply, Pe
         request = ChatCompletionRequest.model_validate(chat_body)
     except ValidationError as exc:
         raise RequestValidationError([{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]) from None
-    reply = await answer_chat(chat_body, request, chat_needs(raw, settings))
+    reply = await begun(raw, answer_chat(chat_body, request, chat_needs(raw, settings)))
     return reply, person_view(raw, settings)
+
+
+async def begun(raw: Request, beginning: Awaitable[T]) -> T:
+    """The answer, begun (answer_chat: the upstream accepted the request), watched as its sending is: a model that
+    has not begun when the grace runs out is a 503 `shutting_down`, a client that leaves meanwhile a 499. The
+    cut-off goes on into the sending, or ends here with the request.
+
+    Raises:
+        Overloaded: cut off by the shutdown. ClientLeft: the client hung up. GatewayError: as `beginning`'s.
+    """
+    try:
+        return await watched(raw, beginning)
+    except BaseException:
+        request_cutoff(raw).end()
+        raise
 
 
 def send_stream(raw: Request, payloads: AsyncGenerator[Payload, None], *, encode: Callable[[Payload], bytes],
@@ -75,9 +92,7 @@ def send_stream(raw: Request, payloads: AsyncGenerator[Payload, None], *, encode
     `cut_off`'s payloads when the shutdown grace runs out. Server-sent events get sse-starlette's pings and
     shutdown handling; other media types (NDJSON) a plain stream."""
     settings: Settings = raw.state.settings
-    cutoff = ShutdownCutoff(settings.shutdown_grace)
-    raw.scope[ON_SHUTDOWN] = cutoff.begin  # called by the server (app/serving.py) as it starts shutting down
-    frames = _encoded(cutoff.payloads(payloads, cut_off), encode)
+    frames = _encoded(request_cutoff(raw).payloads(payloads, cut_off), encode)
     if media_type != "text/event-stream":
         return StreamingResponse(frames, media_type=media_type)
     # sse-starlette would end every stream at the first signal; the grace lets answers in flight finish.
@@ -85,12 +100,27 @@ def send_stream(raw: Request, payloads: AsyncGenerator[Payload, None], *, encode
 
 
 async def send_whole(raw: Request, work: Awaitable[dict[str, Any]]) -> Response:
-    """Sends the whole answer as JSON once `work` made it; a 499 in the log when the client left first."""
-    settings: Settings = raw.state.settings
-    whole = await unless_client_leaves(raw, work, settings.shutdown_grace)
-    if whole is None:
-        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    """Sends the whole answer as JSON once `work` made it.
+
+    Raises:
+        Overloaded: cut off by the shutdown. ClientLeft: the client hung up first (a 499 in the log).
+    """
+    try:
+        whole = await watched(raw, work)
+    finally:
+        request_cutoff(raw).end()
     return Response(orjson.dumps(whole), media_type="application/json")
+
+
+def request_cutoff(raw: Request) -> ShutdownCutoff:
+    """The request's cut-off at shutdown, made when it first waits. The server tells it once (ON_SHUTDOWN, from
+    app/serving.py), so the grace counts from then whichever part of the answer is running."""
+    cutoff: ShutdownCutoff | None = raw.scope.get(CUTOFF)
+    if cutoff is None:
+        settings: Settings = raw.state.settings
+        cutoff = raw.scope[CUTOFF] = ShutdownCutoff(settings.shutdown_grace)
+        raw.scope[ON_SHUTDOWN] = cutoff.begin
+    return cutoff
 
 
 async def _encoded(payloads: AsyncGenerator[Payload, None], encode: Callable[[Payload], bytes]) -> AsyncIterator[bytes]:
@@ -136,16 +166,22 @@ def person_view(raw: Request, settings: Settings) -> PersonView | None:
     return PersonView(raw.state.images, base_url(raw, settings), settings.image_inline_bytes)
 
 
-async def unless_client_leaves(raw: Request, work: Awaitable[dict[str, Any]], grace: float) -> dict[str, Any] | None:
-    """Runs a non-streamed answer, cancelling it (upstream request, MCP calls, further rounds) when the client
-    disconnects, or when the shutdown grace runs out (then a 503 `shutting_down`). Streams get the same from
-    sse-starlette and ShutdownCutoff.
+async def watched(raw: Request, work: Awaitable[T]) -> T:
+    """Runs a part of the answer before its first byte is sent, cancelling it (upstream request, MCP calls, further
+    rounds) when the client disconnects, or when the shutdown grace runs out. Streams, once begun, get the same
+    from sse-starlette and ShutdownCutoff.
 
     The watcher is a plain task cancelled when the work ends, not a task group: a group's cancellation
-    on every request cost more than the rest of the watching (bench/compare.py)."""
+    on every request cost more than the rest of the watching (bench/compare.py).
+
+    Raises:
+        Overloaded: cut off by the shutdown (503 `shutting_down`). ClientLeft: the client hung up.
+    """
+    cutoff = request_cutoff(raw)
     with anyio.CancelScope() as work_scope:
-        cutoff = ShutdownCutoff(grace, on_cut=work_scope.cancel)
-        raw.scope[ON_SHUTDOWN] = cutoff.begin
+        cutoff.on_cut = work_scope.cancel
+        if cutoff.cut:  # the grace ran out between two parts of the answer
+            work_scope.cancel()
 
         async def watch() -> None:
             while (await raw.receive())["type"] != "http.disconnect":
@@ -157,8 +193,7 @@ async def unless_client_leaves(raw: Request, work: Awaitable[dict[str, Any]], gr
             return await work
         finally:
             watcher.cancel()
-            cutoff.end()
+            cutoff.on_cut = None
     if cutoff.cut:
-        raise Overloaded("The gateway is shutting down; this answer was cut off. Send the request again.",
-                         code=SHUTTING_DOWN)
-    return None  # cancelled: the client left
+        raise Overloaded(CUT_OFF_MESSAGE, code=SHUTTING_DOWN)
+    raise ClientLeft()

@@ -20,7 +20,7 @@ from app.api.deps import (
     UpstreamDep,
     ViewDep,
 )
-from app.api.doors import chat_needs, person_view, send_stream, send_whole
+from app.api.doors import begun, chat_needs, person_view, send_stream, send_whole
 from app.api.health import health_report
 from app.chat.images import StoredImage
 from app.chat.loop_options import loop_options, tool_budget_for
@@ -45,7 +45,7 @@ async def chat_completions(raw: Request) -> Response:
     # Nothing for FastAPI to resolve on the busiest route: its dependency solving cost a tenth of a request.
     settings: Settings = raw.state.settings
     body, request = parse_chat_body(await raw.body(), raw.headers.get("content-type"))
-    reply = await answer_chat(body, request, chat_needs(raw, settings))
+    reply = await begun(raw, answer_chat(body, request, chat_needs(raw, settings)))
     person = person_view(raw, settings)
     if request.stream:
         return send_stream(raw, reply.payloads(person), encode=_server_sent, cut_off=chat_cut_off)

@@ -95,13 +95,14 @@ async def stream_payloads(
 class ShutdownCutoff:
     """Ends an answer still running when the shutdown grace (TOOLBRIDGE_SHUTDOWN_GRACE) runs out the way
     clients understand, a little before the server would cut it off (a stream with no ending at all, a 500,
-    and a traceback in the log): a stream with one `shutting_down` error event and [DONE] (`payloads`); a
-    whole answer by `on_cut` cancelling its work, for the route to answer a 503. The server calls `begin` as
-    it starts shutting down; the tool or upstream the answer waits on is then interrupted."""
+    and a traceback in the log): a stream with one `shutting_down` error event and [DONE] (`payloads`); an
+    answer not sent yet by `on_cut` cancelling its work, for the route to answer a 503. The server calls `begin`
+    once, as it starts shutting down, whichever part of the answer is running: so one request has one cut-off,
+    from the wait for the model's first word to the last byte sent."""
 
     def __init__(self, grace: float, on_cut: Callable[[], object] | None = None) -> None:
         self._delay = max(0.0, grace - min(CUTOFF_MARGIN, grace / 3))
-        self._on_cut = on_cut
+        self.on_cut = on_cut  # what cancels the work running now, if that is not a stream's `payloads`
         self._task: asyncio.Task[Any] | None = None
         self._waiting = False  # the stream's task waits for its next payload: an interruption lands there
         self._timer: asyncio.TimerHandle | None = None
@@ -118,8 +119,8 @@ class ShutdownCutoff:
     def _cut_off(self) -> None:
         self.cut = True
         log.warning("answer_cut_at_shutdown", after_seconds=round(self._delay, 2))
-        if self._on_cut is not None:
-            self._on_cut()
+        if self.on_cut is not None:
+            self.on_cut()
         if self._waiting and self._task is not None:
             self._task.cancel()
 

@@ -8,6 +8,7 @@ GatewayError                      -> 500 server_error
 ├── AuthenticationFailed          -> 401 authentication_error
 ├── Forbidden                     -> 403 permission_error (a Host or Origin that is not allowed)
 ├── RouteNotFound                 -> 404 not_found_error
+├── ClientLeft                    -> 499 (the client hung up first: only the log and the metrics see it)
 ├── Overloaded                    -> 503 server_error (with Retry-After)
 └── UpstreamError                 -> 502 upstream_error
     ├── UpstreamUnreachable       -> 502 (names the URL and how to fix it)
@@ -93,6 +94,14 @@ class Forbidden(GatewayError):
 class Overloaded(GatewayError):
     status_code = 503
     default_code = "overloaded"
+
+
+class ClientLeft(GatewayError):
+    status_code = 499  # nginx's status for "the client went away first"
+    default_code = "client_closed_request"
+
+    def __init__(self) -> None:
+        super().__init__("The client closed the connection before the answer was ready.")
 
 
 class AuthenticationFailed(GatewayError):

@@ -43,6 +43,9 @@ class Turn:
     hold_after_first_content: threading.Event | None = None
     # Set when the held stream ends, released or cut off by the gateway closing the connection.
     closed: threading.Event | None = None
+    # No answer at all (no status, no byte) until the test sets this (bounded), as a model still reading a long
+    # prompt or writing a whole answer; `closed` is set when the gateway hangs up meanwhile, or on release.
+    hold_before_answer: threading.Event | None = None
     # A recorded stream, played as is: each item is one `data:` payload (dicts are JSON-encoded).
     raw: list[dict[str, Any] | str] | None = None
     done: bool = True
@@ -103,6 +106,8 @@ class FakeUpstream:
         turn = reply(body) if callable(reply) else reply
         if inspect.isawaitable(turn):
             turn = await turn
+        if turn.hold_before_answer is not None:
+            await _held(request, turn.hold_before_answer, turn.closed)
         if turn.status != 200 and turn.raw_body is not None:
             return Response(turn.raw_body, turn.status, headers=turn.headers, media_type="text/html")
         if turn.status != 200:
@@ -158,6 +163,28 @@ class FakeUpstream:
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")
+
+
+async def _held(request: Request, release: threading.Event, closed: threading.Event | None) -> None:
+    """Waits for the test's release or for the gateway to hang up, whichever comes first (bounded)."""
+    released = hung_up = False
+    async with anyio.create_task_group() as group:
+        async def hang_up() -> None:
+            nonlocal hung_up
+            while (await request.receive())["type"] != "http.disconnect":
+                continue
+            hung_up = True
+            group.cancel_scope.cancel()
+
+        group.start_soon(hang_up)
+        try:
+            released = await anyio.to_thread.run_sync(release.wait, 30, abandon_on_cancel=True)
+        finally:
+            if closed is not None:
+                closed.set()
+        group.cancel_scope.cancel()
+    if not released and not hung_up:
+        raise RuntimeError("the test never released the held answer")
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
