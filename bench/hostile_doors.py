@@ -40,7 +40,60 @@ def _function(number: int) -> dict[str, object]:
 
 
 USER = {"role": "user", "content": "hi"}
+
+
+def _turns(count: int) -> list[dict[str, object]]:
+    """`count` distinct messages, user and assistant in turn, then the question: the audit's (S5) conversation."""
+    return [{"role": ("user", "assistant")[n % 2], "content": f"m{n}"} for n in range(count)] + [USER]
+
+
+def _png(megabytes: float) -> str:
+    return base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * int(megabytes * 750_000)).decode()
+
+
+# The audit's table (security.md S5): each body under the 50 MB limit, each a conversation no model holds.
+AUDIT: dict[str, Callable[[], tuple[str, bytes]]] = {
+    "S5 chat: 200,000 messages": lambda: ("/v1/chat/completions", _body({"model": "m", "messages": _turns(200_000)})),
+    "S5 messages: 200,000 messages": lambda: _messages(messages=_turns(200_000)),
+    "S5 ollama: 200,000 messages": lambda: _ollama(messages=_turns(200_000)),
+    "S5 responses: 200,000 input items": lambda: _responses(input=[
+        {"role": "user", "content": f"m{n}"} for n in range(200_000)]),
+    "S5 messages: 200,000 content blocks": lambda: _messages(messages=[{"role": "user", "content": [
+        {"type": "text", "text": "a"}] * 200_000}]),
+    "S5 responses: 200,000 content parts": lambda: _responses(input=[{"role": "user", "content": [
+        {"type": "input_text", "text": "a"}] * 200_000}]),
+    "S5 ollama: one 30 MB image": lambda: _ollama(messages=[{**USER, "images": [_png(30)]}]),
+    "S5 ollama: 2,000 images": lambda: _ollama(messages=[{**USER, "images": [_png(0.02)] * 2000}]),
+}
+# Just under what one request may carry (app/api/request_bounds.py): 10,000 messages, 20,000 content parts, 2,000
+# tools, 250,000 JSON values, each in the shape that costs the gateway the most.
+def _chat(**fields: object) -> tuple[str, bytes]:
+    return "/v1/chat/completions", _body({"model": "m", **fields})
+
+
+def _schema(fields: int) -> dict[str, object]:
+    return {"type": "object", "properties": {f"p{n}": {"type": "string"} for n in range(fields)}}
+
+
+AT_THE_BOUNDS: dict[str, Callable[[], tuple[str, bytes]]] = {
+    "bound chat: 10,000 messages": lambda: _chat(messages=_turns(9_999)),
+    "bound messages: 10,000 messages": lambda: _messages(messages=_turns(9_999)),
+    "bound ollama: 10,000 messages": lambda: _ollama(messages=_turns(9_999)),
+    "bound responses: 10,000 input items": lambda: _responses(input=_turns(9_999)),
+    "bound chat: 20,000 content parts": lambda: _chat(messages=[{"role": "user", "content": [
+        {"type": "text", "text": "a"}] * 20_000}]),
+    "bound messages: 80,000 content blocks": lambda: _messages(messages=[{"role": "user", "content": [
+        {"type": "text", "text": "a"}] * 80_000}]),
+    "bound responses: 80,000 content parts": lambda: _responses(input=[{"role": "user", "content": [
+        {"type": "input_text", "text": "a"}] * 80_000}]),
+    "bound ollama: 20,000 images": lambda: _ollama(messages=[{**USER, "images": ["iVBORw0KGgo="] * 19_999}]),
+    "bound chat: 2,000 tools of 50 parameters": lambda: _chat(messages=[USER], tools=[
+        {"type": "function", "function": {"name": f"f{n}", "parameters": _schema(50)}} for n in range(2_000)]),
+    "bound chat: 240,000 values in an unknown field": lambda: _chat(messages=[USER], extra=[{"a": 1}] * 120_000),
+}
 INPUTS: dict[str, Callable[[], tuple[str, bytes]]] = {
+    **AUDIT,
+    **AT_THE_BOUNDS,
     "chat completions (for comparison): 200,000 messages": lambda: ("/v1/chat/completions", _body(
         {"model": "m", "messages": [USER] * 200_000})),
     "responses: 200,000 input items": lambda: _responses(input=[{"role": "user", "content": "hi"}] * 200_000),
