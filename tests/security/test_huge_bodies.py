@@ -232,3 +232,15 @@ def test_a_long_history_is_keyed_and_rewritten_off_the_event_loop(
     assert not isinstance(answer, Refusal), answer
     assert seen[:1] == [True], f"/health waited for memory's {step}: it ran on the event loop"
     assert upstream.chat_requests()[-1]["messages"] == messages
+
+
+def test_the_status_page_s_playground_takes_no_more_than_a_chat(served: tuple[Gateway, FakeUpstream]) -> None:
+    """Its body was parsed by Python's JSON module on the event loop, values unbounded (a 50 MB list: seconds)."""
+    gateway, _ = served
+    arguments = ",".join(["0"] * MAX_VALUES)
+    body = f'{{"tool": "basic__echo", "arguments": {{"text": [{arguments}]}}}}'.encode()
+    answer, statuses = probing_health(gateway, lambda: httpx.post(
+        f"{gateway.url}/ui/playground", content=body, timeout=120, headers={"Content-Type": "application/json"}))
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["code"] == "too_many_values"
+    assert set(statuses) == {200}
