@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,7 +27,6 @@ from tests.support.servers import ServerThread, free_port
 BASIC = Path(__file__).parent.parent / "tests" / "support" / "mcp_servers" / "basic.py"
 MB = 1_000_000
 OPEN_TRACE = '<details type="tool_calls">'
-PROBE_EVERY = 0.01
 
 
 def chat(*messages: dict[str, str]) -> bytes:
@@ -126,29 +124,21 @@ def measure(base: str, body: bytes) -> tuple[str, float, float]:
 
 
 def while_probing_health(base: str, run: Callable[[], str]) -> tuple[str, float, float]:
-    """What `run` returns and its seconds, and the slowest /health answer while it ran (probed every 10 ms)."""
-    slowest, done = [0.0], threading.Event()
-
-    def probe() -> None:
-        with httpx.Client(timeout=600) as client:
-            while not done.is_set():
-                started = time.monotonic()
-                client.get(f"{base}/health")
-                slowest.append(time.monotonic() - started)
-                done.wait(PROBE_EVERY)
-
-    prober = threading.Thread(target=probe)
-    prober.start()
+    """What `run` returns and its seconds, and the slowest /health answer while it ran, probed every 10 ms by a
+    process of its own (bench/health_probe.py): this one's GIL is the stand-in model's too."""
+    prober = subprocess.Popen([sys.executable, "-m", "bench.health_probe", base], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
+    assert prober.stdin is not None and prober.stdout is not None
+    if prober.stdout.readline().strip() != "ready":
+        raise SystemExit("the /health prober did not start")
     started = time.monotonic()
     try:
         outcome = run()
     except httpx.HTTPError as exc:
         outcome = type(exc).__name__
     seconds = time.monotonic() - started
-    done.set()
-    prober.join()
-    return outcome, seconds, max(slowest)
-
+    slowest, _ = prober.communicate(timeout=600)
+    return outcome, seconds, float(slowest)
 
 if __name__ == "__main__":
     main()
