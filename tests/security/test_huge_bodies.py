@@ -17,12 +17,14 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import anthropic
 import httpx
 import ollama
 import openai
+import orjson
 import pytest
 
 from app.api.request_bounds import MAX_MESSAGES, MAX_PARTS, MAX_TOOLS, MAX_VALUES
@@ -244,3 +246,25 @@ def test_the_status_page_s_playground_takes_no_more_than_a_chat(served: tuple[Ga
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["code"] == "too_many_values"
     assert set(statuses) == {200}
+
+
+def test_a_long_previous_response_chain_is_read_off_the_event_loop(
+    served: tuple[Gateway, FakeUpstream], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small request continuing a chain that holds up to the body limit: its stored turns were decoded on the
+    event loop, 0.1 s for 50 MB. The earlier turn here holds 1 MB; its decoding is held."""
+    gateway, upstream = served
+    upstream.script()
+    client = gateway.client()
+    first = client.responses.create(model="m", input="x" * 1_000_000)
+    second = client.responses.create(model="m", input="and?", previous_response_id=first.id)
+    started, answered, seen = threading.Event(), threading.Event(), []
+    loads = holding(orjson.loads, started, answered, seen)
+    monkeypatch.setattr("app.doors.responses_store.orjson", SimpleNamespace(
+        loads=lambda value: loads(value) if len(value) > 500_000 else orjson.loads(value), dumps=orjson.dumps))
+    third = health_while_held(gateway, started, answered, lambda: client.responses.create(
+        model="m", input="more?", previous_response_id=second.id))
+    assert third.output_text == "fine"
+    assert seen == [True], "/health waited for the chain's decoding: it ran on the event loop"
+    assert [m["content"] for m in upstream.chat_requests()[-1]["messages"]] == [
+        "x" * 1_000_000, "fine", "and?", "fine", "more?"]
