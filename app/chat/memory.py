@@ -57,8 +57,9 @@ __all__ = ["ConversationMemory", "MemoryStores", "memory_owner"]
 log = structlog.get_logger("toolbridge.memory")
 
 T = TypeVar("T")
-KEYS_OFF_LOOP_CHARS = 1 << 20  # a history past this many characters, or this many messages, is keyed and
-KEYS_OFF_LOOP_MESSAGES = 500  # rewritten in a worker thread (both take about 10 µs a message)
+# A history past either is keyed and rewritten in a worker thread: both take about 10 µs a message on the loop.
+KEYS_OFF_LOOP_CHARS = 1 << 20
+KEYS_OFF_LOOP_MESSAGES = 500
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ log = structlog.get_logger("toolbridge.responses")
 
 MAX_CHAIN = 1000  # responses a conversation may continue through; past it the client sends its input itself
 MAX_ENTRY_BYTES = 4 * 1024 * 1024  # one turn's messages (images as data URLs too) and its response
-DECODE_INLINE_BYTES = 256 * 1024  # a chain's entries past this are decoded in a worker thread, off the event loop
+CHAIN_INLINE_BYTES = 256 * 1024  # a chain's entries past this are decoded in a worker thread, off the event loop
 
 
 class ResponseNotFound(InvalidRequest):
@@ -70,7 +70,7 @@ class StoredResponses:
                 raise InvalidRequest(f"An earlier response of this conversation ({earlier!r}) is no longer stored.",
                                      param="previous_response_id", code="previous_response_not_found")
             values.append(value)
-        if sum(map(len, values)) > DECODE_INLINE_BYTES:  # up to the body limit: 0.1 s of decoding
+        if sum(map(len, values)) > CHAIN_INLINE_BYTES:  # up to the body limit: 0.1 s of decoding
             return chain, [*await anyio.to_thread.run_sync(_messages, values), *entry["messages"]]
         return chain, [*_messages(values), *entry["messages"]]
 
