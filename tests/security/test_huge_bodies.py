@@ -13,6 +13,7 @@ How long /health waits is measured by bench/hostile_doors.py, not here.
 """
 
 import importlib
+import json
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -268,3 +269,27 @@ def test_a_long_previous_response_chain_is_read_off_the_event_loop(
     assert seen == [True], "/health waited for the chain's decoding: it ran on the event loop"
     assert [m["content"] for m in upstream.chat_requests()[-1]["messages"]] == [
         "x" * 1_000_000, "fine", "and?", "fine", "more?"]
+
+
+@pytest.mark.parametrize("trap", ["lone surrogate", "70-bit seed"])
+def test_a_large_body_orjson_cannot_write_is_not_written_again_on_the_event_loop(
+    served: tuple[Gateway, FakeUpstream], trap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What orjson could not write went to the standard library's encoder whole, on the event loop: 0.1 to 0.2 s
+    for 40 MB, to refuse a lone surrogate or to write a seed past 64 bits. Both are settled from what orjson said."""
+    gateway, upstream = served
+    upstream.script()
+    written: list[object] = []
+    monkeypatch.setattr("app.upstream.client.json", SimpleNamespace(
+        dumps=lambda value, **options: written.append(value) or json.dumps(value, **options)))
+    text = "lorem ipsum " * 300_000
+    if trap == "lone surrogate":  # written by hand: the SDK cannot send one (httpx refuses to encode it)
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": text + "\ud800"}]}).encode()
+        refused = httpx.post(f"{gateway.url}/v1/chat/completions", content=body, timeout=120,
+                             headers={"Content-Type": "application/json"})
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_unicode", refused.text
+    else:
+        answer = ask(gateway, "chat", [{"role": "user", "content": text}], plain=True, seed=2**70)
+        assert not isinstance(answer, Refusal), answer
+        assert upstream.chat_requests()[-1]["seed"] == 2**70
+    assert written == [], "the standard library wrote the body again"
