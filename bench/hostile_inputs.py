@@ -52,6 +52,9 @@ INPUTS: dict[str, Callable[[], bytes]] = {
     "user message, 40 MB": lambda: chat(user("use get_weather " + "lorem ipsum " * (40 * MB // 12))),
     "integer of 5,000 digits": lambda: b'{"model":"m","messages":[{"role":"user","content":"hi"}],"seed":'
                                        + b"9" * 5000 + b"}",
+    "user message, 40 MB, and a 70-bit seed": lambda: json.dumps({"model": "m", "seed": 2**70, "messages": [
+        user("lorem ipsum " * (40 * MB // 12))]}).encode(),
+    "user message, 40 MB, and a lone surrogate": lambda: chat(user("lorem ipsum " * (40 * MB // 12) + "\ud800")),
 }
 
 
@@ -60,10 +63,10 @@ def main() -> None:
     parser.add_argument("--source", type=Path, default=None, help="a checkout to run the gateway from")
     args = parser.parse_args()
     with hostile_gateway(args.source) as base:
-        print(f"{'input':<38} {'status':>6} {'request s':>10} {'slowest /health ms':>19}")
+        print(f"{'input':<44} {'status':>6} {'request s':>10} {'slowest /health ms':>19}")
         for name, build in INPUTS.items():
             status, seconds, slowest = measure(base, build())
-            print(f"{name:<38} {status:>6} {seconds:>10.2f} {slowest * 1000:>19.0f}", flush=True)
+            print(f"{name:<44} {status:>6} {seconds:>10.2f} {slowest * 1000:>19.0f}", flush=True)
 
 
 @contextmanager
