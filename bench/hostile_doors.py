@@ -1,14 +1,18 @@
-"""Inputs built to make the three new doors (Responses, Messages, Ollama) work hard: how long each request takes,
-and the slowest /health answer while it runs (a blocked event loop shows there). The set-up is
-bench/hostile_inputs.py's: `toolbridge` with five copies of the basic test server (60 tools, a budget of 4, so
-every request is ranked), SQLite memory, a stand-in model that answers "fine".
+"""Inputs built to make the four doors (Chat Completions, Responses, Messages, Ollama) work hard: how long each
+request takes, and the slowest /health answer while it runs (a blocked event loop shows there; the goal is under
+100 ms on a quiet machine, so the load average is printed beside each figure). The audit's table (S5) first, then
+bodies just under what a request may carry, then the doors' own. The set-up is bench/hostile_inputs.py's:
+`toolbridge` with five copies of the basic test server (60 tools, a budget of 4, so every request is ranked),
+SQLite memory, a stand-in model that answers "fine".
 
-    .venv/bin/python -m bench.hostile_doors [--source DIR]
+    .venv/bin/python -m bench.hostile_doors [--source DIR] [--only TEXT] [--repeat N] [--chain 40]
 """
 
 import argparse
 import base64
 import json
+import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,7 +44,62 @@ def _function(number: int) -> dict[str, object]:
 
 
 USER = {"role": "user", "content": "hi"}
+
+
+def _turns(count: int) -> list[dict[str, object]]:
+    """`count` distinct messages, user and assistant in turn, then the question: the audit's (S5) conversation."""
+    return [{"role": ("user", "assistant")[n % 2], "content": f"m{n}"} for n in range(count)] + [USER]
+
+
+def _png(megabytes: float) -> str:
+    return base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * int(megabytes * 750_000)).decode()
+
+
+# The audit's table (security.md S5): each body under the 50 MB limit, each a conversation no model holds.
+AUDIT: dict[str, Callable[[], tuple[str, bytes]]] = {
+    "S5 chat: 200,000 messages": lambda: ("/v1/chat/completions", _body({"model": "m", "messages": _turns(200_000)})),
+    "S5 chat: 1,200,000 messages (the body limit)": lambda: ("/v1/chat/completions", _body(
+        {"model": "m", "messages": _turns(1_200_000)})),
+    "S5 messages: 200,000 messages": lambda: _messages(messages=_turns(200_000)),
+    "S5 ollama: 200,000 messages": lambda: _ollama(messages=_turns(200_000)),
+    "S5 responses: 200,000 input items": lambda: _responses(input=[
+        {"role": "user", "content": f"m{n}"} for n in range(200_000)]),
+    "S5 messages: 200,000 content blocks": lambda: _messages(messages=[{"role": "user", "content": [
+        {"type": "text", "text": "a"}] * 200_000}]),
+    "S5 responses: 200,000 content parts": lambda: _responses(input=[{"role": "user", "content": [
+        {"type": "input_text", "text": "a"}] * 200_000}]),
+    "S5 ollama: one 30 MB image": lambda: _ollama(messages=[{**USER, "images": [_png(30)]}]),
+    "S5 ollama: 2,000 images": lambda: _ollama(messages=[{**USER, "images": [_png(0.02)] * 2000}]),
+}
+# Just under what one request may carry (app/api/request_bounds.py): 10,000 messages, 20,000 content parts, 2,000
+# tools, 250,000 JSON values, each in the shape that costs the gateway the most.
+def _chat(**fields: object) -> tuple[str, bytes]:
+    return "/v1/chat/completions", _body({"model": "m", **fields})
+
+
+def _schema(fields: int) -> dict[str, object]:
+    return {"type": "object", "properties": {f"p{n}": {"type": "string"} for n in range(fields)}}
+
+
+AT_THE_BOUNDS: dict[str, Callable[[], tuple[str, bytes]]] = {
+    "bound chat: 10,000 messages": lambda: _chat(messages=_turns(9_999)),
+    "bound messages: 10,000 messages": lambda: _messages(messages=_turns(9_999)),
+    "bound ollama: 10,000 messages": lambda: _ollama(messages=_turns(9_999)),
+    "bound responses: 10,000 input items": lambda: _responses(input=_turns(9_999)),
+    "bound chat: 20,000 content parts": lambda: _chat(messages=[{"role": "user", "content": [
+        {"type": "text", "text": "a"}] * 20_000}]),
+    "bound messages: 80,000 content blocks": lambda: _messages(messages=[{"role": "user", "content": [
+        {"type": "text", "text": "a"}] * 80_000}]),
+    "bound responses: 80,000 content parts": lambda: _responses(input=[{"role": "user", "content": [
+        {"type": "input_text", "text": "a"}] * 80_000}]),
+    "bound ollama: 20,000 images": lambda: _ollama(messages=[{**USER, "images": ["iVBORw0KGgo="] * 19_999}]),
+    "bound chat: 2,000 tools of 50 parameters": lambda: _chat(messages=[USER], tools=[
+        {"type": "function", "function": {"name": f"f{n}", "parameters": _schema(50)}} for n in range(2_000)]),
+    "bound chat: 240,000 values in an unknown field": lambda: _chat(messages=[USER], extra=[{"a": 1}] * 120_000),
+}
 INPUTS: dict[str, Callable[[], tuple[str, bytes]]] = {
+    **AUDIT,
+    **AT_THE_BOUNDS,
     "chat completions (for comparison): 200,000 messages": lambda: ("/v1/chat/completions", _body(
         {"model": "m", "messages": [USER] * 200_000})),
     "responses: 200,000 input items": lambda: _responses(input=[{"role": "user", "content": "hi"}] * 200_000),
@@ -72,13 +131,20 @@ def main() -> None:
     parser.add_argument("--source", type=Path, default=None, help="a checkout to run the gateway from")
     parser.add_argument("--chain", type=int, default=40, help="responses in the previous_response_id chain")
     parser.add_argument("--only", default="", help="run the inputs whose name holds this text")
+    parser.add_argument("--repeat", type=int, default=1, help="send each input this many times; the slowest shown")
     args = parser.parse_args()
     with hostile_gateway(args.source) as base:
-        print(f"{'input':<52} {'status':>6} {'request s':>10} {'slowest /health ms':>19}")
+        print(f"{'input':<52} {'status':>6} {'request s':>10} {'slowest /health ms':>19} {'load':>5}")
+        _, _, idle = while_probing_health(base, lambda: time.sleep(1) or "-")
+        print(f"{'(nothing, for comparison: 1 s)':<52} {'-':>6} {1:>10.2f} {idle * 1000:>19.0f} "
+              f"{os.getloadavg()[0]:>5.1f}", flush=True)
         for name, build in ((name, build) for name, build in INPUTS.items() if args.only in name):
             path, body = build()
-            status, seconds, slowest = while_probing_health(base, lambda path=path, body=body: _post(base, path, body))
-            print(f"{name:<52} {status:>6} {seconds:>10.2f} {slowest * 1000:>19.0f}", flush=True)
+            runs = [while_probing_health(base, lambda path=path, body=body: _post(base, path, body))
+                    for _ in range(args.repeat)]
+            status, seconds, slowest = max(runs, key=lambda run: run[2])
+            print(f"{name:<52} {status:>6} {seconds:>10.2f} {slowest * 1000:>19.0f} {os.getloadavg()[0]:>5.1f}",
+                  flush=True)
         if args.chain:
             chain(base, args.chain)
 

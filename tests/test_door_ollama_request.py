@@ -1,6 +1,8 @@
 """Ollama's chat request made a chat completion's body (app/doors/ollama_request.py): what Open WebUI and the
 `ollama` library send, translated whole, and what cannot be translated refused with the field named."""
 
+import base64
+import binascii
 from typing import Any
 
 import pytest
@@ -77,3 +79,26 @@ def test_what_cannot_be_translated_is_refused_naming_the_field(body: dict[str, A
     with pytest.raises(InvalidRequest) as refused:
         chat_body(body)
     assert named in refused.value.message and refused.value.status_code == 400
+
+
+@pytest.mark.parametrize("image", [
+    PNG, UNKNOWN_BYTES, "", "AAAA", "AAA=", "AA==", "AAAAAAA=", "A", "AAAAA", "AAAA=AAA", "AA==AAAA", "AAAA AAA", "é",
+    "AAAAAAAA" + "AAA=", PNG.replace("A", "-", 1),
+])
+def test_an_image_decoded_in_slices_is_taken_or_refused_as_decoded_whole(
+    image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slices of 8 characters, so that padding, stray characters and a short end fall in any slice."""
+    monkeypatch.setattr("app.doors.ollama_messages._DECODED_AT_ONCE", 8)
+    try:
+        expected: bytes | None = base64.b64decode(image, validate=True)
+    except (binascii.Error, ValueError):
+        expected = None
+    body = {"model": "m", "messages": [{"role": "user", "content": "", "images": [image]}]}
+    if expected is None:
+        with pytest.raises(InvalidRequest, match="base64"):
+            chat_body(body)
+        return
+    [part] = chat_body(body)["messages"][0]["content"]
+    assert part["image_url"]["url"].endswith(f";base64,{image}")
+    assert part["image_url"]["url"].startswith("data:image/png" if expected.startswith(b"\x89PNG") else "data:image/")

@@ -5,6 +5,9 @@ dump it back into a dict for the upstream: three passes over a body that can hol
 and a long history. Here the dict the client sent is what goes on; the model only checks the fields the
 gateway reads. Failures are the same RequestValidationError FastAPI raises, so the messages stay those of
 app/main.py's handler.
+
+What one request may carry is checked on the way (request_bounds.py), and a body past OFF_LOOP_BYTES is read in a
+worker thread (app/api/doors.py), so that no body under TOOLBRIDGE_MAX_BODY_BYTES holds the event loop.
 """
 
 import json
@@ -17,8 +20,12 @@ import orjson
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from app.api.request_bounds import check_carried, check_values
 from app.openai.errors import InvalidRequest
 from app.openai.schemas import ChatCompletionRequest
+
+# Past this, a body is read in a worker thread: below it, parsing and checking it takes a few milliseconds.
+OFF_LOOP_BYTES = 256 * 1024
 
 # Every digit as "0", every other byte as " ": then a run of 19 digits is one fast `find` (a regular
 # expression took 250 µs on a 30 KB body, more than parsing it).
@@ -32,11 +39,24 @@ def parse_chat_body(body: bytes, content_type: str | None) -> tuple[dict[str, An
     Raises:
         RequestValidationError: not JSON, or fields the gateway reads are malformed.
         InvalidRequest: not sent as JSON, or holding numbers JSON cannot carry (NaN, Infinity) or Python cannot
-            read (an integer of more than 4,300 digits).
+            read (an integer of more than 4,300 digits), or more than a request carries (request_bounds.py).
     """
     parsed = parse_json(body, content_type)
+    return parsed, checked_chat_body(parsed)
+
+
+def checked_chat_body(body: Any, field: str = "messages") -> ChatCompletionRequest:
+    """The wire model of a chat body that carries no more than a request may (`field`: what the client's door calls
+    the conversation, for the error).
+
+    Raises:
+        RequestValidationError: fields the gateway reads are malformed.
+        InvalidRequest: more messages, content parts or tools than a request carries (request_bounds.py).
+    """
+    if isinstance(body, dict):
+        check_carried(body, field)
     try:
-        return parsed, ChatCompletionRequest.model_validate(parsed)
+        return ChatCompletionRequest.model_validate(body)
     except ValidationError as exc:
         raise RequestValidationError([{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]) from None
 
@@ -46,13 +66,14 @@ def parse_json(body: bytes, content_type: str | None) -> Any:
 
     Raises:
         RequestValidationError: empty, or not JSON.
-        InvalidRequest: as parse_chat_body's.
+        InvalidRequest: as parse_chat_body's, or more JSON values than a request carries.
     """
     if not body:
         raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
     if content_type and not _is_json(content_type):
         raise InvalidRequest("The request body must be JSON: send the header 'Content-Type: application/json'.",
                              code="invalid_content_type")
+    check_values(body)
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError:

@@ -13,15 +13,14 @@ from contextlib import aclosing
 from typing import Any, TypeVar
 
 import anyio
+import anyio.to_thread
 import orjson
 from fastapi import Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response, StreamingResponse
-from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 
 from app.access import KeyRing, KeyScope
-from app.api.chat_body import parse_json
+from app.api.chat_body import OFF_LOOP_BYTES, checked_chat_body, parse_json
 from app.chat.ports import RequestStats, SignInWaits
 from app.chat.service import ChatNeeds, ChatPool, ChatReply, answer_chat
 from app.chat.shown import PersonView
@@ -29,7 +28,6 @@ from app.chat.streaming import CUT_OFF_MESSAGE, SHUTTING_DOWN, Payload, Shutdown
 from app.doors.errors import door_of
 from app.mcp import KeyView, McpPool
 from app.openai.errors import ClientLeft, InvalidRequest, Overloaded
-from app.openai.schemas import ChatCompletionRequest
 from app.ops.recent_requests import DOOR
 from app.serving import ON_SHUTDOWN
 from app.settings import Settings
@@ -41,16 +39,28 @@ CUTOFF = "toolbridge.cutoff"  # scope key: the request's one ShutdownCutoff
 T = TypeVar("T")
 
 
-async def read_json_object(raw: Request) -> dict[str, Any]:
-    """The request's body as a JSON object, with the chat body's checks (content type, NaN, long integers).
+async def read_body(raw: Request, read: Callable[[bytes, str | None], T]) -> T:
+    """What `read` makes of the request's body and content type. A body past OFF_LOOP_BYTES is read in a worker
+    thread: parsing, checking and translating it take the GIL value by value there, so the event loop answers
+    other requests in between (one long C call does not let it: hence the bounds of request_bounds.py)."""
+    return await _off_loop(len(body := await raw.body()) > OFF_LOOP_BYTES, read, body, raw.headers.get("content-type"))
+
+
+async def read_json_object(raw: Request, translate: Callable[[dict[str, Any]], T]) -> T:
+    """What `translate` (a door's reading of its request) makes of the request's body as a JSON object, with the
+    chat body's checks (content type, NaN, long integers, what one request carries); see read_body.
 
     Raises:
-        RequestValidationError, InvalidRequest: as parse_chat_body's.
+        RequestValidationError, InvalidRequest: as parse_chat_body's, and as `translate` raises.
     """
-    body = parse_json(await raw.body(), raw.headers.get("content-type"))
-    if not isinstance(body, dict):
-        raise InvalidRequest("The request body must be a JSON object.")
-    return body
+
+    def read(body: bytes, content_type: str | None) -> T:
+        parsed = parse_json(body, content_type)
+        if not isinstance(parsed, dict):
+            raise InvalidRequest("The request body must be a JSON object.")
+        return translate(parsed)
+
+    return await read_body(raw, read)
 
 
 async def answer(raw: Request, chat_body: dict[str, Any]) -> tuple[ChatReply, PersonView | None]:
@@ -58,17 +68,21 @@ async def answer(raw: Request, chat_body: dict[str, Any]) -> tuple[ChatReply, Pe
     what tool results address to them.
 
     Raises:
-        InvalidRequest: the door made a chat body the wire model refuses (what it could not translate).
+        InvalidRequest: the door made a chat body the wire model refuses (what it could not translate), or one
+            that carries more than a request may (request_bounds.py).
         GatewayError: as answer_chat's.
     """
     settings: Settings = raw.state.settings
-    DOOR.set(door_of(raw.url.path))  # for the status page's recent requests
-    try:
-        request = ChatCompletionRequest.model_validate(chat_body)
-    except ValidationError as exc:
-        raise RequestValidationError([{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]) from None
+    door = door_of(raw.url.path)
+    DOOR.set(door)  # for the status page's recent requests
+    field = "input" if door == "responses" else "messages"  # what the door calls the conversation
+    request = await _off_loop(len(await raw.body()) > OFF_LOOP_BYTES, checked_chat_body, chat_body, field)
     reply = await begun(raw, answer_chat(chat_body, request, chat_needs(raw, settings)))
     return reply, person_view(raw, settings)
+
+
+async def _off_loop(large: bool, work: Callable[..., T], *args: Any) -> T:
+    return await anyio.to_thread.run_sync(work, *args) if large else work(*args)
 
 
 async def begun(raw: Request, beginning: Awaitable[T]) -> T:

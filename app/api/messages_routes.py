@@ -15,7 +15,7 @@ router = APIRouter()
 @router.post("/v1/messages")
 async def messages(raw: Request) -> Response:
     """The chat service's answer to a Messages request, streamed as Anthropic's events or sent as one message."""
-    chat = chat_body(await read_json_object(raw))
+    chat = await read_json_object(raw, chat_body)
     reply, person = await answer(raw, chat)
     if chat["stream"]:
         return send_stream(raw, message_events(reply, person), encode=server_sent, cut_off=messages_cut_off)

@@ -32,7 +32,7 @@ _SERVED = {"/api/chat": "POST", "/api/show": "POST", "/api/tags": "GET", "/api/v
 async def chat(raw: Request) -> Response:
     """The chat service's answer to Ollama's chat request, streamed as NDJSON (Ollama's default) or whole."""
     started = time.perf_counter_ns()
-    body = chat_body(await read_json_object(raw))
+    body = await read_json_object(raw, chat_body)
     reply, person = await answer(raw, body)
     timing = Timing(started, time.perf_counter_ns())
     if body["stream"]:
@@ -54,7 +54,7 @@ async def list_tags(raw: Request, upstream: UpstreamDep, settings: SettingsDep, 
 @router.post("/api/show")
 async def show(raw: Request, upstream: UpstreamDep, settings: SettingsDep, pool: ViewDep) -> dict[str, Any]:
     """What clients read of one model: its details, context length when known, and capabilities."""
-    body = await read_json_object(raw)
+    body = await read_json_object(raw, dict)
     name = body.get("model") or body.get("name")  # `name` is the field's older spelling, still sent by some
     if not isinstance(name, str) or not name:
         raise InvalidRequest("`model` is required: the name of a model of GET /api/tags.", param="model")

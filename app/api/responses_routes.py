@@ -29,7 +29,7 @@ _SERVED = "POST /v1/responses, GET and DELETE /v1/responses/{id}"
 @router.post("/v1/responses")
 async def create_response(raw: Request, owner: OwnerDep) -> Response:
     """The chat service's answer as a response: streamed as the API's events, or whole."""
-    request = read_request(await read_json_object(raw))
+    request = await read_json_object(raw, read_request)
     stored = StoredResponses(_store(raw), owner)
     chain: list[str] = []
     history: list[dict[str, Any]] = []

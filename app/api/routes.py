@@ -20,7 +20,7 @@ from app.api.deps import (
     UpstreamDep,
     ViewDep,
 )
-from app.api.doors import begun, chat_needs, person_view, send_stream, send_whole
+from app.api.doors import begun, chat_needs, person_view, read_body, send_stream, send_whole
 from app.api.health import health_report
 from app.chat.images import StoredImage
 from app.chat.loop_options import loop_options, tool_budget_for
@@ -44,7 +44,7 @@ async def chat_completions(raw: Request) -> Response:
     """The chat service's answer (app/chat/service.py), streamed as server-sent events or sent whole."""
     # Nothing for FastAPI to resolve on the busiest route: its dependency solving cost a tenth of a request.
     settings: Settings = raw.state.settings
-    body, request = parse_chat_body(await raw.body(), raw.headers.get("content-type"))
+    body, request = await read_body(raw, parse_chat_body)
     reply = await begun(raw, answer_chat(body, request, chat_needs(raw, settings)))
     person = person_view(raw, settings)
     if request.stream:
@@ -81,7 +81,7 @@ async def tools_for_chat(raw: Request, pool: ViewDep, settings: SettingsDep, ups
     MCP tools, each with its relevance and whether the tool budget keeps it; the names withheld, and `why`.
     The body is a chat completion's, checked the same way; nothing is sent upstream. Earlier turns' calls
     that memory would give back are not looked up, so a tool called before may show as withheld here."""
-    sent, _ = parse_chat_body(await raw.body(), raw.headers.get("content-type"))
+    sent, _ = await read_body(raw, parse_chat_body)
     body, selection = choose_tools(sent, raw.headers.get(TOOLS_HEADER), settings.toolsets, pool.knows)
     client_tools = [tool for tool in body.get("tools") or [] if isinstance(tool, dict)]
     names = frozenset(str((tool.get("function") or {}).get("name")) for tool in client_tools)

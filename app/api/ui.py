@@ -19,9 +19,11 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request, Response
+from fastapi.exceptions import RequestValidationError
 from sse_starlette import EventSourceResponse
 
 from app.access import KeyScope
+from app.api.chat_body import parse_json
 from app.api.deps import (
     AuthorisedDep,
     KeyScopeDep,
@@ -34,6 +36,7 @@ from app.api.deps import (
     UpstreamDep,
     ViewDep,
 )
+from app.api.doors import read_body
 from app.api.health import health_report
 from app.chat.memory import MemoryStores
 from app.mcp import KeyView, first_of
@@ -141,10 +144,7 @@ async def restart_server(name: str, pool: ViewDep) -> dict[str, Any]:
 async def playground(request: Request, pool: ViewDep) -> dict[str, Any]:
     """Runs one tool by the name the model sees, with the arguments given, through the path a model's call
     takes (argument check, server, envelope, cap), and returns exactly what the model would read."""
-    try:
-        body = json.loads(await request.body())
-    except ValueError as exc:
-        raise InvalidRequest("The body is not JSON: send {\"tool\": NAME, \"arguments\": {...}}.") from exc
+    body = await _json(request, '{"tool": NAME, "arguments": {...}}')
     if not isinstance(body, dict) or not isinstance(body.get("tool"), str):
         raise InvalidRequest("Name the tool: {\"tool\": NAME, \"arguments\": {...}}.", param="tool")
     arguments = body.get("arguments", {})
@@ -187,7 +187,7 @@ async def decide_round(round_id: str, request: Request, memory: MemoryDep, owner
     if held is None:
         raise RouteNotFound("No call waits for approval under this id: it was answered in the chat, timed out, or "
                             "never was.", code="waiting_not_found")
-    verdict = _verdict(await request.body())
+    verdict = _verdict(await _json(request, '{"verdict": "approve"} or "deny"'))
     key = verdict_key(held.turn_key)
     try:
         await memory.pending.put_many({key: verdict.encode()}, owner)
@@ -203,11 +203,19 @@ async def decide_round(round_id: str, request: Request, memory: MemoryDep, owner
     return {"id": held.id, "decided": held.verdict}
 
 
-def _verdict(body: bytes) -> Verdict:
+async def _json(request: Request, usage: str) -> Any:
+    """The body as JSON, read as a chat's is: what it may carry bounded, off the event loop when it is large.
+
+    Raises:
+        InvalidRequest: not JSON (`usage` says what to send), or more than a request carries.
+    """
     try:
-        parsed = json.loads(body)
-    except ValueError as exc:
-        raise InvalidRequest("The body is not JSON: send {\"verdict\": \"approve\"} or \"deny\".") from exc
+        return await read_body(request, lambda body, _: parse_json(body, None))
+    except RequestValidationError:
+        raise InvalidRequest(f"The body is not JSON: send {usage}.") from None
+
+
+def _verdict(parsed: Any) -> Verdict:
     verdict = parsed.get("verdict") if isinstance(parsed, dict) else None
     if verdict not in VERDICTS:
         raise InvalidRequest("Say {\"verdict\": \"approve\"} or {\"verdict\": \"deny\"}.", param="verdict")

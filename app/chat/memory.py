@@ -26,17 +26,15 @@ Bounds: an entry holds at most MAX_ENTRY_BYTES (past it the turn's results are s
 turn that still does not fit is not kept); a restore reads, newest turns first, only what the model's
 context could hold (at least one whole entry), and decodes it in a worker thread when it is large.
 
-Keys are digests; the store holds the calls and results, so it is private (docs/memory.md, Privacy). Nothing
-here logs what a message or a result says.
-
-This module reads and writes the stores for one request; how a conversation is recognised is in
-memory_keys.py, what an entry holds in memory_entry.py, and the history's rewrite in memory_restore.py.
+Keys are digests; the store (sealed: app/state/seal.py) holds the calls and results, so it is private. Nothing
+here logs what a message or a result says. How a conversation is recognised is in memory_keys.py, what an entry
+holds in memory_entry.py, and the history's rewrite in memory_restore.py.
 """
 
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio.to_thread
 import structlog
@@ -56,7 +54,10 @@ __all__ = ["ConversationMemory", "MemoryStores", "memory_owner"]
 
 log = structlog.get_logger("toolbridge.memory")
 
-KEYS_OFF_LOOP_CHARS = 1 << 20  # a history past this many characters is keyed in a worker thread
+T = TypeVar("T")
+# A history past either is keyed and rewritten in a worker thread: both take about 10 µs a message on the loop.
+KEYS_OFF_LOOP_CHARS = 1 << 20
+KEYS_OFF_LOOP_MESSAGES = 500
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ class ConversationMemory:
         """The history with every earlier turn's MCP calls and results in place, the prompts its slash lines
         ran in their place, the gateway's own answers and their lines left out, and traces removed. Stored
         turns are read newest first while they could fit in `context_tokens` (at least one whole entry)."""
-        lookups, self._chain = await self._keys_off_loop(messages)
+        long = _long(messages)
+        lookups, self._chain = await _off_loop(long, self._keys.lookups, messages, ROOT)
         self._sent, self._lookups = messages, lookups
         context_chars = None
         if context_tokens is not None and lookups and self._stores is not None:
@@ -105,7 +107,7 @@ class ConversationMemory:
         room = read_room(context_chars)
         found = await self._find(lookups, room)
         entries = await decode_all({key: found[key] for key, _ in lookups.values() if found.get(key)})
-        history, no_room = rewrite_history(messages, lookups, found, entries, self._recorded)
+        history, no_room = await _off_loop(long, rewrite_history, messages, lookups, found, entries, self._recorded)
         if no_room:
             log.info("turn_not_restored", reason="the model's context cannot hold it with the newer turns",
                      turns=no_room, room_bytes=room)
@@ -124,18 +126,8 @@ class ConversationMemory:
         if self._conversation is None:
             first = self._sent[:next((i + 1 for i, m in enumerate(self._sent) if m.get("role") == "user"),
                                      len(self._sent))]
-            if rough_chars(first) > KEYS_OFF_LOOP_CHARS:
-                self._conversation = await anyio.to_thread.run_sync(self._keys.conversation, first)
-            else:
-                self._conversation = self._keys.conversation(first)
+            self._conversation = await _off_loop(_long(first), self._keys.conversation, first)
         return self._conversation
-
-    async def _keys_off_loop(self, messages: list[dict[str, Any]]) -> tuple[Lookups, str]:
-        """The history's keys, from the conversation's start, in a worker thread for a long history (in slices,
-        so the event loop gets its turns)."""
-        if rough_chars(messages) > KEYS_OFF_LOOP_CHARS:
-            return await anyio.to_thread.run_sync(self._keys.lookups, messages, ROOT)
-        return self._keys.lookups(messages, ROOT)
 
     def fit(self, history: RestoredHistory, allowance: int) -> list[dict[str, Any]]:
         """The restored history within `allowance` characters: the oldest restored results shortened (the
@@ -259,7 +251,7 @@ class ConversationMemory:
         will have in the next request's history, so that the line and the answer are left out then."""
         if self._stores is None or self._stores.turns is None:
             return
-        _, chain = await self._keys_off_loop(messages)
+        _, chain = await _off_loop(_long(messages), self._keys.lookups, messages, ROOT)
         await self._put(self._stores.turns, {self._keys.turn(chain, normal(text, assistant=True)): GATEWAY_REPLY})
 
     def _shorten(self, text: str, limit: int) -> str:
@@ -296,3 +288,13 @@ class ConversationMemory:
         except StateStoreError as exc:
             log.warning("memory_unavailable", store=store.kind, error=str(exc),
                         consequence="this turn's tool calls will not be restored later")
+
+
+def _long(messages: list[dict[str, Any]]) -> bool:
+    """Whether a history is long enough to be keyed and rewritten in a worker thread: there, the event loop gets
+    its turns in between (the keys' text is read in slices for that)."""
+    return len(messages) > KEYS_OFF_LOOP_MESSAGES or rough_chars(messages) > KEYS_OFF_LOOP_CHARS
+
+
+async def _off_loop(long: bool, work: Callable[..., T], *args: Any) -> T:
+    return await anyio.to_thread.run_sync(work, *args) if long else work(*args)

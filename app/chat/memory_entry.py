@@ -116,11 +116,28 @@ def rough_chars(messages: list[dict[str, Any]]) -> int:
     """About how many characters the messages' texts and call arguments take, without encoding them."""
     total = 0
     for message in messages:
-        content = message.get("content")
-        total += len(content) if isinstance(content, str) else len(str(content or ""))
+        total += _chars(message.get("content"))
         for call in message.get("tool_calls") or []:
-            arguments = call.get("function", {}).get("arguments") if isinstance(call, dict) else None
-            total += len(arguments) if isinstance(arguments, str) else len(str(arguments or ""))
+            total += _chars(call.get("function", {}).get("arguments") if isinstance(call, dict) else None)
+    return total
+
+
+def _chars(value: Any) -> int:
+    """The characters of the strings in a value (a content's parts, a call's arguments), its lists and objects
+    walked: writing it out with str() copied a 30 MB image's data URL on the event loop."""
+    if isinstance(value, str):
+        return len(value)
+    total, pending = 0, [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif item is not None:
+            total += len(str(item))
     return total
 
 

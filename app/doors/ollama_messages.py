@@ -21,6 +21,7 @@ from app.openai.errors import InvalidRequest
 _ROLES = ("system", "user", "assistant", "tool")
 # The image types a model server reads, by their first bytes; anything else is sent as PNG, Ollama's usual.
 _MAGIC = ((b"\x89PNG", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF8", "image/gif"), (b"BM", "image/bmp"))
+_DECODED_AT_ONCE = 1 << 20  # base64 characters, a multiple of 4: a slice decodes on its own
 
 
 @dataclass
@@ -99,10 +100,27 @@ def _data_url(image: str, where: str) -> str:
     if image.startswith("data:image/"):
         return image  # a client that sent a data URL already
     try:
-        head = base64.b64decode(image, validate=True)[:16]  # all of it: a broken image is refused here, not upstream
+        head = _first_bytes(image)
     except (binascii.Error, ValueError):
         raise InvalidRequest(f"`{where}` must hold base64-encoded images.", param=where) from None
     return f"data:{_image_type(head)};base64,{image}"
+
+
+def _first_bytes(image: str) -> bytes:
+    """An image's first bytes, all of it decoded (a broken image is refused here, not upstream), a slice at a time:
+    decoding 40 MB at once held the GIL, and so every other request, for 60 ms.
+
+    Raises:
+        binascii.Error, ValueError: not base64 (padding only at the very end, as when decoded whole).
+    """
+    head = b""
+    for start in range(0, len(image), _DECODED_AT_ONCE):
+        piece = image[start:start + _DECODED_AT_ONCE]
+        if "=" in piece and start + _DECODED_AT_ONCE < len(image):
+            raise binascii.Error("padding before the end")
+        decoded = base64.b64decode(piece, validate=True)
+        head = head or decoded[:16]
+    return head
 
 
 def _image_type(head: bytes) -> str:

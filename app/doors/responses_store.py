@@ -12,6 +12,7 @@ every door. Entries are written once (the store never overwrites); a deletion is
 from dataclasses import dataclass
 from typing import Any
 
+import anyio.to_thread
 import orjson
 import structlog
 
@@ -23,6 +24,7 @@ log = structlog.get_logger("toolbridge.responses")
 
 MAX_CHAIN = 1000  # responses a conversation may continue through; past it the client sends its input itself
 MAX_ENTRY_BYTES = 4 * 1024 * 1024  # one turn's messages (images as data URLs too) and its response
+CHAIN_INLINE_BYTES = 256 * 1024  # a chain's entries past this are decoded in a worker thread, off the event loop
 
 
 class ResponseNotFound(InvalidRequest):
@@ -57,7 +59,7 @@ class StoredResponses:
             raise InvalidRequest(f"This conversation has passed {MAX_CHAIN} responses; send its input items "
                                  "instead of previous_response_id.", param="previous_response_id")
         found = await self._read([self._key(earlier) for earlier in entry["chain"]], max_bytes)
-        messages: list[dict[str, Any]] = []
+        values: list[bytes] = []
         for earlier in entry["chain"]:
             value = found.get(self._key(earlier))
             if value == b"":  # there, but past the bound: not read
@@ -67,8 +69,10 @@ class StoredResponses:
             if not value:
                 raise InvalidRequest(f"An earlier response of this conversation ({earlier!r}) is no longer stored.",
                                      param="previous_response_id", code="previous_response_not_found")
-            messages += orjson.loads(value)["messages"]
-        return chain, [*messages, *entry["messages"]]
+            values.append(value)
+        if sum(map(len, values)) > CHAIN_INLINE_BYTES:  # up to the body limit: 0.1 s of decoding
+            return chain, [*await anyio.to_thread.run_sync(_messages, values), *entry["messages"]]
+        return chain, [*_messages(values), *entry["messages"]]
 
     async def response(self, response_id: str) -> dict[str, Any]:
         """The stored response object. Raises ResponseNotFound."""
@@ -119,6 +123,10 @@ class StoredResponses:
         except StateStoreError as exc:
             log.warning("responses_not_read", reason=str(exc))
             raise StoreUnavailable("Stored responses cannot be read now; try again.") from None
+
+
+def _messages(entries: list[bytes]) -> list[dict[str, Any]]:
+    return [message for value in entries for message in orjson.loads(value)["messages"]]
 
 
 class StoreUnavailable(GatewayError):

@@ -6,8 +6,8 @@ import httpx
 import pytest
 import respx
 
-from app.openai.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout, UpstreamUnreachable
-from app.upstream.client import UpstreamClient
+from app.openai.errors import InvalidRequest, UpstreamError, UpstreamStatusError, UpstreamTimeout, UpstreamUnreachable
+from app.upstream.client import UpstreamClient, _json_bytes
 
 BASE = "http://upstream.test/v1"
 
@@ -123,3 +123,24 @@ async def test_forward_strips_client_credentials_and_relays_the_body(router: res
     assert "authorization" not in sent.headers
     assert sent.headers["x-custom"] == "kept"
     assert sent.url.query == b"a=1"
+
+
+@pytest.mark.parametrize("body", [
+    {"seed": 2**70, "n": -(2**63), "m": 2**64 - 1},
+    {"messages": [{"role": "user", "content": "é"}], "extra": [[-(2**63) - 1, {"deep": [2**64]}], 1.5, True, None]},
+    {"seed": 10**4000, "text": "\u2028\u0000\""},  # the longest integer a client's JSON may carry
+], ids=["edges", "nested", "longest"])
+def test_integers_past_64_bits_are_written_as_sent(body: dict) -> None:
+    """orjson writes no integer past 64 bits, which a client's JSON may carry (a seed): they are written as their
+    digits, the rest by orjson as always."""
+    assert json.loads(_json_bytes(body)) == body
+
+
+@pytest.mark.parametrize("body", [
+    {"messages": [{"role": "user", "content": "hi \ud800"}]},
+    {"seed": 2**70, "messages": [{"role": "user", "content": "\udfff"}]},
+], ids=["surrogate", "surrogate-after-a-long-integer"])
+def test_a_lone_surrogate_is_the_client_s_error(body: dict) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        _json_bytes(body)
+    assert refused.value.code == "invalid_unicode"
