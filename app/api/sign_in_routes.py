@@ -34,6 +34,7 @@ from app.settings import Settings
 router = APIRouter(include_in_schema=False)
 CALLBACK = "/oauth/callback"
 SIGN_OUT_SETTLES = 5.0  # seconds a sign-out waits for its server to stop (it takes milliseconds)
+SIGN_IN_SETTLES = 10.0  # seconds the way back waits for the new sign-in's connection (it takes a second or so)
 BROWSER_COOKIE = "toolbridge_sign_in"  # ties the way back to the browser that started (sign_in.py `start`)
 # The authorization URL and the code in the callback's are nobody else's business: no cache, no referrer.
 _REDIRECT_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
@@ -70,11 +71,14 @@ async def callback(request: Request, pool: PoolDep, state: str = "", code: str |
     if vault is None:
         return _page("Sign-in not finished", str(SignInUnavailable("?")), 503)
     try:
-        server = await finish_sign_in(vault, pool.sign_ins.find, state, code, iss, error,
-                                      request.cookies.get(BROWSER_COOKIE, ""))
+        auth = await finish_sign_in(vault, pool.sign_ins.find, state, code, iss, error,
+                                    request.cookies.get(BROWSER_COOKIE, ""))
     except SignInFailed as exc:
         return _forget_browser(_page("Sign-in not finished", str(exc), 400))
-    return _forget_browser(RedirectResponse(f"/?signed_in={quote(server)}", status_code=303,
+    # The page it lands on, and a chat right after, find the server ready with the new sign-in.
+    with anyio.move_on_after(SIGN_IN_SETTLES):
+        await auth.connected()
+    return _forget_browser(RedirectResponse(f"/?signed_in={quote(auth.name)}", status_code=303,
                                             headers=_REDIRECT_HEADERS))
 
 

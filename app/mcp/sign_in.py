@@ -74,9 +74,10 @@ async def start(auth: ServerAuth, redirect_uri: str, owner: str, browser: str) -
 
 
 async def finish(vault: Vault, find: Callable[[str], ServerAuth | None], state: str, code: str | None,
-                 iss: str | None, error: str | None, browser: str = "") -> str:
-    """Takes the sign-in `state` names (once), checks and exchanges the code, stores the tokens; the server's
-    name. `find(name)` is the pool's ServerAuth for a name (None once removed).
+                 iss: str | None, error: str | None, browser: str = "") -> ServerAuth:
+    """Takes the sign-in `state` names (once), checks and exchanges the code, stores the tokens (the server's
+    connection replaced: `ServerAuth.take_sign_in`); the sign-in's ServerAuth (a key's, on a `per_key` server).
+    `find(name)` is the pool's ServerAuth for a name (None once removed).
 
     Raises:
         SignInFailed: an unknown, used or expired `state`, a refusal, a wrong issuer, a code not exchanged.
@@ -102,10 +103,9 @@ async def finish(vault: Vault, find: Callable[[str], ServerAuth | None], state: 
     if not code:
         raise SignInFailed(f"The sign-in to '{server}' came back without a code.")
     tokens = await _exchanged(auth, storage, metadata, pending, code)
-    await storage.set_tokens(tokens)
-    auth.now_signed_in()
+    await auth.take_sign_in(tokens)
     log.info("mcp_signed_in", server=server, key=pending.get("owner"))
-    return str(server)
+    return auth
 
 
 async def _taken(vault: Vault, state: str, browser: str) -> dict[str, Any]:
