@@ -4,9 +4,11 @@
 link lead: behind the key, as every /ui route, and only for a server the key may use; it redirects the browser
 to the server's authorization server. That one sends the browser back to `GET /oauth/callback`, which takes no
 key (a browser coming back from another site sends none it can be trusted to): the unguessable, single-use
-`state` the sign-in made is the capability, as an image's id is. It ends on the status page. `POST
-/ui/servers/{name}/sign-out` forgets the tokens and reconnects the server, which then waits for a sign-in again.
-Failures at a browser's navigation are a small page with the reason and the way back, never a token.
+`state` the sign-in made is the capability, as an image's id is. It ends on the status page, once the server's
+connection with the new sign-in is up (bounded). `POST /ui/servers/{name}/sign-out` forgets the tokens and
+reconnects the server, which then waits for a sign-in again. A server without `per_key` has one sign-in that
+every key acts as: only a key that may change it (app/access/scope.py) starts or ends it; others get a 403 that
+says who may. Failures at a browser's navigation are a small page with the reason and the way back, never a token.
 """
 
 import html
@@ -28,7 +30,7 @@ from app.mcp import (
     finish_sign_in,
     start_sign_in,
 )
-from app.openai.errors import RouteNotFound
+from app.openai.errors import Forbidden, RouteNotFound
 from app.settings import Settings
 
 router = APIRouter(include_in_schema=False)
@@ -106,6 +108,10 @@ def _auth(pool: KeyView, name: str) -> ServerAuth:
     auth = pool.pool.sign_ins.find(name) if pool.scope.may_use_server(name) else None
     if auth is None or not auth.person_signs_in:
         raise RouteNotFound(f"There is no MCP server '{name}' to sign in to.", code="server_not_found")
+    if not pool.may_sign_in(name):
+        raise Forbidden(f"MCP server '{name}' has one sign-in, which every key's calls act as: signing it in or out "
+                        "is for the operator's keys (TOOLBRIDGE_API_KEYS) or keys the keys file gives \"sign_in\".",
+                        code="sign_in_not_allowed")
     return auth.of_caller()  # a `per_key` server: the caller's key's own sign-in
 
 
