@@ -20,7 +20,8 @@ import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from app.api.deps import KeyScopeDep, PoolDep, SettingsDep, ViewDep
+from app.access import CALLER_CHARS, key_digest
+from app.api.deps import KeyScopeDep, PoolDep, SettingsDep, ViewDep, presented_key
 from app.mcp import (
     SIGN_IN_SECONDS,
     KeyView,
@@ -55,8 +56,11 @@ def callback_url(settings: Settings, request: Request) -> str:
 async def sign_in(name: str, request: Request, pool: ViewDep, settings: SettingsDep, scope: KeyScopeDep) -> Response:
     auth = _auth(pool, name)
     browser = secrets.token_urlsafe(32)
+    # Whose pending sign-in it is, for their bound: the key's digest (each operator key its own), "" without keys.
+    presented = presented_key(request)
+    owner = scope.caller or (key_digest(presented)[:CALLER_CHARS] if presented else "")
     try:
-        url = await start_sign_in(auth, callback_url(settings, request), scope.caller or "", browser)
+        url = await start_sign_in(auth, callback_url(settings, request), owner, browser)
     except (SignInFailed, SignInUnavailable) as exc:
         return _page("Sign-in not started", str(exc), 502 if isinstance(exc, SignInFailed) else 503)
     redirect = RedirectResponse(url, status_code=303, headers=_REDIRECT_HEADERS)
