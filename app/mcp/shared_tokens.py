@@ -119,9 +119,9 @@ class SharedSignIn(OAuthClientProvider):
         try:
             async with self.storage.holding():
                 await self._refresh_held(refused)
-        except StateStoreError as exc:
+        except StateStoreError as exc:  # the store did not answer, or another refresh held the sign-in too long
             log.warning("mcp_sign_in_refresh_failed", server=self.server, error=str(exc))
-            raise RefreshUnavailable(self.server, "the state store did not answer") from exc
+            raise RefreshUnavailable(self.server, "it could not be held for the refresh") from exc
 
     async def keep_fresh(self, look: float) -> None:
         """While the connection lives: its tokens refreshed when due, and the vault read every `look` seconds for
