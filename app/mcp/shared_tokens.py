@@ -146,7 +146,7 @@ class SharedSignIn(OAuthClientProvider):
         """The refresh proper, holding the sign-in: after the vault is read, only if it is still needed."""
         found = await self.storage.sync()
         if found == "gone":
-            await self._end("signed out elsewhere")
+            await self._end("signed out")
         if found == "replaced":
             self.replaced()
         current = self.context.current_tokens.access_token if self.context.current_tokens else None
@@ -170,7 +170,7 @@ class SharedSignIn(OAuthClientProvider):
     async def _look(self) -> None:
         found = await self.storage.sync()
         if found == "gone":
-            await self._end("signed out elsewhere")
+            await self._end("signed out")
         elif found == "replaced":
             self.replaced()
 
