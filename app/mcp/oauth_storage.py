@@ -74,7 +74,8 @@ class VaultTokenStorage:
     async def sync(self) -> Found:
         """What the vault holds beside the attached provider's tokens: the same, "newer" ones (another replica
         refreshed them: each refresh token works once), another sign-in's ("replaced"), or none ("gone": signed
-        out). The provider takes newer and replacing tokens, with their expiry."""
+        out). The provider takes newer and replacing tokens, with their expiry. Only holding the sign-in
+        (`holding`): a write in progress would otherwise be read as the tokens before it, taken back."""
         record = await self._record()
         tokens = record.get("tokens")
         if not tokens:

@@ -168,7 +168,10 @@ class SharedSignIn(OAuthClientProvider):
         await self._end(f"refused ({response.status_code})")
 
     async def _look(self) -> None:
-        found = await self.storage.sync()
+        # Held, as a refresh is: read while this replica's own refresh is storing its tokens, the vault would
+        # still hold the ones before, and the provider would take those back.
+        async with self.storage.holding():
+            found = await self.storage.sync()
         if found == "gone":
             await self._end("signed out")
         elif found == "replaced":

@@ -2,8 +2,8 @@
 server of tests/support/oauth_servers.py, signed in as the gateway does (`sign_in.start` and `finish`): two
 providers on one vault (two replicas) whose tokens fall due together send one refresh, the other taking the tokens
 stored; a 401 for tokens the clock calls valid is refreshed once and the call goes on; a refusal ends the sign-in;
-an authorization server that cannot be reached ends nothing; and the connection's timer takes up a sign-out or a
-new sign-in made elsewhere."""
+an authorization server that cannot be reached ends nothing; the connection's timer takes up a sign-out or a new
+sign-in made elsewhere, and never the tokens a refresh of its own is replacing."""
 
 import time
 from collections.abc import AsyncIterator
@@ -59,10 +59,25 @@ async def sign_in(pair: OAuthPair, auth: ServerAuth, user: str = "alice") -> Non
     await finish(auth.vault, lambda _: auth, query["state"], query["code"], query.get("iss"), None, "browser")
 
 
+class SlowWrites(MemoryVaultBackend):
+    """A vault whose writes wait for `let_write` once `hold_writes` is set (a slow disk, a Redis far away)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold_writes, self.writing, self.let_write = False, anyio.Event(), anyio.Event()
+
+    async def write(self, name: str, value: bytes) -> None:
+        if self.hold_writes:
+            self.writing.set()
+            await self.let_write.wait()
+        await super().write(name, value)
+
+
 @asynccontextmanager
-async def replicas(pair: OAuthPair, count: int = 2) -> AsyncIterator[list[SharedSignIn]]:
+async def replicas(pair: OAuthPair, count: int = 2,
+                   backend: MemoryVaultBackend | None = None) -> AsyncIterator[list[SharedSignIn]]:
     """`count` providers of one sign-in on one vault backend, as replicas on one Redis have, initialised."""
-    backend = MemoryVaultBackend()
+    backend = backend or MemoryVaultBackend()
     key = b"L9q3dDz0pQ1yQ0yqv0v8m8Cw3l9o2lHq6s4f3b9kZ8E="
     config = HttpServerConfig(url=pair.mcp_server.mcp_url, oauth=True)
     auths = [ServerAuth("protected", config, Vault(backend, key)) for _ in range(count)]
@@ -152,3 +167,20 @@ async def test_the_connections_timer_takes_up_a_new_sign_in_and_a_sign_out_made_
                 await elsewhere.forget()
                 await ends.was_ended.wait()
             assert a.context.current_tokens is None  # keep_fresh returned: the sign-in is over
+
+
+async def test_a_look_while_a_refresh_stores_its_tokens_does_not_take_the_old_ones_back() -> None:
+    with OAuthPair.start() as pair, anyio.fail_after(TIMEOUT):
+        backend = SlowWrites()
+        async with replicas(pair, 1, backend) as (a,):
+            due(a)
+            backend.hold_writes = True
+            async with anyio.create_task_group() as group:
+                group.start_soon(a.refresh)
+                await backend.writing.wait()  # refreshed at the authorization server; its tokens being stored
+                group.start_soon(a._look)
+                await anyio.wait_all_tasks_blocked()  # the look has read the vault, or waits to
+                backend.let_write.set()
+            stored = await a.storage.vault.get(a.storage.name)
+            assert stored is not None and access(a) == stored["tokens"]["access_token"]
+            assert access(a) in pair.authorization_server.provider.access_tokens
