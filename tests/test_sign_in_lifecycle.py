@@ -75,7 +75,9 @@ def gateway_for(pair: OAuthPair, tmp: Path, upstream: FakeUpstream, entry: dict[
 @contextmanager
 def two_replicas(pair: OAuthPair, tmp: Path, upstream: FakeUpstream,
                  redis: RedisServer) -> Iterator[tuple[Gateway, Gateway, str]]:
-    """Two gateways on one Redis with the same token key (required there), and that key."""
+    """Two gateways on one Redis with the same token key (required there), and that key. The Redis is the module's:
+    emptied first, so that nothing an earlier test's gateways left there (a sign-in's hold among them) counts."""
+    redis.client().flushdb()
     token_key = Fernet.generate_key().decode()
     shared = {"state_url": redis.url, "token_key": token_key}
     (tmp / "a").mkdir()

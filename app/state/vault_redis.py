@@ -58,7 +58,12 @@ class RedisVaultBackend:
         key, mine = HOLDS + name, secrets.token_hex(16)
         # Waits a little longer than a hold lasts: a holder that died has let go by then.
         deadline = anyio.current_time() + seconds + 1.0
-        while not await self._call(lambda: self._client.set(key, mine, nx=True, px=int(seconds * 1000))):
+        while True:
+            # Shielded: cancelled between Redis setting the key and its answer, the hold would be kept, unknown,
+            # until it expired, and every replica would wait for it.
+            with anyio.CancelScope(shield=True):
+                if await self._call(lambda: self._client.set(key, mine, nx=True, px=int(seconds * 1000))):
+                    break
             if anyio.current_time() > deadline:
                 raise StateStoreError(f"{self._where}: '{name}' stayed held for {seconds:g} s")
             await anyio.sleep(HOLD_LOOK)
