@@ -5,7 +5,8 @@ The gateway has an API key, sent as the page's Basic credentials; the server is 
 and protected MCP server of tests/support/oauth_servers.py. The page's "Sign in" link takes the browser to the
 authorization server's consent page and, after "Allow", back through the gateway's callback to the status page,
 where the server turns ready by the page's own live updates; a tool is then called through the chat API; "Sign
-out" puts the server back to waiting. A "Deny" ends on the gateway's own small page with the way back.
+out" puts the server back to waiting. A "Deny" ends on the gateway's own small page with the way back. A key that
+may not change the shared sign-in (issue 43 S2) is offered neither button.
 Screenshots go to test-artifacts/.
 """
 
@@ -157,3 +158,25 @@ def test_after_sign_out_the_page_lists_none_of_the_servers_tools(
     expect(tab.locator("#servers tr[data-server=protected] td").nth(1)).to_have_text("needs_sign_in",
                                                                                       timeout=SETTLES)
     expect(tab.locator("#tools details")).to_have_count(0, timeout=5_000)
+
+
+def test_a_key_that_may_not_sign_the_shared_server_in_is_offered_neither_sign_in_nor_sign_out(
+    browser: Browser, tmp_path: Path, upstream: FakeUpstream  # noqa: F811
+) -> None:
+    limited = "sk-limited-page"
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"keys": {limited: {"servers": ["protected"], "name": "carol"}}}))
+    with protected_gateway(tmp_path, upstream, {"oauth": True}, api_keys=KEY, keys_file=keys) as (_, gateway):
+        context = browser.new_context(http_credentials={"username": "me", "password": limited})
+        tab = context.new_page()
+        tab.goto(f"{gateway.url}/")
+        row = tab.locator("#servers tr[data-server=protected]")
+        expect(row.locator("td").nth(1)).to_have_text("needs_sign_in", timeout=SETTLES)
+        expect(row).to_contain_text("waits for the operator's sign-in")
+        assert row.get_by_role("link", name="Sign in").count() == 0
+        assert Person(gateway, KEY).sign_in("protected").status_code == 303  # the operator's key
+        expect(row.locator("td").nth(1)).to_have_text("ready", timeout=SETTLES)  # the page's live updates
+        assert row.get_by_role("button", name="Sign out").count() == 0
+        ARTIFACTS.mkdir(exist_ok=True)
+        tab.screenshot(path=str(ARTIFACTS / "sign-in-6-limited-key.png"), full_page=True)
+        context.close()

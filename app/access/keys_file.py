@@ -5,8 +5,10 @@ checked. JSON in the spirit of mcp.json:
               "sha256:<64 hex digits>": {"servers": "*"}}}
 
 A key is written as itself, or as `sha256:` and its SHA-256 in hex, so that the file need not hold it. A key's
-set names servers (`"*"`: every one) and toolsets of TOOLBRIDGE_TOOLSETS, whose members are added. `name` is
-for people: the errors and the log say `key #2 ("bob")`, never a key.
+set names servers (`"*"`: every one) and toolsets of TOOLBRIDGE_TOOLSETS, whose members are added. `sign_in`
+names the servers (`"*"`: every one it may use) whose one shared sign-in the key may start and end (without it,
+only TOOLBRIDGE_API_KEYS keys may: app/access/scope.py). `name` is for people: the errors and the log say
+`key #2 ("bob")`, never a key.
 """
 
 import hashlib
@@ -21,11 +23,12 @@ from app.access.scope import KeyScope
 from app.settings.fields import unknown_field
 
 SHA256_PREFIX = "sha256:"
-_FIELDS = ("servers", "toolsets", "name")  # a key's, in the order the messages list them
+_FIELDS = ("servers", "toolsets", "sign_in", "name")  # a key's, in the order the messages list them
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 _KEY = re.compile(r"[\x21-\x7e]+")  # what a bearer header and a Basic password both carry: no spaces, ASCII
 CALLER_CHARS = 16  # of the key's digest, to tell callers apart in the recent calls and requests
-SHAPE = '{"keys": {KEY: {"servers": [NAME, ...] or "*", "toolsets": [NAME, ...], "name": LABEL}}}'
+SHAPE = ('{"keys": {KEY: {"servers": [NAME, ...] or "*", "toolsets": [NAME, ...], "sign_in": [NAME, ...] or "*", '
+         '"name": LABEL}}}')
 
 
 class KeysFileError(Exception):
@@ -88,7 +91,8 @@ def parse_keys(data: Any, toolsets: Mapping[str, Sequence[str]]) -> KeysFile:
         digest = _digest_of(key, label)
         if digest in scopes:
             raise KeysFileError(f"{label} is {labels[digest]} again (once as its sha256, perhaps)")
-        scopes[digest] = KeyScope(_names(entry, label, toolsets), caller=digest[:CALLER_CHARS], digest=digest)
+        scopes[digest] = KeyScope(_names(entry, label, toolsets), caller=digest[:CALLER_CHARS], digest=digest,
+                                  sign_ins=_sign_ins(entry, label))
         labels[digest] = label
         if not key.startswith(SHA256_PREFIX):
             plain.append(key)
@@ -131,6 +135,14 @@ def _known_fields(fields: dict[str, Any], known: Sequence[str], where: str) -> N
     if unknown := [field for field in fields if field not in known]:
         more = f"; {len(unknown) - 1} more unknown" if len(unknown) > 1 else ""
         raise KeysFileError(f"{where}: {unknown_field(unknown[0], known, named=False)}{more}")
+
+
+def _sign_ins(entry: dict[str, Any], label: str) -> frozenset[str] | None:
+    """The servers whose shared sign-in the key may start and end (None: every one it may use); none unless named."""
+    sign_in = entry.get("sign_in", [])
+    if sign_in == "*":
+        return None
+    return frozenset(_strings(sign_in, f'{label}: sign_in must be a list of server names, or "*"'))
 
 
 def _strings(value: Any, problem: str) -> list[str]:

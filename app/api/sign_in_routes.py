@@ -4,9 +4,11 @@
 link lead: behind the key, as every /ui route, and only for a server the key may use; it redirects the browser
 to the server's authorization server. That one sends the browser back to `GET /oauth/callback`, which takes no
 key (a browser coming back from another site sends none it can be trusted to): the unguessable, single-use
-`state` the sign-in made is the capability, as an image's id is. It ends on the status page. `POST
-/ui/servers/{name}/sign-out` forgets the tokens and reconnects the server, which then waits for a sign-in again.
-Failures at a browser's navigation are a small page with the reason and the way back, never a token.
+`state` the sign-in made is the capability, as an image's id is. It ends on the status page, once the server's
+connection with the new sign-in is up (bounded). `POST /ui/servers/{name}/sign-out` forgets the tokens and
+reconnects the server, which then waits for a sign-in again. A server without `per_key` has one sign-in that
+every key acts as: only a key that may change it (app/access/scope.py) starts or ends it; others get a 403 that
+says who may. Failures at a browser's navigation are a small page with the reason and the way back, never a token.
 """
 
 import html
@@ -18,7 +20,8 @@ import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from app.api.deps import KeyScopeDep, PoolDep, SettingsDep, ViewDep
+from app.access import CALLER_CHARS, key_digest
+from app.api.deps import KeyScopeDep, PoolDep, SettingsDep, ViewDep, presented_key
 from app.mcp import (
     SIGN_IN_SECONDS,
     KeyView,
@@ -28,12 +31,13 @@ from app.mcp import (
     finish_sign_in,
     start_sign_in,
 )
-from app.openai.errors import RouteNotFound
+from app.openai.errors import Forbidden, RouteNotFound
 from app.settings import Settings
 
 router = APIRouter(include_in_schema=False)
 CALLBACK = "/oauth/callback"
 SIGN_OUT_SETTLES = 5.0  # seconds a sign-out waits for its server to stop (it takes milliseconds)
+SIGN_IN_SETTLES = 10.0  # seconds the way back waits for the new sign-in's connection (it takes a second or so)
 BROWSER_COOKIE = "toolbridge_sign_in"  # ties the way back to the browser that started (sign_in.py `start`)
 # The authorization URL and the code in the callback's are nobody else's business: no cache, no referrer.
 _REDIRECT_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
@@ -52,8 +56,11 @@ def callback_url(settings: Settings, request: Request) -> str:
 async def sign_in(name: str, request: Request, pool: ViewDep, settings: SettingsDep, scope: KeyScopeDep) -> Response:
     auth = _auth(pool, name)
     browser = secrets.token_urlsafe(32)
+    # Whose pending sign-in it is, for their bound: the key's digest (each operator key its own), "" without keys.
+    presented = presented_key(request)
+    owner = scope.caller or (key_digest(presented)[:CALLER_CHARS] if presented else "")
     try:
-        url = await start_sign_in(auth, callback_url(settings, request), scope.caller or "", browser)
+        url = await start_sign_in(auth, callback_url(settings, request), owner, browser)
     except (SignInFailed, SignInUnavailable) as exc:
         return _page("Sign-in not started", str(exc), 502 if isinstance(exc, SignInFailed) else 503)
     redirect = RedirectResponse(url, status_code=303, headers=_REDIRECT_HEADERS)
@@ -70,11 +77,14 @@ async def callback(request: Request, pool: PoolDep, state: str = "", code: str |
     if vault is None:
         return _page("Sign-in not finished", str(SignInUnavailable("?")), 503)
     try:
-        server = await finish_sign_in(vault, pool.sign_ins.find, state, code, iss, error,
-                                      request.cookies.get(BROWSER_COOKIE, ""))
+        auth = await finish_sign_in(vault, pool.sign_ins.find, state, code, iss, error,
+                                    request.cookies.get(BROWSER_COOKIE, ""))
     except SignInFailed as exc:
         return _forget_browser(_page("Sign-in not finished", str(exc), 400))
-    return _forget_browser(RedirectResponse(f"/?signed_in={quote(server)}", status_code=303,
+    # The page it lands on, and a chat right after, find the server ready with the new sign-in.
+    with anyio.move_on_after(SIGN_IN_SETTLES):
+        await auth.connected()
+    return _forget_browser(RedirectResponse(f"/?signed_in={quote(auth.name)}", status_code=303,
                                             headers=_REDIRECT_HEADERS))
 
 
@@ -102,6 +112,10 @@ def _auth(pool: KeyView, name: str) -> ServerAuth:
     auth = pool.pool.sign_ins.find(name) if pool.scope.may_use_server(name) else None
     if auth is None or not auth.person_signs_in:
         raise RouteNotFound(f"There is no MCP server '{name}' to sign in to.", code="server_not_found")
+    if not pool.may_sign_in(name):
+        raise Forbidden(f"MCP server '{name}' has one sign-in, which every key's calls act as: signing it in or out "
+                        "is for the operator's keys (TOOLBRIDGE_API_KEYS) or keys the keys file gives \"sign_in\".",
+                        code="sign_in_not_allowed")
     return auth.of_caller()  # a `per_key` server: the caller's key's own sign-in
 
 

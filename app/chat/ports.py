@@ -285,3 +285,7 @@ class SignInWaits(Protocol):
     """The servers a caller may use that wait for a person's sign-in (OAuth) before their tools are offered."""
 
     def servers_needing_sign_in(self) -> list[str]: ...
+
+    def may_sign_in(self, name: str) -> bool:
+        """Whether the caller may give that sign-in (a shared server's is the operator's to give)."""
+        ...

@@ -87,8 +87,9 @@ async def answer_chat(body: dict[str, Any], request: ChatCompletionRequest, need
     else:
         if outcome is not None:  # the prompt's messages stand in for the slash line
             options = replace(options, prompt_messages=outcome.messages)
-        if waiting := servers_waiting(needs.sign_ins, options):
-            options = replace(options, sign_in_note=model_note(waiting))
+        waiting = servers_waiting(needs.sign_ins, options)
+        if note := model_note(waiting):
+            options = replace(options, sign_in_note=note)
             notice = sign_in_lines(waiting, body["messages"], needs.base_url)
         events = run_tool_loop(body, needs.upstream, needs.pool, options, stats=needs.stats, memory=memory)
     await _accepted(events)

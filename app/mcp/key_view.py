@@ -82,7 +82,20 @@ class KeyView:
             raise PromptFailed(f"There is no prompt '{entry.command}'.")
 
     def health(self) -> dict[str, dict[str, Any]]:
-        return {name: status for name, status in self.pool.health().items() if self.scope.may_use_server(name)}
+        """The servers this key may use, and beside each it signs in to, whether this key may (`may_sign_in`)."""
+        shown = {name: status for name, status in self.pool.health().items() if self.scope.may_use_server(name)}
+        for name, status in shown.items():
+            if "signed_in" in status:
+                status["may_sign_in"] = self.may_sign_in(name)
+        return shown
+
+    def may_sign_in(self, name: str) -> bool:
+        """Whether this key may start and end the server's sign-in: its own on a `per_key` server; the one every
+        key acts as only if the key may change it (app/access/scope.py)."""
+        auth = self.pool.sign_ins.find(name)
+        if auth is None or not auth.person_signs_in or not self.scope.may_use_server(name):
+            return False
+        return auth.per_key or self.scope.may_sign_in(name)
 
     def servers_needing_sign_in(self) -> list[str]:
         """This key's servers that wait for a person's sign-in before their tools are offered. Each is asked to

@@ -17,7 +17,7 @@ from app.mcp.calling import HOLD_SECONDS, UNUSABLE_ANSWER, CallEnded, CallsInFli
 from app.mcp.held_calls import Asked, CallHolder, HeldCalls, Stage, held_state
 from app.mcp.prompts import PromptFailed, completions, get_prompt
 from app.mcp.results import FailureKind
-from app.mcp.status import ServerStatus, unavailable
+from app.mcp.status import ServerState, ServerStatus, unavailable
 
 # How long a safe call whose remote session expired waits for the reconnection before its one retry.
 RECONNECT_WAIT = 10.0
@@ -38,10 +38,16 @@ class LiveConnection:
         self.in_flight = CallsInFlight()
         self.holder = CallHolder(name, self.in_flight, held)
         self._published = anyio.Event()
+        self._signed_out = False  # this connection ended because the server took its sign-in back
 
     def publish(self, client: Client) -> None:
-        self.client = client
-        self._next_publication().set()
+        self.client, self._signed_out = client, False
+        self.next_publication().set()
+
+    def sign_in_taken_back(self) -> None:
+        """The connection ends for want of a sign-in: the calls it fails say so (and wait for no next one)."""
+        self._signed_out = True
+        self.lost.set()
 
     def withdraw(self) -> None:
         self.client = None
@@ -64,7 +70,8 @@ class LiveConnection:
         ended = await self.holder.run(call, client, parsed, limits)
         if isinstance(ended, ConnectionLost):
             self.lost.set()
-            if (call.route.safe_to_retry or ended.never_ran) and await self._reconnected(client):
+            retry = (call.route.safe_to_retry or ended.never_ran) and not self._signed_out
+            if retry and await self._reconnected(client):
                 assert self.client is not None
                 ended = await self.holder.run(call, self.client, parsed, limits)
         return self._ended(call, ended, "closed the connection; it is being restarted.")
@@ -93,6 +100,8 @@ class LiveConnection:
             return call.asked(stage.needed)
         if isinstance(stage, ConnectionLost):
             self.lost.set()
+            if self._signed_out:
+                return call.fail(FailureKind.SERVER_UNAVAILABLE, unavailable(self.name, ServerState.NEEDS_SIGN_IN))
             return call.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{self.name}' {lost}")
         return stage
 
@@ -113,11 +122,12 @@ class LiveConnection:
         """Waits, bounded, for the server's next connection after `old` was lost."""
         with anyio.move_on_after(RECONNECT_WAIT):
             while self.client in (None, old):
-                await self._next_publication().wait()
+                await self.next_publication().wait()
             return True
         return False
 
-    def _next_publication(self) -> anyio.Event:
+    def next_publication(self) -> anyio.Event:
+        """Set when the next connection is published."""
         if self._published.is_set():
             self._published = anyio.Event()
         return self._published

@@ -1,7 +1,8 @@
 """What a supervised server waits for between two connections (supervisor.py): its backoff after a failure,
 or a person's sign-in. Either ends early at shutdown or a stop; a call that wants the server (`live.needed`)
 cuts a backoff short (though never under RETRY_WHEN_NEEDED after the last attempt: a dead server is not
-hammered) and makes a server waiting for a sign-in look in the vault at once."""
+hammered) and makes a server waiting for a sign-in look in the vault at once. While connected, a server
+signed in looks in the vault as often (`keep_signed_in`): another replica's sign-out or new sign-in."""
 
 import anyio
 
@@ -22,6 +23,12 @@ async def back_off(live: LiveConnection, stopping: anyio.Event, stop: anyio.Even
         await first_of(stopping.wait, stop.wait, needed.wait)
     with anyio.move_on_after(earliest - anyio.current_time()):
         await first_of(stopping.wait, stop.wait)
+
+
+async def keep_signed_in(auth: ServerAuth | None) -> None:
+    """While the connection lives: its sign-in refreshed when due and the vault looked at (shared_tokens.py)."""
+    if auth is not None:
+        await auth.keep_fresh(SIGN_IN_LOOK)
 
 
 async def wait_for_sign_in(live: LiveConnection, auth: ServerAuth, stopping: anyio.Event, stop: anyio.Event) -> None:

@@ -13,11 +13,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
+import structlog
 
 from app.mcp.config import ServerConfig
 from app.mcp.connect import ConnectionOpener
 from app.mcp.convert import Catalogue
 from app.mcp.live import LiveConnection
+from app.mcp.oauth_storage import GATEWAY_IDENTITY
 from app.mcp.offer import ServerOffer
 from app.mcp.options import PoolOptions
 from app.mcp.pauses import SIGN_IN_LOOK
@@ -25,6 +27,9 @@ from app.mcp.server_auth import ServerAuth, current_identity
 from app.mcp.status import ServerState, ServerStatus
 from app.mcp.supervisor import ServerSupervisor
 from app.mcp.waits import first_of
+from app.state import StateStoreError
+
+log = structlog.get_logger("toolbridge.mcp")
 
 
 class PerKeySupervisor(ServerSupervisor):
@@ -107,7 +112,7 @@ class PerKeySupervisor(ServerSupervisor):
         assert self.auth is not None
         try:
             while not (self._stopping.is_set() or self.stop.is_set()):
-                for auth in await self.auth.identities_signed_in_quietly():
+                for auth in await identities_signed_in(self.auth):
                     self.signed_in_as(auth)
                 needed = self._own_live.needed = anyio.Event()
                 with anyio.move_on_after(SIGN_IN_LOOK):
@@ -116,6 +121,20 @@ class PerKeySupervisor(ServerSupervisor):
             self.done.set()
             self._own_status.state = ServerState.STOPPED if self._stopping.is_set() else self._own_status.state
             self._state_changed()
+
+
+async def identities_signed_in(server: ServerAuth) -> list[ServerAuth]:
+    """A `per_key` server's identities with tokens in the vault (signed in here, before a restart, or on another
+    replica); none while the store cannot answer (looked at again later)."""
+    if server.vault is None:
+        return []
+    prefix = f"oauth/{server.name}/"
+    try:
+        found = [server.for_identity(name.removeprefix(prefix)) for name in await server.vault.names(prefix)]
+        return [auth for auth in found if auth.identity != GATEWAY_IDENTITY and await auth.check()]
+    except StateStoreError as exc:
+        log.warning("mcp_sign_in_unreadable", server=server.name, error=str(exc))
+        return []
 
 
 def supervisor_for(name: str, server: ServerConfig, options: PoolOptions, opener: ConnectionOpener,

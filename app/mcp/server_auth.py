@@ -1,33 +1,35 @@
 """How the gateway signs in to one HTTP MCP server that asks for OAuth, with the identity the gateway has.
 
 The mcp SDK's `OAuthClientProvider` (an httpx Auth) does the protocol on the connection: it sends the stored
-access token, refreshes it before it expires and keeps the rotated tokens in the vault (oauth_storage.py).
-What the SDK cannot do is wait for a person: its browser step is one coroutine from the authorization URL to
-the code. So the connection's provider stops there (`SignInNeeded`), and the person's sign-in runs as two
-requests of their browser instead (sign_in.py): the server then waits as "needs sign-in", not failing and
-retrying, until the callback stores tokens (`signed_in`) or another replica did (`check`).
+access token, and ours (shared_tokens.py) refreshes it, one replica at a time, keeping the rotated tokens in the
+vault (oauth_storage.py). What the SDK cannot do is wait for a person: its browser step is one coroutine from the
+authorization URL to the code. So the connection's provider stops there (`SignInNeeded`), and the person's
+sign-in runs as two requests of their browser instead (sign_in.py): the server then waits as "needs sign-in",
+not failing and retrying, until the callback stores tokens (`take_sign_in`) or another replica did (`check`).
+A new sign-in replaces the live connection at once, as a sign-out ends it: a server never acts as the
+identity it had before.
 
 A server is taken as asking for OAuth when mcp.json says `oauth`, or when, with no Authorization header
 configured, it answered 401 with a Bearer challenge (`challenged`).
 """
 
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import anyio
 import httpx2
 import structlog
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
-from mcp.client.auth.oauth2 import OAuthContext
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from app import __version__
 from app.access import CURRENT_SCOPE
 from app.mcp.config import HttpServerConfig, OAuthConfig, ServerConfig
 from app.mcp.failures import leaves
 from app.mcp.oauth_storage import GATEWAY_IDENTITY, VaultTokenStorage
-from app.mcp.shared_tokens import SharedSignIn, TokensSuperseded
+from app.mcp.shared_tokens import SharedSignIn, revoke_tokens
+from app.mcp.shared_tokens import SignInNeeded as SignInNeeded  # where the sign-in's modules have found it
 from app.state import StateStoreError, Vault
 
 log = structlog.get_logger("toolbridge.mcp")
@@ -36,15 +38,16 @@ CLIENT_NAME = "toolbridge"
 # Registration needs a redirect URI before the person's browser says which address the gateway has; the
 # sign-in registers again with the right one (sign_in.py). Never sent a browser: the flow stops before.
 UNUSED_REDIRECT = "http://127.0.0.1/oauth/callback"
-REVOKE_TIMEOUT = 10.0  # a sign-out waits this long per token for the authorization server to revoke it
 
 
-class SignInNeeded(Exception):
-    """The server wants a person's sign-in: raised where the SDK would open a browser."""
+class Served(Protocol):  # live.py's `LiveConnection`, which imports far more than a sign-in needs
 
-    def __init__(self, server: str, authorization_url: str = "") -> None:
-        super().__init__(f"MCP server '{server}' needs a sign-in")
-        self.authorization_url = authorization_url  # the SDK's, with its own state and verifier: see sign_in.py
+    @property
+    def client(self) -> object | None: ...
+
+    def sign_in_taken_back(self) -> None: ...
+
+    def next_publication(self) -> anyio.Event: ...
 
 
 def current_identity() -> str:
@@ -54,9 +57,10 @@ def current_identity() -> str:
 
 
 class ServerAuth:
-    """One server's OAuth, for one identity (the gateway's, or with `per_key` a key's: `for_identity`). `lost` is
-    called when a live connection finds it must sign in again (the refresh token was revoked), so that the
-    connection ends and the server waits for the person; `on_signed_in` when a sign-in stored tokens."""
+    """One server's OAuth, for one identity (the gateway's, or with `per_key` a key's: `for_identity`), and the
+    connection it serves (`served_by`): ended when the sign-in is taken back (the refresh token was revoked), so
+    that the server waits for the person; replaced when a sign-in stores new tokens. `on_signed_in` is called then
+    too (a `per_key` server starts the key's connection)."""
 
     def __init__(self, name: str, config: HttpServerConfig, vault: Vault | None,
                  identity: str = GATEWAY_IDENTITY) -> None:
@@ -71,6 +75,10 @@ class ServerAuth:
         self.sign_in_lost = False
         self._changed = anyio.Event()
         self._storage: VaultTokenStorage | None = None  # the live connection's provider's
+        self._provider: httpx2.Auth | None = None
+        self._live: Served | None = None
+        self._reconnect: Callable[[], None] = lambda: None
+        self._connected = anyio.Event()  # the live connection's next publication, once a sign-in asked for one
 
     @property
     def settings(self) -> OAuthConfig | None:
@@ -98,21 +106,9 @@ class ServerAuth:
         """The OAuth the request being served uses: its key's on a `per_key` server, else this."""
         return self.for_identity(current_identity()) if self.per_key else self
 
-    async def identities_signed_in(self) -> list["ServerAuth"]:
-        """A `per_key` server's identities with tokens in the vault (signed in here, before a restart, or on
-        another replica)."""
-        if self.vault is None:
-            return []
-        prefix = f"oauth/{self.name}/"
-        found = [self.for_identity(name.removeprefix(prefix)) for name in await self.vault.names(prefix)]
-        return [auth for auth in found if auth.identity != GATEWAY_IDENTITY and await auth.check()]
-
-    async def identities_signed_in_quietly(self) -> list["ServerAuth"]:
-        try:
-            return await self.identities_signed_in()
-        except StateStoreError as exc:  # looked at again later
-            log.warning("mcp_sign_in_unreadable", server=self.name, error=str(exc))
-            return []
+    def served_by(self, live: Served, restart: Callable[[], None]) -> None:
+        """The connection this sign-in acts on (its supervisor's), and how to make a new one."""
+        self._live, self._reconnect, self.lost = live, restart, live.sign_in_taken_back
 
     def storage(self) -> VaultTokenStorage:
         if self.vault is None:
@@ -148,20 +144,29 @@ class ServerAuth:
                 token_endpoint_auth_method="client_secret_post", scope=settings.scope,
                 issuer=settings.issuer or await storage.issuer())
         else:
-            provider = SharedSignIn(self.url, client_metadata(settings, UNUSED_REDIRECT), storage,
+            provider = SharedSignIn(self.name, self.url, client_metadata(settings, UNUSED_REDIRECT), storage,
                                     redirect_handler=self._stop_at_the_browser, callback_handler=_never)
+            provider.ended, provider.replaced = self._ended, self._reconnect
             registered = preregistered(settings, UNUSED_REDIRECT)
             if registered is not None and await storage.get_client_info() is None:
                 await storage.set_client_info(registered)
         await storage.attach(provider)
+        self._provider = provider
         return provider
 
+    async def keep_fresh(self, look: float) -> None:
+        """While the connection lives: its sign-in refreshed when due, and another replica's sign-out or new
+        sign-in taken up within `look` seconds (shared_tokens.py). Nothing to do without a person's sign-in."""
+        if isinstance(self._provider, SharedSignIn):
+            await self._provider.keep_fresh(look)
+
     async def _stop_at_the_browser(self, authorization_url: str) -> NoReturn:
-        if self._storage is not None and await self._storage.take_newer():  # its refresh lost a race, no more
-            raise TokensSuperseded(self.name)
+        self._ended()
+        raise SignInNeeded(self.name, authorization_url)
+
+    def _ended(self) -> None:
         self.sign_in_lost = True
         self.lost()
-        raise SignInNeeded(self.name, authorization_url)
 
     async def waits_for_person(self, failure: BaseException | None = None) -> bool:
         """After a connection ended (in `failure`, if it failed to start): whether the server now waits for a
@@ -180,22 +185,39 @@ class ServerAuth:
             log.warning("mcp_sign_in_unreadable", server=self.name, error=str(exc))
             return False
 
-    def now_signed_in(self) -> None:
-        """The callback stored tokens: the waiting server connects now."""
+    async def take_sign_in(self, tokens: OAuthToken) -> None:
+        """A person's sign-in gave `tokens`: stored (written as a refresh is, one writer at a time), and the live
+        connection acts with them from its next request and is replaced at once; a waiting server connects. The
+        tokens they replace are revoked, so that no replica's connection goes on as the identity before."""
+        storage = self._storage or self.storage()
+        async with storage.holding():
+            replaced = await storage.record()
+            await storage.set_tokens(tokens, new_sign_in=True)
         self.signed_in, self.sign_in_lost = True, False
         self._changed.set()
         self._changed = anyio.Event()
-        self.on_signed_in(self)
+        self.on_signed_in(self)  # a `per_key` server's new key: its connection starts (and is `served_by` now)
+        self._connected = self._live.next_publication() if self._live is not None else anyio.Event()
+        if self._live is not None and self._live.client is not None:
+            self._reconnect()
+        if (replaced.get("tokens") or {}).get("access_token") not in (None, tokens.access_token):
+            await self._revoke(replaced)
+
+    async def connected(self) -> None:
+        """Returns once the connection a sign-in asked for is live (bound it with a timeout)."""
+        await self._connected.wait()
 
     async def forget(self, revoke: bool = True) -> None:
         """Sign-out, or (`revoke=False`) a sign-in the server no longer accepts: the tokens go (the registration
-        stays). A sign-out revokes them at the authorization server first, where it says how (RFC 7009): another
-        replica's connection holds them in memory, and its next refresh would store new ones in the vault."""
+        stays), from the vault and the live connection. A sign-out revokes them at the authorization server too,
+        where it says how (RFC 7009): another replica's connection holds them in memory."""
         if self.vault is not None:
-            storage = self.storage()
+            storage = self._storage or self.storage()
+            async with storage.holding():
+                record = await storage.record()
+                await storage.forget()
             if revoke:
-                await self._revoke(await storage.record())
-            await storage.forget()
+                await self._revoke(record)
         self.signed_in = False
 
     async def _revoke(self, record: dict[str, Any]) -> None:
@@ -270,30 +292,6 @@ def preregistered(settings: OAuthConfig, redirect_uri: str) -> OAuthClientInform
         token_endpoint_auth_method="client_secret_post" if secret else "none",
         scope=settings.scope,
     )
-
-
-async def revoke_tokens(server: str, context: OAuthContext, record: dict[str, Any]) -> None:
-    """Revokes a vault record's tokens where its authorization server's metadata says (nothing if it names no
-    endpoint), authenticated as `context`'s client. A failure is logged: the sign-out goes on."""
-    endpoint = (record.get("metadata") or {}).get("revocation_endpoint")
-    tokens = record.get("tokens") or {}
-    if not endpoint or context.client_info is None:
-        return
-    async with httpx2.AsyncClient(timeout=REVOKE_TIMEOUT) as http:
-        for kind in ("refresh_token", "access_token"):  # the refresh token first: it is the lasting one
-            if not tokens.get(kind):
-                continue
-            data, headers = context.prepare_token_auth(
-                {"token": tokens[kind], "token_type_hint": kind, "client_id": context.client_info.client_id},
-                {"Content-Type": "application/x-www-form-urlencoded"})
-            try:
-                answer = await http.post(endpoint, data=data, headers=headers)
-            except httpx2.HTTPError as exc:
-                log.warning("mcp_sign_out_not_revoked", server=server, error=type(exc).__name__)
-                continue
-            if answer.status_code != 200:
-                log.warning("mcp_sign_out_not_revoked", server=server, status=answer.status_code)
-
 
 
 async def _never() -> NoReturn:

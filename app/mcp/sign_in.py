@@ -2,10 +2,14 @@
 
 `start`: the SDK discovers the authorization server and registers the gateway (it stops at the browser step,
 server_auth.py); its authorization URL is kept but for `state` and the PKCE challenge, which are made anew here
-because the SDK's die with its coroutine. What the callback needs (the verifier, the redirect URI, whose sign-in)
-waits in the vault under a digest of `state`, for ten minutes, on every replica. `finish`: that record is taken
-once, the authorization server's `iss` checked (RFC 9207), the code exchanged at its token endpoint with the
-registered client's credentials (the SDK's `prepare_token_auth`), and the tokens stored: the server connects.
+because the SDK's die with its coroutine. That URL serves the next starts for DISCOVERY_FRESH seconds (kept in the
+vault, for the same redirect URI and registration): a person clicking Sign in again, or a key clicking it a
+hundred times, does not make the gateway ask the authorization server each time. What the callback needs (the
+verifier, the redirect URI, whose sign-in) waits in the vault under a digest of `state`, for ten minutes, on
+every replica; each key (`owner`) has at most MOST_PENDING of them, its own oldest dropped first, never
+another's. `finish`: that record is taken once, the authorization server's `iss` checked (RFC 9207), the code
+exchanged at its token endpoint with the registered client's credentials (the SDK's `prepare_token_auth`), and
+the tokens stored: the server's connection is made, or replaced, with them.
 """
 
 import hashlib
@@ -29,7 +33,8 @@ log = structlog.get_logger("toolbridge.mcp")
 
 SIGN_IN_SECONDS = 600  # from the status page's button to the callback: a person reading a consent page
 PENDING = "oauth-pending/"
-MOST_PENDING = 100  # sign-ins started and never finished, kept until they expire: a bound on a key's clicking
+MOST_PENDING = 20  # sign-ins one key started and has not finished, kept until they expire: a bound on its clicking
+DISCOVERY_FRESH = 300.0  # seconds a discovery (and registration) serves the next sign-ins' starts
 HTTP_TIMEOUT = httpx2.Timeout(30.0)
 # A JSON-RPC request the server refuses without a token: what makes the SDK discover where to sign in.
 _PROBE = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -42,8 +47,9 @@ class SignInFailed(Exception):
 
 async def start(auth: ServerAuth, redirect_uri: str, owner: str, browser: str) -> str:
     """The authorization server's URL to send the person's browser to. `owner`: whose sign-in (a key's
-    digest), recorded for the log; `browser`: a secret the starting browser keeps (a cookie), without which the
-    way back is refused: a sign-in link sent to someone else cannot sign the gateway (or a key) in as them.
+    digest), for the log and the bound on its pending sign-ins; `browser`: a secret the starting browser keeps (a
+    cookie), without which the way back is refused: a sign-in link sent to someone else cannot sign the gateway
+    (or a key) in as them.
 
     Raises:
         SignInFailed: the server does not ask for a sign-in, or its authorization server cannot be reached.
@@ -54,15 +60,10 @@ async def start(auth: ServerAuth, redirect_uri: str, owner: str, browser: str) -
         raise SignInFailed(f"MCP server '{auth.name}' does not ask for a person's sign-in.")
     storage = auth.storage()
     await _registration_for(storage, auth, redirect_uri)
-    provider = OAuthClientProvider(auth.url, client_metadata(settings, redirect_uri), _WithoutTokens(storage),
-                                   redirect_handler=_stop(auth.name), callback_handler=_unused)
-    sdk_url = await _discovered(provider, auth)
-    metadata = provider.context.oauth_metadata
-    if metadata is not None:
-        await storage.set_metadata(metadata)
+    sdk_url = await _authorization_url(auth, storage, redirect_uri)
     pkce, state = PKCEParameters.generate(), secrets.token_urlsafe(32)
     query = dict(parse_qsl(urlsplit(sdk_url).query)) | {"state": state, "code_challenge": pkce.code_challenge}
-    await _prune(storage.vault)
+    await _prune(storage.vault, owner)
     await storage.vault.put(_pending_name(state), {
         "server": auth.name, "identity": auth.identity, "browser": _digest(browser), "verifier": pkce.code_verifier,
         "redirect_uri": redirect_uri,
@@ -74,9 +75,10 @@ async def start(auth: ServerAuth, redirect_uri: str, owner: str, browser: str) -
 
 
 async def finish(vault: Vault, find: Callable[[str], ServerAuth | None], state: str, code: str | None,
-                 iss: str | None, error: str | None, browser: str = "") -> str:
-    """Takes the sign-in `state` names (once), checks and exchanges the code, stores the tokens; the server's
-    name. `find(name)` is the pool's ServerAuth for a name (None once removed).
+                 iss: str | None, error: str | None, browser: str = "") -> ServerAuth:
+    """Takes the sign-in `state` names (once), checks and exchanges the code, stores the tokens (the server's
+    connection replaced: `ServerAuth.take_sign_in`); the sign-in's ServerAuth (a key's, on a `per_key` server).
+    `find(name)` is the pool's ServerAuth for a name (None once removed).
 
     Raises:
         SignInFailed: an unknown, used or expired `state`, a refusal, a wrong issuer, a code not exchanged.
@@ -102,10 +104,9 @@ async def finish(vault: Vault, find: Callable[[str], ServerAuth | None], state: 
     if not code:
         raise SignInFailed(f"The sign-in to '{server}' came back without a code.")
     tokens = await _exchanged(auth, storage, metadata, pending, code)
-    await storage.set_tokens(tokens)
-    auth.now_signed_in()
+    await auth.take_sign_in(tokens)
     log.info("mcp_signed_in", server=server, key=pending.get("owner"))
-    return str(server)
+    return auth
 
 
 async def _taken(vault: Vault, state: str, browser: str) -> dict[str, Any]:
@@ -134,6 +135,27 @@ async def _registration_for(storage: VaultTokenStorage, auth: ServerAuth, redire
     known = await storage.get_client_info()
     if known is not None and redirect_uri not in [str(uri) for uri in known.redirect_uris or []]:
         await storage.forget_registration()
+
+
+async def _authorization_url(auth: ServerAuth, storage: VaultTokenStorage, redirect_uri: str) -> str:
+    """The authorization URL the SDK would open: the one found less than DISCOVERY_FRESH seconds ago for this
+    redirect URI and registration, or discovered (and registered) now."""
+    assert auth.settings is not None
+    record = await storage.record()
+    known = record.get("authorize") or {}
+    client_id = (record.get("client_info") or {}).get("client_id")
+    if (known.get("redirect_uri") == redirect_uri and client_id and known.get("client_id") == client_id
+            and time.time() - float(known.get("at", 0)) < DISCOVERY_FRESH):
+        return str(known["url"])
+    provider = OAuthClientProvider(auth.url, client_metadata(auth.settings, redirect_uri), _WithoutTokens(storage),
+                                   redirect_handler=_stop(auth.name), callback_handler=_unused)
+    url = await _discovered(provider, auth)
+    if provider.context.oauth_metadata is not None:
+        await storage.set_metadata(provider.context.oauth_metadata)
+    client = provider.context.client_info
+    await storage.set_authorize({"url": url, "redirect_uri": redirect_uri, "at": time.time(),
+                                 "client_id": client.client_id if client is not None else None})
+    return url
 
 
 async def _discovered(provider: OAuthClientProvider, auth: ServerAuth) -> str:
@@ -190,13 +212,19 @@ def _context_of(auth: ServerAuth, client: OAuthClientInformationFull, redirect_u
     return provider.context
 
 
-async def _prune(vault: Vault) -> None:
-    names = await vault.names(PENDING)
+async def _prune(vault: Vault, owner: str) -> None:
+    """Expired pending sign-ins go, and `owner`'s oldest beyond MOST_PENDING - 1 (room for the one it starts);
+    another key's never."""
     now = time.time()
-    for name in names:
+    own: list[tuple[float, str]] = []
+    for name in await vault.names(PENDING):
         record = await vault.get(name)
-        if record is None or record.get("expires_at", 0) < now or len(names) > MOST_PENDING:
+        if record is None or record.get("expires_at", 0) < now:
             await vault.delete(name)
+        elif record.get("owner") == owner:
+            own.append((float(record["expires_at"]), name))
+    for _, name in sorted(own)[:max(0, len(own) - MOST_PENDING + 1)]:
+        await vault.delete(name)
 
 
 def _pending_name(state: str) -> str:

@@ -24,7 +24,7 @@ from app.mcp.failures import describe_failure
 from app.mcp.live import LiveConnection
 from app.mcp.offer import Listing, ServerOffer
 from app.mcp.options import PoolOptions as PoolOptions  # its home before options.py; imported from here still
-from app.mcp.pauses import back_off, wait_for_sign_in
+from app.mcp.pauses import back_off, keep_signed_in, wait_for_sign_in
 from app.mcp.processes import StderrTail
 from app.mcp.server_auth import ServerAuth
 from app.mcp.status import ServerState, ServerStatus, transport_name
@@ -67,8 +67,8 @@ class ServerSupervisor:
         self._served = False  # this connection published what it offers
         self._restart_asked = False
         self.auth = auth
-        if auth is not None:  # a live connection whose sign-in the server took back ends
-            auth.lost = lambda: self.live.lost.set()
+        if auth is not None:  # a sign-in taken back ends the connection; a new one replaces it
+            auth.served_by(self.live, self.restart)
 
     @property
     def call_timeout(self) -> float:
@@ -107,8 +107,7 @@ class ServerSupervisor:
             self._start_scope.cancel()
 
     async def run(self) -> None:
-        """Connects, serves until shutdown, and reconnects with capped backoff when the server fails to
-        start or its connection is lost."""
+        """Connects, serves until shutdown, and reconnects with capped backoff when it fails or is lost."""
         status = self.status
         failures = 0
         try:
@@ -192,6 +191,7 @@ class ServerSupervisor:
         """Serves until shutdown, a stop, or the connection's loss: "stopped" or "lost"."""
         async with anyio.create_task_group() as watchers:
             watchers.start_soon(self.offer.follow, client, lost.set)
+            watchers.start_soon(keep_signed_in, self.auth)
             if pings(client, self.status.transport):
                 watchers.start_soon(keep_alive, self.name, client, lost.set,
                                     self._options.keepalive_interval, lambda: self.live.in_flight.count > 0)

@@ -6,13 +6,22 @@ evicted by size or age: a token is kept until it is refreshed or its owner signs
 with Fernet (AES-128-CBC with HMAC-SHA256, from the `cryptography` library) before a backend sees it, so the
 SQLite file and Redis hold only ciphertext. A value that does not decrypt (the key changed) is treated as
 absent and logged once, without the value: the person signs in again; nothing crashes.
+
+A name can also be held (`holding`): one holder at a time among everything that shares the backend (every
+replica on one Redis; this process for a SQLite file or memory), so that work which must not run twice at once,
+a sign-in's refresh, runs once.
 """
 
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 
+import anyio
 import orjson
 import structlog
 from cryptography.fernet import Fernet, InvalidToken
+
+from app.state.store import StateStoreError
 
 log = structlog.get_logger("toolbridge.vault")
 
@@ -33,15 +42,47 @@ class VaultBackend(Protocol):
 
     async def names(self, prefix: str) -> list[str]: ...
 
+    def holding(self, name: str, seconds: float) -> AbstractAsyncContextManager[None]:
+        """`name` held while the block runs, by one holder at a time among all that share the backend; waits
+        for it at most about `seconds`, and a holder that dies keeps it at most `seconds`.
+
+        Raises:
+            StateStoreError: held elsewhere all that time, or the backend did not answer.
+        """
+        ...
+
     async def aclose(self) -> None: ...
 
 
-class MemoryVaultBackend:
+class LocalHolds:
+    """`holding` for a backend one process owns (memory, its SQLite file): a semaphore per name, in this process
+    (not a lock: a lock refuses the task that holds it, where Redis would make it wait like anyone)."""
+
+    def __init__(self) -> None:
+        self._holds: dict[str, anyio.Semaphore] = {}
+
+    @asynccontextmanager
+    async def holding(self, name: str, seconds: float) -> AsyncIterator[None]:
+        hold = self._holds.setdefault(name, anyio.Semaphore(1))
+        acquired = False
+        with anyio.move_on_after(seconds):
+            await hold.acquire()
+            acquired = True
+        if not acquired:
+            raise StateStoreError(f"'{name}' stayed held for {seconds:g} s")
+        try:
+            yield
+        finally:
+            hold.release()
+
+
+class MemoryVaultBackend(LocalHolds):
     """This process's memory: gone at restart (TOOLBRIDGE_STATE_URL=memory:// or none)."""
 
     kind = "memory"
 
     def __init__(self) -> None:
+        super().__init__()
         self.values: dict[str, bytes] = {}
 
     async def read(self, name: str) -> bytes | None:
@@ -92,6 +133,10 @@ class Vault:
 
     async def names(self, prefix: str = "") -> list[str]:
         return await self.backend.names(prefix)
+
+    def holding(self, name: str, seconds: float) -> AbstractAsyncContextManager[None]:
+        """See `VaultBackend.holding`."""
+        return self.backend.holding(name, seconds)
 
     async def aclose(self) -> None:
         await self.backend.aclose()

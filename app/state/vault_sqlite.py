@@ -4,7 +4,8 @@ state.tokens.db), owner-only, in WAL mode.
 A file of its own rather than a table in state.db: memory's file is dropped and rebuilt when its schema
 changes and may be deleted to forget conversations, neither of which may sign anyone out; and a large memory
 write holding SQLite's one write lock never delays a token refresh. Calls run in a worker thread, one at a
-time, so a slow disk never stalls the event loop.
+time, so a slow disk never stalls the event loop. A name is held in this process (`LocalHolds`): the file is
+one gateway's.
 """
 
 import sqlite3
@@ -18,6 +19,7 @@ import anyio.to_thread
 
 from app.state.sqlite import owner_only_connection
 from app.state.store import StateStoreError
+from app.state.vault import LocalHolds
 
 T = TypeVar("T")
 
@@ -27,10 +29,11 @@ def vault_path(state_path: Path) -> Path:
     return state_path.with_name(f"{state_path.stem}.tokens.db")
 
 
-class SqliteVaultBackend:
+class SqliteVaultBackend(LocalHolds):
     kind = "sqlite"
 
     def __init__(self, path: Path) -> None:
+        super().__init__()
         self.path = path
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None

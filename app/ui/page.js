@@ -55,9 +55,11 @@ function renderServers(servers) {
 }
 
 // A server that asks for OAuth (app/api/sign_in_routes.py): the sign-in is a plain link, a top-level navigation,
-// because the browser itself must follow the redirect to the authorization server and come back.
+// because the browser itself must follow the redirect to the authorization server and come back. Offered only to
+// a key that may give it (`may_sign_in`: a shared server's sign-in is the operator's).
 function signInOrOut(name, s) {
   const path = `/ui/servers/${encodeURIComponent(name)}`;
+  if (!s.may_sign_in) return s.state === "needs_sign_in" ? "waits for the operator's sign-in" : "";
   if (s.state === "needs_sign_in") return el("a", { class: "sign-in", href: `${path}/sign-in` }, "Sign in");
   if (s.signed_in) return el("button", { class: "sign-out", onclick: () => signOut(name) }, "Sign out");
   return "";

@@ -25,6 +25,15 @@ def test_keys_their_digests_servers_and_toolsets() -> None:
     assert parsed.plain == (SECRET, "sk-chat-only")  # for the log to redact; a digest is no key
 
 
+def test_sign_in_names_the_servers_whose_shared_sign_in_a_key_may_change() -> None:
+    parsed = parse_keys({"keys": {"sk-a": {"servers": ["files", "github"], "sign_in": ["github"]},
+                                  "sk-b": {"servers": "*", "sign_in": "*"}, "sk-c": {"servers": "*"}}}, TOOLSETS)
+    named, every, none = (parsed.scopes[key_digest(key)] for key in ("sk-a", "sk-b", "sk-c"))
+    assert named.sign_ins == {"github"} and every.sign_ins is None and none.sign_ins == frozenset()
+    assert (named.may_sign_in("github"), named.may_sign_in("files")) == (True, False)
+    assert every.may_sign_in("github") and not none.may_sign_in("github")  # "servers": "*" alone is not enough
+
+
 @pytest.mark.parametrize(("data", "problem"), [
     ([], "must be a JSON object"),
     ({"keys": []}, "must be a JSON object"),
@@ -36,13 +45,15 @@ def test_keys_their_digests_servers_and_toolsets() -> None:
     ({"keys": {SECRET: {"Toolsets": [], "name": "bob"}}}, 'key #1 ("bob"): unknown field "Toolsets" (did you mean '
                                                           '"toolsets"?)'),
     ({"keys": {SECRET: {"sk-other-key": {}, "x": 1}}}, "key #1: an unknown field, not repeated in case it is a key "
-                                                       "(known: servers, toolsets, name); 1 more unknown"),
+                                                       "(known: servers, toolsets, sign_in, name); 1 more unknown"),
     ({"keys": {SECRET: {"servers": "files"}}}, 'key #1: servers must be a list of server names, or "*"'),
     ({"keys": {SECRET: {"servers": ["files", ""]}}}, "key #1: servers must be a list"),
     ({"keys": {SECRET: {"toolsets": "research"}}}, "key #1: toolsets must be a list of toolset names"),
     ({"keys": {SECRET: {"toolsets": ["nope"]}}}, "key #1: toolset 'nope' is not one of TOOLBRIDGE_TOOLSETS (clock, "
                                                  "research)"),
     ({"keys": {SECRET: {"name": 3}}}, "key #1: name must be a string"),
+    ({"keys": {SECRET: {"sign_in": "github"}}}, 'key #1: sign_in must be a list of server names, or "*"'),
+    ({"keys": {SECRET: {"sign_in": [""]}}}, "key #1: sign_in must be a list"),
     ({"keys": {"sk ok": {}}}, "key #1: a key must be printable ASCII without spaces or commas"),
     ({"keys": {"sk,two": {}}}, "key #1: a key must be printable ASCII"),
     ({"keys": {"": {}}}, "key #1: a key must be printable ASCII"),

@@ -1,4 +1,4 @@
-"""What one key may use: the one decision, as a table."""
+"""What one key may use: the one decision, as a table (servers, tools, whose calls, whose shared sign-in)."""
 
 import pytest
 
@@ -34,3 +34,15 @@ def test_which_servers_and_tools_a_key_may_use(scope: KeyScope, server: str, too
 ])
 def test_a_limited_key_sees_its_own_calls_alone(scope: KeyScope, caller: str | None, sees: bool) -> None:
     assert scope.sees_caller(caller) is sees
+
+
+@pytest.mark.parametrize(("scope", "server", "may"), [
+    (EVERYTHING, "github", True),  # the operator's keys (and everyone, with no keys)
+    (ALICE, "files", False),  # may use it, not change whose account every key acts as
+    (KeyScope(frozenset({"files"}), sign_ins=frozenset({"files"})), "files", True),
+    (KeyScope(frozenset({"files"}), sign_ins=frozenset({"github"})), "github", False),  # not without using it
+    (KeyScope(None, sign_ins=frozenset({"files"})), "github", False),
+    (KeyScope(frozenset({"files", "github"}), sign_ins=None), "github", True),  # "sign_in": "*"
+])
+def test_who_may_sign_a_shared_server_in_or_out(scope: KeyScope, server: str, may: bool) -> None:
+    assert scope.may_sign_in(server) is may

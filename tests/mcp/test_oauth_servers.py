@@ -1,7 +1,8 @@
 """The mcp SDK's OAuth client (`mcp.client.auth.OAuthClientProvider`) against the real authorization server and
 protected MCP server of tests/support/oauth_servers.py: sign-in with dynamic registration and PKCE, the tools
 listed and called, refresh on expiry, a new sign-in after a revoked refresh token, the issuer and `state` checks,
-two identities, and what a gateway can and cannot take from the SDK (see the support module's docstring)."""
+two identities, a refresh token's reuse seen (and the grant revoked for it), and what a gateway can and cannot take
+from the SDK (see the support module's docstring)."""
 
 import secrets
 import time
@@ -199,6 +200,32 @@ async def test_two_people_have_their_own_identities() -> None:
                         connected(pair, oauth(pair, MemoryStorage(), Browser(user="bob"))) as bob):
                 assert (await whoami(alice), await whoami(bob)) == ("alice", "bob")
         assert len(pair.authorization_server.provider.clients) == 2
+
+
+@pytest.mark.parametrize("revokes", [False, True], ids=["counted", "grant revoked"])
+async def test_a_spent_refresh_token_presented_again_is_a_reuse(revokes: bool) -> None:
+    # RFC 9700 4.14.2: a rotated refresh token seen again means two holders; the server may end the whole grant.
+    with OAuthPair.start(reuse_revokes_grant=revokes) as pair:
+        storage = MemoryStorage()
+        with anyio.fail_after(TIMEOUT):
+            async with connected(pair, oauth(pair, storage, Browser())) as client:
+                assert await whoami(client) == "alice"
+        assert storage.tokens is not None and storage.client_info is not None
+        first, client_id = storage.tokens, storage.client_info.client_id
+        secret = {"client_secret": storage.client_info.client_secret} if storage.client_info.client_secret else {}
+
+        async def refresh(token: str | None) -> httpx.Response:
+            async with httpx.AsyncClient(timeout=10) as http:
+                return await http.post(f"{pair.authorization_server.issuer}/token", data={
+                    "grant_type": "refresh_token", "refresh_token": token, "client_id": client_id, **secret})
+
+        second = (await refresh(first.refresh_token)).json()
+        again = await refresh(first.refresh_token)
+        provider = pair.authorization_server.provider
+        assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
+        assert provider.reuses == 1 and provider.refreshes == 1
+        assert (second["access_token"] in provider.access_tokens) is not revokes
+        assert (await refresh(second["refresh_token"])).status_code == (400 if revokes else 200)
 
 
 @pytest.mark.parametrize(("wrong_issuer", "message"), [

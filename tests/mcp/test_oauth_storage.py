@@ -1,8 +1,10 @@
 """One server's sign-in kept in the token vault (`app/mcp/oauth_storage.py`), driven by the mcp SDK's own OAuth
 client against the real authorization server and protected MCP server of tests/support/oauth_servers.py: a
 sign-in whose tokens rest encrypted, a restart (a new vault and provider over the same file, or another replica
-over the same Redis) that refreshes an expired token instead of signing in again, sign-out, and a changed key."""
+over the same Redis) that refreshes an expired token instead of signing in again, sign-out, a changed key, and what
+the vault holds beside a provider's tokens (the same, refreshed elsewhere, another sign-in's, none)."""
 
+import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -10,10 +12,11 @@ from pathlib import Path
 import anyio
 import pytest
 from cryptography.fernet import Fernet
-from mcp.shared.auth import OAuthMetadata
+from mcp.client.auth import OAuthClientProvider
+from mcp.shared.auth import OAuthClientMetadata, OAuthMetadata, OAuthToken
 
 from app.mcp.oauth_storage import VaultTokenStorage
-from app.state import Vault, open_vault
+from app.state import MemoryVaultBackend, Vault, open_vault
 from app.state.vault_redis import PREFIX
 from tests.mcp.test_oauth_servers import TIMEOUT, Browser, connected, oauth, wait_past_expiry, whoami
 from tests.support.oauth_servers import OAuthPair
@@ -156,3 +159,23 @@ def _redis(request: pytest.FixtureRequest) -> RedisServer | None:
     return request.getfixturevalue("redis_server") if "redis" in request.node.callspec.id else None
 
 
+
+
+async def test_sync_tells_tokens_refreshed_elsewhere_from_another_sign_in_and_a_sign_out() -> None:
+    vault = Vault(MemoryVaultBackend(), Fernet.generate_key())
+    mine, elsewhere = VaultTokenStorage(vault, "protected"), VaultTokenStorage(vault, "protected")
+    provider = OAuthClientProvider("http://127.0.0.1:9/mcp", OAuthClientMetadata(redirect_uris=None), mine)
+    await elsewhere.set_tokens(OAuthToken(access_token="at-1", refresh_token="rt-1", expires_in=400), new_sign_in=True)
+    await mine.attach(provider)
+    assert (await mine.get_tokens()) is not None and await mine.sync() == "same"
+    await elsewhere.set_tokens(OAuthToken(access_token="at-2", refresh_token="rt-2", expires_in=400))  # a refresh
+    assert await mine.sync() == "newer" and await mine.sync() == "same"
+    assert provider.context.current_tokens is not None and provider.context.current_tokens.access_token == "at-2"
+    assert provider.context.token_expiry_time == pytest.approx(time.time() + 340, abs=5)  # due 60 s early
+    await elsewhere.set_tokens(OAuthToken(access_token="at-bob", expires_in=400), new_sign_in=True)
+    assert await mine.sync() == "replaced" and provider.context.current_tokens.access_token == "at-bob"
+    await elsewhere.forget()
+    assert await mine.sync() == "gone"
+    # What this storage stores, the provider it is attached to acts with at once (a new sign-in on this replica).
+    await mine.set_tokens(OAuthToken(access_token="at-new", expires_in=400), new_sign_in=True)
+    assert provider.context.current_tokens.access_token == "at-new"

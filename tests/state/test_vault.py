@@ -1,17 +1,18 @@
 """The token vault over each backend it has (process memory, its own SQLite file, Redis): values replaced and
 deleted, never in plaintext where they rest, a changed key read as absent, and the start-up the state URL's
-kind calls for."""
+kind calls for; a name held by one holder at a time (across replicas on Redis)."""
 
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pytest
 from cryptography.fernet import Fernet
 from structlog.testing import capture_logs
 
 from app.state import MemoryVaultBackend, StateStoreError, TokenKeyError, Vault, open_vault
-from app.state.vault_redis import PREFIX, RedisVaultBackend
+from app.state.vault_redis import HOLDS, PREFIX, RedisVaultBackend
 from app.state.vault_sqlite import SqliteVaultBackend
 from tests.support.replica_services import RedisServer
 
@@ -135,3 +136,60 @@ async def test_a_sqlite_file_that_cannot_be_opened_is_a_store_error(tmp_path: Pa
     with pytest.raises(StateStoreError):
         async with open_vault(f"sqlite:///{tmp_path / 'state.db'}", KEY.decode()):
             pass
+
+
+async def test_a_held_name_has_one_holder_at_a_time_and_the_next_gets_it_when_it_lets_go(vault: Vault) -> None:
+    order: list[str] = []
+    first_in, let_go = anyio.Event(), anyio.Event()
+
+    async def first() -> None:
+        async with vault.holding("refresh/oauth/github/gateway", 10):
+            order.append("first in")
+            first_in.set()
+            await let_go.wait()
+            order.append("first out")
+
+    async def second() -> None:
+        await first_in.wait()
+        async with vault.holding("refresh/oauth/github/gateway", 10):
+            order.append("second in")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(first)
+        group.start_soon(second)
+        await first_in.wait()
+        async with vault.holding("refresh/oauth/notion/gateway", 10):  # another name is not held
+            order.append("other name")
+        let_go.set()
+    assert order == ["first in", "other name", "first out", "second in"]
+    async with vault.holding("refresh/oauth/github/gateway", 10):  # let go, even after a failure inside
+        pass
+
+
+async def test_a_name_held_past_the_wait_is_a_store_error(vault: Vault) -> None:
+    async with vault.holding("refresh/x", 10):
+        with pytest.raises(StateStoreError, match="stayed held"):
+            async with vault.holding("refresh/x", 0.2):
+                pass
+    with pytest.raises(RuntimeError):
+        async with vault.holding("refresh/x", 10):
+            raise RuntimeError("the work failed")
+    async with vault.holding("refresh/x", 0.2):  # let go all the same
+        pass
+
+
+async def test_replicas_on_one_redis_hold_a_name_in_turn_and_a_dead_holders_hold_expires(
+    redis_server: RedisServer,
+) -> None:
+    async with open_vault(redis_server.url, KEY.decode()) as a, open_vault(redis_server.url, KEY.decode()) as b:
+        async with a.holding("refresh/oauth/github/gateway", 10):
+            assert redis_server.client().pttl(HOLDS + "refresh/oauth/github/gateway") > 9_000
+            with pytest.raises(StateStoreError, match="stayed held"):
+                async with b.holding("refresh/oauth/github/gateway", 0.1):
+                    pass
+        assert redis_server.client().get(HOLDS + "refresh/oauth/github/gateway") is None
+        # A replica that died holding it: its hold expires by itself, and the next takes it then.
+        redis_server.client().set(HOLDS + "refresh/oauth/github/gateway", "dead-replica", px=300)
+        async with b.holding("refresh/oauth/github/gateway", 5):
+            assert redis_server.client().get(HOLDS + "refresh/oauth/github/gateway") != b"dead-replica"
+        assert await a.names("") == []  # holds are not among the vault's names

@@ -13,6 +13,12 @@ the sign-in tests of issue 31. Both run in-process on free 127.0.0.1 ports (`Ser
   grant (machine to machine: the subject is the client's id, no refresh token), in front of the SDK's handler,
   which serves no such grant. `clock_ahead` (seconds): both servers judge a token's expiry by a clock that far
   ahead of this machine's, exactly (not in whole seconds), as an authorization server with a fast clock would.
+  Refresh tokens rotate (each works once); one presented again is a reuse (RFC 9700 4.14.2), counted in
+  `provider.reuses`, and with `reuse_revokes_grant=True` it revokes the whole grant, every access and refresh
+  token issued since that sign-in, as Outline's did to LibreChat (danny-avila/LibreChat#14583). `hold_refreshes`
+  (seconds): each refresh waits that long at most for another one to arrive, and both go on together, so that
+  two clients' refreshes of one token meet at the server whenever their timing allows it, not by luck.
+  `requests` counts the requests it was sent by path (its metadata's, `/register`, ...).
 - `ProtectedMcpServer`: an `MCPServer` over streamable HTTP at `/mcp` with `AuthSettings` (resource
   `{url}/mcp`, scope `mcp`, tokens bound to that resource), the SDK's protected-resource metadata at
   `/.well-known/oauth-protected-resource/mcp`, and 401 + `WWW-Authenticate: Bearer ... resource_metadata="..."`
@@ -36,11 +42,13 @@ import hmac
 import html
 import secrets
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any, Literal, Self
 from urllib.parse import parse_qsl, urlencode
 
+import anyio
 from mcp.server.auth.handlers.metadata import MetadataHandler
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
@@ -103,6 +111,10 @@ class MemoryProvider:
     code_exchange_accepts: list[str] = field(default_factory=list)  # the Accept header of each code exchange
     clock_ahead: float = 0.0
     issued_at: dict[str, float] = field(default_factory=dict)  # access token -> when, by this machine's clock
+    reuse_revokes_grant: bool = False
+    reuses: int = 0  # refresh tokens presented again after they were spent
+    spent: set[str] = field(default_factory=set)  # refresh tokens used once
+    grant_of: dict[str, str] = field(default_factory=dict)  # token -> its grant: a sign-in and its refreshes
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -145,9 +157,14 @@ class MemoryProvider:
         if self.codes.pop(authorization_code.code, None) is None:
             raise TokenError("invalid_grant", "authorization code already used")
         code = authorization_code
-        return self._issue(client.client_id, code.scopes, code.resource, code.subject)
+        return self._issue(client.client_id, code.scopes, code.resource, code.subject, grant=secrets.token_hex(8))
 
     async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
+        if refresh_token in self.spent:
+            self.reuses += 1
+            if self.reuse_revokes_grant:
+                self.revoke_grant(self.grant_of[refresh_token])
+            return None  # the SDK's handler answers invalid_grant
         return self.refresh_tokens.get(refresh_token)
 
     async def exchange_refresh_token(
@@ -155,8 +172,10 @@ class MemoryProvider:
     ) -> OAuthToken:
         if self.refresh_tokens.pop(refresh_token.token, None) is None:  # rotated: each refresh token works once
             raise TokenError("invalid_grant", "refresh token already used")
+        self.spent.add(refresh_token.token)
         self.refreshes += 1
-        return self._issue(client.client_id, scopes, refresh_token.resource, refresh_token.subject)
+        return self._issue(client.client_id, scopes, refresh_token.resource, refresh_token.subject,
+                           grant=self.grant_of[refresh_token.token])
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         return self.access_tokens.get(token)
@@ -169,6 +188,12 @@ class MemoryProvider:
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         self.access_tokens.pop(token.token, None)
         self.refresh_tokens.pop(token.token, None)
+
+    def revoke_grant(self, grant: str) -> None:
+        """Every token of the sign-in `grant` stops working (RFC 9700's answer to a refresh token's reuse)."""
+        for tokens in (self.access_tokens, self.refresh_tokens):
+            for token in [token for token in tokens if self.grant_of.get(token) == grant]:
+                del tokens[token]
 
     def revoke_refresh_tokens(self, subject: str | None = None) -> None:
         """The refresh tokens of `subject` (or everyone's) stop working, as when a person revokes the app at the
@@ -199,15 +224,17 @@ class MemoryProvider:
         if "client_credentials" not in client.grant_types:
             raise TokenError("unauthorized_client", "this client may not use client_credentials")
         self.client_credential_grants += 1
-        return self._issue(client.client_id, [SCOPE], form.get("resource"), client.client_id, refresh=False)
+        return self._issue(client.client_id, [SCOPE], form.get("resource"), client.client_id, refresh=False,
+                           grant=secrets.token_hex(8))
 
     def expire_access_tokens(self) -> None:
         """Every access token is rejected from now on, while the client still believes it valid."""
         self.access_tokens.clear()
 
-    def _issue(self, client_id: str, scopes: list[str], resource: str | None, subject: str | None,
+    def _issue(self, client_id: str, scopes: list[str], resource: str | None, subject: str | None, *, grant: str,
                refresh: bool = True) -> OAuthToken:
         access, refresh_token = f"at-{secrets.token_urlsafe(24)}", f"rt-{secrets.token_urlsafe(24)}"
+        self.grant_of[access] = self.grant_of[refresh_token] = grant
         expires_at = int(time.time()) + self.access_token_lifetime
         self.access_tokens[access] = AccessToken(token=access, client_id=client_id, scopes=scopes,
                                                  expires_at=expires_at, resource=resource, subject=subject)
@@ -220,18 +247,40 @@ class MemoryProvider:
                           refresh_token=refresh_token if refresh else None)
 
 
+@dataclass
+class RefreshGate:
+    """Holds each refresh up to `seconds` until another arrives, then lets both on (in the server's own loop)."""
+
+    seconds: float
+    met: int = 0  # refreshes that found another waiting
+    _waiting: anyio.Event | None = None
+
+    async def meet(self) -> None:
+        if self._waiting is not None:
+            self._waiting.set()
+            self._waiting, self.met = None, self.met + 1
+            return
+        waiting = self._waiting = anyio.Event()
+        with anyio.move_on_after(self.seconds):
+            await waiting.wait()
+        if self._waiting is waiting:
+            self._waiting = None
+
+
 class _TokenEndpoint:
     """`/token`: the client_credentials grant answered here, every other grant handed on to the SDK's handler
     (its body replayed, as it was read to see the grant)."""
 
-    def __init__(self, provider: MemoryProvider, sdk: ASGIApp) -> None:
-        self.provider, self.sdk = provider, sdk
+    def __init__(self, provider: MemoryProvider, sdk: ASGIApp, gate: RefreshGate | None = None) -> None:
+        self.provider, self.sdk, self.gate = provider, sdk, gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await Request(scope, receive).body()
         form = dict(parse_qsl(body.decode(errors="replace")))
         if form.get("grant_type") == "authorization_code":
             self.provider.code_exchange_accepts.append(Headers(scope=scope).get("accept", ""))
+        if form.get("grant_type") == "refresh_token" and self.gate is not None:
+            await self.gate.meet()
         if scope["method"] != "POST" or form.get("grant_type") != "client_credentials":
             replayed = False
 
@@ -272,13 +321,23 @@ class AuthorizationServer(ServerThread):
 
     def __init__(self, *, access_token_lifetime: int = 3600, user: str = "alice",
                  wrong_issuer: Literal["metadata", "redirect"] | None = None, registration: bool = True,
-                 clock_ahead: float = 0.0) -> None:
+                 clock_ahead: float = 0.0, reuse_revokes_grant: bool = False, hold_refreshes: float = 0.0) -> None:
         port = free_port()
         self.issuer = f"http://127.0.0.1:{port}"
         self.user = user
         self.provider = MemoryProvider(self.issuer, access_token_lifetime, clock_ahead=clock_ahead,
-                                       iss_in_redirect=WRONG_ISSUER if wrong_issuer == "redirect" else None)
-        super().__init__(Starlette(routes=self._routes(wrong_issuer, registration)), port=port)
+                                       iss_in_redirect=WRONG_ISSUER if wrong_issuer == "redirect" else None,
+                                       reuse_revokes_grant=reuse_revokes_grant)
+        self.requests: Counter[str] = Counter()
+        self.refresh_gate = RefreshGate(hold_refreshes) if hold_refreshes else None
+        app = Starlette(routes=self._routes(wrong_issuer, registration))
+
+        async def counted(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http":
+                self.requests[scope["path"]] += 1
+            await app(scope, receive, send)
+
+        super().__init__(counted, port=port)
 
     def _routes(self, wrong_issuer: str | None, registering: bool = True) -> list[Route]:
         registration = ClientRegistrationOptions(enabled=registering, valid_scopes=[SCOPE], default_scopes=[SCOPE])
@@ -288,7 +347,8 @@ class AuthorizationServer(ServerThread):
         sdk_token = next(route for route in routes if isinstance(route, Route) and route.path == "/token")
         own = [Route("/consent", self._consent_page, methods=["GET"]),
                Route("/consent", self._consent_given, methods=["POST"]),
-               Route("/token", _TokenEndpoint(self.provider, sdk_token.app), methods=["POST", "OPTIONS"])]
+               Route("/token", _TokenEndpoint(self.provider, sdk_token.app, self.refresh_gate),
+                     methods=["POST", "OPTIONS"])]
         if wrong_issuer is not None:
             # Placed first, so it shadows the SDK's own metadata route.
             metadata = build_metadata(_URL.validate_python(self.issuer), None, registration, revocation)
