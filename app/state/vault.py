@@ -4,8 +4,9 @@ authorization server's metadata, a token's absolute expiry), each a small JSON o
 Unlike the conversation store (store.py) a value is replaced by a later `put`, gone after `delete`, and never
 evicted by size or age: a token is kept until it is refreshed or its owner signs out. Every value is encrypted
 with Fernet (AES-128-CBC with HMAC-SHA256, from the `cryptography` library) before a backend sees it, so the
-SQLite file and Redis hold only ciphertext. A value that does not decrypt (the key changed) is treated as
-absent and logged once, without the value: the person signs in again; nothing crashes.
+SQLite file and Redis hold only ciphertext, and the name is sealed in with the value: a value that does not
+decrypt (the key changed), or was sealed for another name (copied there by whoever can write to the store), is
+treated as absent and logged once, without the value: the person signs in again; nothing crashes.
 
 A name can also be held (`holding`): one holder at a time among everything that shares the backend (every
 replica on one Redis; this process for a SQLite file or memory), so that work which must not run twice at once,
@@ -115,18 +116,26 @@ class Vault:
         if sealed is None:
             return None
         try:
-            value = orjson.loads(self._fernet.decrypt(sealed))
+            plain = self._fernet.decrypt(sealed)
         except InvalidToken:
-            if name not in self._unreadable:
-                self._unreadable.add(name)
-                log.warning("vault_value_unreadable", name=name, consequence="treated as absent: sign in again",
-                            reason="encrypted under another key (TOOLBRIDGE_TOKEN_KEY or the key file changed)")
-            return None
+            return self._refused(name, "encrypted under another key (TOOLBRIDGE_TOKEN_KEY or the key file changed)")
+        bound, _, text = plain.partition(b"\0")
+        if bound != _bytes(name):  # another name's value copied here, or one written before names were bound
+            return self._refused(name, "sealed for another name, or before names were sealed in (27 November 2026)")
+        value = orjson.loads(text)
         return value if isinstance(value, dict) else None
 
     async def put(self, name: str, value: dict[str, Any]) -> None:
-        await self.backend.write(name, self._fernet.encrypt(orjson.dumps(value)))
+        # The name inside the ciphertext: whoever can write to the store cannot move one identity's tokens (an
+        # operator's) under another's name (a limited key's); Fernet authenticates the whole of it.
+        await self.backend.write(name, self._fernet.encrypt(_bytes(name) + b"\0" + orjson.dumps(value)))
         self._unreadable.discard(name)
+
+    def _refused(self, name: str, reason: str) -> None:
+        if name not in self._unreadable:
+            self._unreadable.add(name)
+            log.warning("vault_value_unreadable", name=name, consequence="treated as absent: sign in again",
+                        reason=reason)
 
     async def delete(self, name: str) -> None:
         await self.backend.remove(name)
@@ -140,3 +149,7 @@ class Vault:
 
     async def aclose(self) -> None:
         await self.backend.aclose()
+
+
+def _bytes(name: str) -> bytes:
+    return name.encode("utf-8", "surrogatepass")

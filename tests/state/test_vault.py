@@ -95,7 +95,7 @@ async def test_a_token_never_rests_in_plaintext_in_redis(redis_server: RedisServ
         raw = redis_server.client().get(PREFIX + "oauth/github/gateway")
         assert raw is not None and canary.encode() not in raw
         assert redis_server.client().ttl(PREFIX + "oauth/github/gateway") == -1  # kept until deleted
-        assert Fernet(KEY).decrypt(raw) == b'{"tokens":{"access_token":"%s"}}' % canary.encode()
+        assert Fernet(KEY).decrypt(raw) == b'oauth/github/gateway\0{"tokens":{"access_token":"%s"}}' % canary.encode()
     async with open_vault(redis_server.url, KEY.decode()) as replica:  # another replica, the same key
         assert await replica.get("oauth/github/gateway") == {"tokens": {"access_token": canary}}
 
@@ -193,3 +193,19 @@ async def test_replicas_on_one_redis_hold_a_name_in_turn_and_a_dead_holders_hold
         async with b.holding("refresh/oauth/github/gateway", 5):
             assert redis_server.client().get(HOLDS + "refresh/oauth/github/gateway") != b"dead-replica"
         assert await a.names("") == []  # holds are not among the vault's names
+
+
+async def test_a_value_moved_under_another_name_is_absent_and_logged_once_without_it(vault: Vault) -> None:
+    canary = "canary-" + secrets.token_hex(16)
+    await vault.put("oauth/notes/operator", {"tokens": {"access_token": canary}})
+    await vault.backend.write("oauth/notes/limited", await vault.backend.read("oauth/notes/operator") or b"")
+    with capture_logs() as logs:
+        assert await vault.get("oauth/notes/limited") is None
+        assert await vault.get("oauth/notes/limited") is None
+    assert [entry["event"] for entry in logs] == ["vault_value_unreadable"] and canary not in repr(logs)
+    assert await vault.get("oauth/notes/operator") == {"tokens": {"access_token": canary}}
+
+
+async def test_a_value_sealed_before_names_were_bound_is_absent(vault: Vault) -> None:
+    await vault.backend.write("oauth/notes/gateway", Fernet(KEY).encrypt(b'{"tokens": {}}'))
+    assert await vault.get("oauth/notes/gateway") is None
