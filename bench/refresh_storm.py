@@ -118,6 +118,7 @@ def chat_until(base: str, until: float, tally: Counter[str], failures: list[str]
 
 
 def main() -> None:
+    logging.disable(logging.INFO)  # the in-process servers' and clients' lines: the figures are printed, not logged
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--lifetime", type=int, default=2, help="the access tokens' lifetime, in seconds")
@@ -147,8 +148,6 @@ def main() -> None:
 
 
 def storm(args: argparse.Namespace, pair: OAuthPair, a: str, b: str) -> None:
-    for noisy in ("uvicorn.error", "mcp", "httpx"):  # the in-process servers' and clients' own lines, their stop's
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     provider = pair.authorization_server.provider
     before = provider.refreshes
     tally: Counter[str] = Counter()
