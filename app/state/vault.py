@@ -118,10 +118,12 @@ class Vault:
         try:
             plain = self._fernet.decrypt(sealed)
         except InvalidToken:
-            return self._refused(name, "encrypted under another key (TOOLBRIDGE_TOKEN_KEY or the key file changed)")
+            self._refused(name, "encrypted under another key (TOOLBRIDGE_TOKEN_KEY or the key file changed)")
+            return None
         bound, _, text = plain.partition(b"\0")
         if bound != _bytes(name):  # another name's value copied here, or one written before names were bound
-            return self._refused(name, "sealed for another name, or before names were sealed in (27 November 2026)")
+            self._refused(name, "sealed for another name, or before names were sealed in (28 November 2026)")
+            return None
         value = orjson.loads(text)
         return value if isinstance(value, dict) else None
 
