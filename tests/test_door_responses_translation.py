@@ -127,6 +127,24 @@ def test_the_writer_keeps_the_answer_in_order_and_says_an_incomplete_ending() ->
         {"id": "c9", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]}
 
 
+def test_a_summary_is_spelled_as_the_reasoning_items_summary_and_none_asked_keeps_the_raw_text() -> None:
+    for reasoning, summary in [({"summary": "auto"}, True), ({"generate_summary": "detailed"}, True),
+                               ({"summary": "none"}, False), ({"effort": "low"}, False), (None, False)]:
+        assert read_request({"model": "m", "input": "hi", "reasoning": reasoning}).summary is summary
+    writer = ResponseWriter("m", {"tools": []}, summary=True)
+    events = [*writer.take(Delta(reasoning="Calling ")), *writer.take(Delta(reasoning="x")),
+              *writer.take(Ended("stop", None))]
+    assert [event["type"] for event in events] == [
+        "response.output_item.added", "response.reasoning_summary_part.added",
+        "response.reasoning_summary_text.delta", "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done", "response.reasoning_summary_part.done", "response.output_item.done"]
+    assert events[1]["part"] == {"type": "summary_text", "text": ""} and events[1]["summary_index"] == 0
+    assert events[4]["text"] == "Calling x" and events[5]["part"] == {"type": "summary_text", "text": "Calling x"}
+    item = writer.response["output"][0]
+    assert item == events[-1]["item"] and item["summary"] == [{"type": "summary_text", "text": "Calling x"}]
+    assert "content" not in item and events[0]["item"]["summary"] == []
+
+
 def test_codex_request_fields_are_read_and_its_client_metadata_left_out() -> None:
     """The top-level fields Codex CLI 0.169 sends with every turn (seen on the wire), `client_metadata` its
     session's ids and sandbox mode for OpenAI's analytics: nothing for the model."""

@@ -33,13 +33,14 @@ class ResponseWriter:
     (what a Chat Completions client would send back of it, for the stored conversation)."""
 
     def __init__(self, model: str | None, echo: dict[str, Any], *, show_mcp_calls: bool = True,
-                 namespaced: dict[str, tuple[str, str]] | None = None) -> None:
+                 namespaced: dict[str, tuple[str, str]] | None = None, summary: bool = False) -> None:
         self.response: dict[str, Any] = {
             "id": item_id("resp"), "object": "response", "created_at": int(time.time()), "model": model or "unknown",
             "status": "in_progress", "error": None, "incomplete_details": None, "output": [], "usage": None, **echo,
         }
         self._show_mcp_calls = show_mcp_calls
         self._namespaced = namespaced or {}
+        self._summary = summary  # the reasoning as its summary (responses_items.SUMMARIES)
         self._sequence = 0
         self._open: TextItem | None = None
         self._said: list[str] = []
@@ -87,7 +88,7 @@ class ResponseWriter:
         events: list[Event] = []
         if self._open is None or self._open.kind != kind:
             events = self._close()
-            self._open = TextItem(kind, len(self.response["output"]))
+            self._open = TextItem(kind, len(self.response["output"]), summary=self._summary)
             events += self._open.opened()
         if kind == "message":
             self._said.append(text)
