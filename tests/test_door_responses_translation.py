@@ -127,6 +127,25 @@ def test_the_writer_keeps_the_answer_in_order_and_says_an_incomplete_ending() ->
         {"id": "c9", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]}
 
 
+def test_an_image_for_the_person_goes_into_the_message_of_the_words_said_next() -> None:
+    """Codex prints, and `codex exec -o` writes, the last message item as the answer: the image's link waits for
+    the model's next words past the mcp_call and a later round's reasoning, and the answer's text is unchanged."""
+    writer = ResponseWriter("m", {"tools": []})
+    call, link = ToolCall("1", "pictures__picture", "{}"), "\n\n![🖼 picture](http://gw/images/x)\n\n"
+    for part in [Delta(reasoning="Calling pictures__picture"), CallsDone([call], [Output("an image")]),
+                 Delta(link, shown=True), Delta("\n\n"), Delta(reasoning="The picture came."), Delta("Here it is."),
+                 Ended("stop", None)]:
+        writer.take(part)
+    output = writer.response["output"]
+    assert [item["type"] for item in output] == ["reasoning", "mcp_call", "reasoning", "message"]
+    assert output[-1]["content"][0]["text"] == link + "\n\nHere it is." == writer.message["content"]
+    alone = ResponseWriter("m", {"tools": []})  # nothing said after it: the image is the answer's last message
+    for part in [CallsDone([call], [Output("an image")]), Delta(link, shown=True), Ended("stop", None)]:
+        alone.take(part)
+    assert [item["type"] for item in alone.response["output"]] == ["mcp_call", "message"]
+    assert alone.response["output"][-1]["content"][0]["text"] == link
+
+
 def test_a_summary_is_spelled_as_the_reasoning_items_summary_and_none_asked_keeps_the_raw_text() -> None:
     for reasoning, summary in [({"summary": "auto"}, True), ({"generate_summary": "detailed"}, True),
                                ({"summary": "none"}, False), ({"effort": "low"}, False), (None, False)]:
