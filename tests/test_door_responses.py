@@ -226,3 +226,18 @@ def test_a_reasoning_summary_asked_for_carries_the_trace_in_the_events_codex_sho
     whole = client.responses.create(model="m", input=ASK, reasoning={"summary": "concise"})
     assert [item.type for item in whole.output] == ["message", "reasoning", "mcp_call", "message"]
     assert "Calling basic__echo" in whole.output[1].summary[0].text  # type: ignore[union-attr]
+
+
+def test_codexs_instructions_and_developer_messages_reach_the_model_as_one_system_message(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    """Codex sends `instructions` and two `developer` messages (its sandbox, its skills) before the user's: a Gemma
+    or Mistral template refuses `developer`, so the model gets them joined in that order, as one system message."""
+    upstream.script(Turn(content="Hi."))
+    gateway.client().responses.create(model="m", instructions="You are Codex.", store=False, input=[
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Sandbox: read-only."}]},
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Skills: none."}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Say hi."}]}])
+    system, *rest = upstream.chat_requests()[0]["messages"]
+    assert system["role"] == "system" and rest == [{"role": "user", "content": "Say hi."}]
+    assert system["content"].startswith("You are Codex.\n\nSandbox: read-only.\n\nSkills: none.\n\n")
