@@ -148,7 +148,8 @@ def test_an_image_for_the_person_goes_into_the_message_of_the_words_said_next() 
 
 def test_a_summary_is_spelled_as_the_reasoning_items_summary_and_none_asked_keeps_the_raw_text() -> None:
     for reasoning, summary in [({"summary": "auto"}, True), ({"generate_summary": "detailed"}, True),
-                               ({"summary": "none"}, False), ({"effort": "low"}, False), (None, False)]:
+                               ({"summary": "none"}, False), ({"summary": ["auto"]}, False), ({"effort": "low"}, False),
+                               (None, False)]:
         assert read_request({"model": "m", "input": "hi", "reasoning": reasoning}).summary is summary
     writer = ResponseWriter("m", {"tools": []}, summary=True)
     events = [*writer.take(Delta(reasoning="Calling ")), *writer.take(Delta(reasoning="x")),

@@ -205,7 +205,8 @@ def _summary(reasoning: Any) -> bool:
     unknown values ask for none, as OpenAI's newer values would."""
     if not isinstance(reasoning, dict):
         return False
-    return any(reasoning.get(name) in SUMMARIES for name in ("summary", "generate_summary"))
+    asked = [reasoning.get(name) for name in ("summary", "generate_summary")]
+    return any(isinstance(value, str) and value in SUMMARIES for value in asked)
 
 
 def _echo(body: dict[str, Any]) -> dict[str, Any]:
