@@ -43,6 +43,30 @@ def test_the_system_hint_goes_into_the_clients_system_message_once(gateway: Gate
     assert upstream.chat_requests()[1]["messages"][0] == first[0]
 
 
+def test_developer_and_later_system_messages_reach_the_model_as_one_system_message_first(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    """Issue 45: the openai SDK's o-series habit (`developer`) and a system message later on reached the model as
+    they came, and the chat templates of Gemma and Mistral refuse both (a 500 from LM Studio or llama.cpp)."""
+    upstream.script(Turn(calls=[Call("basic__echo", {"text": "hi"})]), Turn(content="It said hi."),
+                    Turn(content="Il a dit hi."))
+    messages: list = [{"role": "developer", "content": "You are terse."}, *ASK]
+    first = gateway.client().chat.completions.create(model="m", messages=messages).choices[0].message.content
+    messages += [{"role": "assistant", "content": first},
+                 {"role": "system", "content": [{"type": "text", "text": "Now "}, {"type": "text", "text": "French."}]},
+                 {"role": "user", "content": "Again?"}]
+    gateway.client().chat.completions.create(model="m", messages=messages)
+    for sent in [upstream.chat_requests()[0]["messages"], upstream.chat_requests()[2]["messages"]]:
+        assert [m["role"] for m in sent].count("system") == 1 and sent[0]["role"] == "system"
+        assert "developer" not in [m["role"] for m in sent]
+    one, two = upstream.chat_requests()[0]["messages"][0], upstream.chat_requests()[2]["messages"][0]
+    assert one["content"].startswith("You are terse.\n\nTool results are JSON objects.")
+    assert two["content"].startswith("You are terse.\n\nNow French.\n\nTool results are JSON objects.")
+    # Memory knew the turn by the client's own messages: its call and result came back.
+    assert [m["role"] for m in upstream.chat_requests()[2]["messages"]] == [
+        "system", "user", "assistant", "tool", "assistant", "user"]
+
+
 def test_mcp_tools_are_injected_with_prefixed_safe_names(gateway: Gateway, upstream: FakeUpstream) -> None:
     upstream.script(Turn(content="ok"))
     gateway.client().chat.completions.create(model="m", messages=ASK)

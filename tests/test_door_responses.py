@@ -198,3 +198,46 @@ def test_a_namespaced_client_tool_is_handed_back_with_its_namespace_as_codex_sen
         {"type": "function_call_output", "call_id": call.call_id, "output": "started"}])
     assert second.output_text == "Spawned."
     assert upstream.chat_requests()[1]["messages"][-2]["tool_calls"][0]["function"]["name"] == "agents__spawn"
+
+
+def test_a_reasoning_summary_asked_for_carries_the_trace_in_the_events_codex_shows(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    """Codex asks for `reasoning: {summary: "auto"}` and shows only summaries by default: the trace goes as the
+    reasoning item's `summary_text`, streamed with the summary's events in the documented order (the SDK's
+    helper checks the sequence), and the whole response says the same."""
+    client = gateway.client()
+    script_echo(upstream)
+    with client.responses.stream(model="m", input=ASK, reasoning={"summary": "auto"}) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    reasoning = next(item for item in final.output if item.type == "reasoning")
+    [summary] = reasoning.summary
+    assert "Calling basic__echo" in summary.text and "echo: hi" in summary.text and not reasoning.content
+    own = [event.type for event in events if getattr(event, "item_id", None) == reasoning.id]
+    assert own == ["response.reasoning_summary_part.added",
+                   *["response.reasoning_summary_text.delta"] * (len(own) - 3),
+                   "response.reasoning_summary_text.done", "response.reasoning_summary_part.done"]
+    deltas = [event for event in events if event.type == "response.reasoning_summary_text.delta"]
+    assert len(deltas) >= 2 and all(event.summary_index == 0 for event in deltas)
+    assert "".join(event.delta for event in deltas) == summary.text
+    assert not [event for event in events if event.type.startswith("response.reasoning_text")]
+    script_echo(upstream)
+    whole = client.responses.create(model="m", input=ASK, reasoning={"summary": "concise"})
+    assert [item.type for item in whole.output] == ["message", "reasoning", "mcp_call", "message"]
+    assert "Calling basic__echo" in whole.output[1].summary[0].text  # type: ignore[union-attr]
+
+
+def test_codexs_instructions_and_developer_messages_reach_the_model_as_one_system_message(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    """Codex sends `instructions` and two `developer` messages (its sandbox, its skills) before the user's: a Gemma
+    or Mistral template refuses `developer`, so the model gets them joined in that order, as one system message."""
+    upstream.script(Turn(content="Hi."))
+    gateway.client().responses.create(model="m", instructions="You are Codex.", store=False, input=[
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Sandbox: read-only."}]},
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Skills: none."}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Say hi."}]}])
+    system, *rest = upstream.chat_requests()[0]["messages"]
+    assert system["role"] == "system" and rest == [{"role": "user", "content": "Say hi."}]
+    assert system["content"].startswith("You are Codex.\n\nSandbox: read-only.\n\nSkills: none.\n\n")

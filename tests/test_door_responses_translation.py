@@ -127,6 +127,44 @@ def test_the_writer_keeps_the_answer_in_order_and_says_an_incomplete_ending() ->
         {"id": "c9", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]}
 
 
+def test_an_image_for_the_person_goes_into_the_message_of_the_words_said_next() -> None:
+    """Codex prints, and `codex exec -o` writes, the last message item as the answer: the image's link waits for
+    the model's next words past the mcp_call and a later round's reasoning, and the answer's text is unchanged."""
+    writer = ResponseWriter("m", {"tools": []})
+    call, link = ToolCall("1", "pictures__picture", "{}"), "\n\n![🖼 picture](http://gw/images/x)\n\n"
+    for part in [Delta(reasoning="Calling pictures__picture"), CallsDone([call], [Output("an image")]),
+                 Delta(link, shown=True), Delta("\n\n"), Delta(reasoning="The picture came."), Delta("Here it is."),
+                 Ended("stop", None)]:
+        writer.take(part)
+    output = writer.response["output"]
+    assert [item["type"] for item in output] == ["reasoning", "mcp_call", "reasoning", "message"]
+    assert output[-1]["content"][0]["text"] == link + "\n\nHere it is." == writer.message["content"]
+    alone = ResponseWriter("m", {"tools": []})  # nothing said after it: the image is the answer's last message
+    for part in [CallsDone([call], [Output("an image")]), Delta(link, shown=True), Ended("stop", None)]:
+        alone.take(part)
+    assert [item["type"] for item in alone.response["output"]] == ["mcp_call", "message"]
+    assert alone.response["output"][-1]["content"][0]["text"] == link
+
+
+def test_a_summary_is_spelled_as_the_reasoning_items_summary_and_none_asked_keeps_the_raw_text() -> None:
+    for reasoning, summary in [({"summary": "auto"}, True), ({"generate_summary": "detailed"}, True),
+                               ({"summary": "none"}, False), ({"summary": ["auto"]}, False), ({"effort": "low"}, False),
+                               (None, False)]:
+        assert read_request({"model": "m", "input": "hi", "reasoning": reasoning}).summary is summary
+    writer = ResponseWriter("m", {"tools": []}, summary=True)
+    events = [*writer.take(Delta(reasoning="Calling ")), *writer.take(Delta(reasoning="x")),
+              *writer.take(Ended("stop", None))]
+    assert [event["type"] for event in events] == [
+        "response.output_item.added", "response.reasoning_summary_part.added",
+        "response.reasoning_summary_text.delta", "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done", "response.reasoning_summary_part.done", "response.output_item.done"]
+    assert events[1]["part"] == {"type": "summary_text", "text": ""} and events[1]["summary_index"] == 0
+    assert events[4]["text"] == "Calling x" and events[5]["part"] == {"type": "summary_text", "text": "Calling x"}
+    item = writer.response["output"][0]
+    assert item == events[-1]["item"] and item["summary"] == [{"type": "summary_text", "text": "Calling x"}]
+    assert "content" not in item and events[0]["item"]["summary"] == []
+
+
 def test_codex_request_fields_are_read_and_its_client_metadata_left_out() -> None:
     """The top-level fields Codex CLI 0.169 sends with every turn (seen on the wire), `client_metadata` its
     session's ids and sandbox mode for OpenAI's analytics: nothing for the model."""

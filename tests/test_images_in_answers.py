@@ -217,3 +217,26 @@ def test_server_everythings_image_and_user_message_reach_the_person(gateway: Gat
     [tool_message] = [m for m in upstream.chat_requests()[1]["messages"] if m["role"] == "tool"]
     note = json.loads(tool_message["content"])["meta"]["note"]
     assert note == "The tool's output was meant for the user only."  # the model's view, as before
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_on_the_responses_door_the_image_follows_its_call_into_the_answers_last_message(
+    gateway: Gateway, upstream: FakeUpstream, stream: bool
+) -> None:
+    """Issue 45 (C10): `codex exec` prints the last message item as its answer, and the image came before the
+    mcp_call that made it, in a message of its own. The model thinks again before it answers, as a reasoning
+    model does: the link still goes with its words."""
+    upstream.script(Turn(calls=[Call("pictures__picture", {"kilobytes": 4})]),
+                    Turn(reasoning="The picture came back.", content="Here it is."))
+    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=KEY, max_retries=0)
+    if stream:
+        with client.responses.stream(model=MODEL, input="show me") as events:
+            response = events.get_final_response()
+    else:
+        response = client.responses.create(model=MODEL, input="show me")
+    assert [item.type for item in response.output] == ["reasoning", "mcp_call", "reasoning", "message"]
+    last = response.output[-1]
+    assert last.type == "message" and last.content[0].type == "output_text"
+    [(_, url, _)] = IMAGE.findall(last.content[0].text)
+    assert last.content[0].text.endswith("Here it is.") and fetched(url).content == noise_png(4)
+    assert response.output_text == last.content[0].text

@@ -301,6 +301,33 @@ async def test_the_system_hint_joins_the_clients_system_message_once() -> None:
     assert model.requests[0]["messages"] == sent
 
 
+@pytest.mark.parametrize(("history", "system"), [
+    ([{"role": "developer", "content": "Be brief."}], {"role": "system", "content": "Be brief."}),
+    ([{"role": "system", "content": "A."}, {"role": "developer", "content": [{"type": "text", "text": "B"}]}],
+     {"role": "system", "content": "A.\n\nB"}),
+    ([{"role": "user", "content": "go"}, {"role": "system", "content": "Later.", "name": "ops"}],
+     {"role": "system", "content": "Later."}),
+    ([{"role": "developer", "content": None}, {"role": "system", "content": ""}], {"role": "system", "content": ""}),
+    ([{"role": "developer", "content": [{"type": "text", "text": "See"}, {"type": "image_url", "image_url": {}}]}],
+     {"role": "system", "content": [{"type": "text", "text": "See"}, {"type": "image_url", "image_url": {}}]}),
+])
+async def test_system_and_developer_messages_reach_the_model_as_one_system_message_first(
+    history: list[dict[str, Any]], system: dict[str, Any]
+) -> None:
+    model, tools = Model(["ok"]), Tools(offer=False)
+    await run(model, tools, messages=[*history, {"role": "user", "content": "now"}], remember=False)
+    sent = model.requests[0]["messages"]
+    assert sent[0] == system
+    assert sent[1:] == [m for m in [*history, {"role": "user", "content": "now"}] if m["role"] == "user"]
+
+
+async def test_a_history_with_one_system_message_first_is_sent_as_it_is() -> None:
+    history = [{"role": "system", "content": "Be brief.", "name": "ops"}, {"role": "user", "content": "go"}]
+    model, tools = Model(["ok"]), Tools(offer=False)
+    await run(model, tools, messages=history, remember=False)
+    assert model.requests[0]["messages"] == history
+
+
 async def test_without_memory_the_tool_trace_a_client_sends_back_is_only_removed_from_the_history() -> None:
     traced = ('\n<details type="tool_calls" done="true" id="c1" name="fetch">\n<summary>Tool Executed</summary>\n'
               '</details>\nIt is 3.')

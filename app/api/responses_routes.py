@@ -42,7 +42,7 @@ async def create_response(raw: Request, owner: OwnerDep) -> Response:
             await stored.keep(response, chain, [*request.input_messages, message])
 
     writer = ResponseWriter(reply.model, request.echo, show_mcp_calls=reply.trace != "off",
-                            namespaced=request.namespaced)
+                            namespaced=request.namespaced, summary=request.summary)
     parts = answer_parts(reply.events, trace=reply.trace, person=person, notice=reply.notice)
     if request.stream:
         return send_stream(raw, response_events(parts, writer, keep), encode=_server_sent, cut_off=writer.cut_off)

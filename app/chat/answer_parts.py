@@ -21,10 +21,12 @@ from app.openai.markup import TextDelta
 
 @dataclass(frozen=True)
 class Delta:
-    """Text for the person: `content` is said, `reasoning` goes beside it (folded away by most clients)."""
+    """Text for the person: `content` is said, `reasoning` goes beside it (folded away by most clients). `shown`:
+    the content is what tool results address to the person (an image's link), not the model's words."""
 
     content: str = ""
     reasoning: str = ""
+    shown: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,14 +68,18 @@ async def answer_parts(
                 last = gap
                 yield Delta(gap)
             elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting):
-                for shown in _trace_texts(trace, event, person):
-                    if shown.channel == "content":
-                        last = shown.text
-                        yield Delta(shown.text)
+                texts, for_person = _trace_texts(trace, event, person)
+                for text in texts:
+                    if text.channel == "content":
+                        last = text.text
+                        yield Delta(text.text)
                     else:
-                        yield Delta(reasoning=shown.text)
+                        yield Delta(reasoning=text.text)
                 if isinstance(event, ToolsRan) and (done := _finished(event)).calls:
                     yield CallsDone(done.calls, done.outputs)
+                if for_person:  # after the calls that returned it
+                    last = for_person
+                    yield Delta(for_person, shown=True)
             elif isinstance(event, Finished):
                 if notice:
                     yield Delta(_before_notice(last) + notice)
@@ -92,9 +98,10 @@ def _before_notice(content: str) -> str:
 
 def _trace_texts(
     mode: TraceMode, event: ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting, person: PersonView | None
-) -> list[TraceText]:
-    """What the client is shown of tool work: the trace, and after a round what its results address to the
-    person, in every trace mode (off included: that turns off the account of the work, not its results)."""
+) -> tuple[list[TraceText], str]:
+    """What the client is shown of tool work: the trace, and apart (it follows the round's calls, CallsDone) what
+    a round's results address to the person, in every trace mode (off included: that turns off the account of
+    the work, not its results)."""
     if isinstance(event, ToolsStarted):
         texts = [render_started(mode, event.calls)]
     elif isinstance(event, ToolProgress):
@@ -104,11 +111,11 @@ def _trace_texts(
     else:
         event = _finished(event)
         if not event.calls:
-            return []
+            return [], ""
         shown = person.show(event.calls, event.outputs, in_widget=mode == "details") if person else None
-        texts = [render_finished(mode, event.calls, event.outputs, event.durations_ms, shown.files if shown else ()),
-                 TraceText("content", shown.text) if shown and shown.text else None]
-    return [text for text in texts if text is not None]
+        texts = [render_finished(mode, event.calls, event.outputs, event.durations_ms, shown.files if shown else ())]
+        return [text for text in texts if text is not None], shown.text if shown else ""
+    return [text for text in texts if text is not None], ""
 
 
 def _finished(event: ToolsRan) -> ToolsRan:

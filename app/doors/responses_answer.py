@@ -5,7 +5,9 @@ whole as one `response` object. Both come from one writer, so the whole response
 The output is the answer in the order it happened: a `reasoning` item for the model's thinking and the tool
 trace, an `mcp_call` item for each MCP call the gateway ran (left out when the trace is off), a `message` for
 the text said (a new one after each trace, so the items follow one another; their texts joined are the
-answer, `response.output_text`), and a `function_call` item for each client tool handed back. Streamed, every
+answer, `response.output_text`), and a `function_call` item for each client tool handed back. What tool results
+address to the person (an image's link) goes into the message of the words said next, since clients take the
+last message as the answer (`codex exec` prints it, and `-o` writes it). Streamed, every
 event has its `type` and a `sequence_number` counting from 0; an error after the stream began is an `error`
 event, then `response.failed` with the response as far as it got, and the stream ends.
 """
@@ -33,16 +35,18 @@ class ResponseWriter:
     (what a Chat Completions client would send back of it, for the stored conversation)."""
 
     def __init__(self, model: str | None, echo: dict[str, Any], *, show_mcp_calls: bool = True,
-                 namespaced: dict[str, tuple[str, str]] | None = None) -> None:
+                 namespaced: dict[str, tuple[str, str]] | None = None, summary: bool = False) -> None:
         self.response: dict[str, Any] = {
             "id": item_id("resp"), "object": "response", "created_at": int(time.time()), "model": model or "unknown",
             "status": "in_progress", "error": None, "incomplete_details": None, "output": [], "usage": None, **echo,
         }
         self._show_mcp_calls = show_mcp_calls
         self._namespaced = namespaced or {}
+        self._summary = summary  # the reasoning as its summary (responses_items.SUMMARIES)
         self._sequence = 0
         self._open: TextItem | None = None
         self._said: list[str] = []
+        self._held = ""  # what tool results address to the person, until the words said next
         self.message: dict[str, Any] = {"role": "assistant", "content": ""}
         self.ended = False
 
@@ -59,7 +63,7 @@ class ResponseWriter:
     def take(self, part: AnswerPart) -> list[Event]:
         """The events of one part of the answer, numbered."""
         if isinstance(part, Delta):
-            events = [*self._text("reasoning", part.reasoning), *self._text("message", part.content)]
+            events = [*self._text("reasoning", part.reasoning), *self._say(part.content, part.shown)]
         elif isinstance(part, CallsDone):
             events = self._calls_done(part) if self._show_mcp_calls else []
         else:
@@ -81,13 +85,22 @@ class ResponseWriter:
         """How the stream ends when the gateway's shutdown cuts it off (send_stream's `cut_off`)."""
         return self.failed(CUT_OFF_MESSAGE, SHUTTING_DOWN)
 
+    def _say(self, text: str, shown: bool) -> list[Event]:
+        """Text said. What tool results address to the person waits, with the blank lines after it, for the next
+        words, so that a later round's reasoning does not put it in a message of its own (_end says the rest)."""
+        if shown or (self._held and not text.strip()):
+            self._held += text
+            return []
+        text, self._held = self._held + text, ""
+        return self._text("message", text)
+
     def _text(self, kind: TextKind, text: str) -> list[Event]:
         if not text:
             return []
         events: list[Event] = []
         if self._open is None or self._open.kind != kind:
             events = self._close()
-            self._open = TextItem(kind, len(self.response["output"]))
+            self._open = TextItem(kind, len(self.response["output"]), summary=self._summary)
             events += self._open.opened()
         if kind == "message":
             self._said.append(text)
@@ -111,7 +124,8 @@ class ResponseWriter:
 
     def _end(self, part: Ended) -> list[Event]:
         incomplete = part.finish_reason == "length"
-        events = self._close("incomplete" if incomplete else "completed")
+        held, self._held = self._held, ""
+        events = [*self._text("message", held), *self._close("incomplete" if incomplete else "completed")]
         for call in part.client_tool_calls:
             item, item_events = function_call(call, len(self.response["output"]), *self._namespaced.get(call.name, ()))
             self.response["output"].append(item)

@@ -1,8 +1,9 @@
 """The output items of a response, as the Responses API spells them, and the stream events that open, fill and
-close each: a `message` (its `output_text`), a `reasoning` item (its `reasoning_text`: the model's thinking, and
-the tool trace in the default trace mode), a `function_call` (a client's tool handed back) and an `mcp_call` (an
-MCP call the gateway ran). Each function returns events without their `sequence_number`, which the writer
-(responses_answer.py) numbers in the order it sends them.
+close each: a `message` (its `output_text`), a `reasoning` item (the model's thinking, and the tool trace in the
+default trace mode: as `reasoning_text`, or as its `summary_text` when the request asked for a reasoning summary),
+a `function_call` (a client's tool handed back) and an `mcp_call` (an MCP call the gateway ran). Each function
+returns events without their `sequence_number`, which the writer (responses_answer.py) numbers in the order it
+sends them.
 """
 
 import os
@@ -16,18 +17,41 @@ TextKind = Literal["message", "reasoning"]
 Event = dict[str, Any]
 # The label of every MCP call's server: the client sees the gateway's tools, each under the name the model used.
 SERVER_LABEL = "toolbridge"
+# `reasoning.summary` values that ask for a summary ("auto" is Codex's): the trace is then the summary, which
+# clients show by default, where they fold raw reasoning away (Codex shows it only with show_raw_agent_reasoning).
+SUMMARIES = frozenset({"auto", "concise", "detailed"})
 
 
 def item_id(prefix: str) -> str:
     return f"{prefix}_{os.urandom(16).hex()}"
 
 
+@dataclass(frozen=True)
+class Spelling:
+    """How an item's text is spelled: its part's type, the field of the item that holds the part, and the names
+    of the events that add the part, stream its text and close both, with the index they carry."""
+
+    part: str
+    field: str
+    part_events: str
+    text_events: str
+    index: str
+
+
+_MESSAGE = Spelling("output_text", "content", "response.content_part", "response.output_text", "content_index")
+_RAW = Spelling("reasoning_text", "content", "response.content_part", "response.reasoning_text", "content_index")
+_SUMMARY = Spelling("summary_text", "summary", "response.reasoning_summary_part", "response.reasoning_summary_text",
+                    "summary_index")
+
+
 @dataclass
 class TextItem:
-    """A message or reasoning item being written: where it is in the output, and its text so far."""
+    """A message or reasoning item being written: where it is in the output, and its text so far. `summary`: a
+    reasoning item's text is its summary rather than its content."""
 
     kind: TextKind
     index: int
+    summary: bool = False
     id: str = ""
     texts: list[str] = field(default_factory=list)
 
@@ -38,40 +62,45 @@ class TextItem:
     def text(self) -> str:
         return "".join(self.texts)
 
+    @property
+    def _spelling(self) -> Spelling:
+        return _MESSAGE if self.kind == "message" else _SUMMARY if self.summary else _RAW
+
     def _part(self, text: str) -> dict[str, Any]:
         if self.kind == "message":
             return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-        return {"type": "reasoning_text", "text": text}
+        return {"type": self._spelling.part, "text": text}
 
     def item(self, status: str) -> dict[str, Any]:
-        """The item as the response's output holds it; `in_progress` while it is written, without its content."""
-        content = [] if status == "in_progress" else [self._part(self.text)]
+        """The item as the response's output holds it; `in_progress` while it is written, without its text."""
+        parts = [] if status == "in_progress" else [self._part(self.text)]
         if self.kind == "message":
-            return {"id": self.id, "type": "message", "role": "assistant", "status": status, "content": content}
-        return {"id": self.id, "type": "reasoning", "summary": [], "content": content, "status": status}
+            return {"id": self.id, "type": "message", "role": "assistant", "status": status, "content": parts}
+        if self.summary:
+            return {"id": self.id, "type": "reasoning", "summary": parts, "status": status}
+        return {"id": self.id, "type": "reasoning", "summary": [], "content": parts, "status": status}
 
     def opened(self) -> list[Event]:
         return [{"type": "response.output_item.added", "output_index": self.index, "item": self.item("in_progress")},
-                {"type": "response.content_part.added", **self._where(), "part": self._part("")}]
+                {"type": f"{self._spelling.part_events}.added", **self._where(), "part": self._part("")}]
 
     def delta(self, text: str) -> Event:
         self.texts.append(text)
-        if self.kind == "message":
-            return {"type": "response.output_text.delta", **self._where(), "delta": text, "logprobs": []}
-        return {"type": "response.reasoning_text.delta", **self._where(), "delta": text}
+        return {"type": f"{self._spelling.text_events}.delta", **self._where(), "delta": text, **self._logprobs()}
 
     def closed(self, status: str) -> tuple[dict[str, Any], list[Event]]:
         """The finished item, and the events that close it."""
         text = self.text
-        done: Event = {"type": "response.output_text.done", **self._where(), "text": text, "logprobs": []}
-        if self.kind == "reasoning":
-            done = {"type": "response.reasoning_text.done", **self._where(), "text": text}
         item = self.item(status)
-        return item, [done, {"type": "response.content_part.done", **self._where(), "part": self._part(text)},
+        return item, [{"type": f"{self._spelling.text_events}.done", **self._where(), "text": text, **self._logprobs()},
+                      {"type": f"{self._spelling.part_events}.done", **self._where(), "part": self._part(text)},
                       {"type": "response.output_item.done", "output_index": self.index, "item": item}]
 
     def _where(self) -> dict[str, Any]:
-        return {"item_id": self.id, "output_index": self.index, "content_index": 0}
+        return {"item_id": self.id, "output_index": self.index, self._spelling.index: 0}
+
+    def _logprobs(self) -> dict[str, Any]:
+        return {"logprobs": []} if self.kind == "message" else {}
 
 
 def function_call(call: ToolCall, index: int, namespace: str | None = None,

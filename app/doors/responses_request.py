@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from app.doors.responses_input import NAMESPACE_JOINT, input_messages
+from app.doors.responses_items import SUMMARIES
 from app.openai.errors import InvalidRequest
 
 # Fields that change nothing here: the answer only echoes some of them. `client_metadata` is Codex's account of
@@ -54,6 +55,7 @@ class ResponsesRequest:
     echo: dict[str, Any] = field(default_factory=dict)
     # A `namespace` tool's functions as the model knows them (`crm__lookup`): their namespace and own name.
     namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
+    summary: bool = False  # `reasoning.summary` asked for one: the reasoning is written as its summary
 
     def chat_messages(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The conversation the model answers: the instructions first (never carried over from an earlier
@@ -96,7 +98,8 @@ def read_request(body: dict[str, Any]) -> ResponsesRequest:
     if "input" not in body and previous is None:
         raise InvalidRequest("Missing required parameter: 'input'.", param="input", code="missing_required_parameter")
     return ResponsesRequest(chat, instructions or None, input_messages(body.get("input", [])), previous,
-                            _flag(body, "store", True), chat["stream"], _echo(body), namespaced)
+                            _flag(body, "store", True), chat["stream"], _echo(body), namespaced,
+                            _summary(body.get("reasoning")))
 
 
 def _check_fields(body: dict[str, Any]) -> None:
@@ -195,6 +198,15 @@ def _reasoning(reasoning: Any) -> dict[str, Any]:
         raise InvalidRequest("`reasoning` must be an object.", param="reasoning")
     effort = reasoning.get("effort")
     return {"reasoning_effort": effort} if isinstance(effort, str) else {}
+
+
+def _summary(reasoning: Any) -> bool:
+    """Whether the request asks for a reasoning summary (`generate_summary` is the field's old name); "none" and
+    unknown values ask for none, as OpenAI's newer values would."""
+    if not isinstance(reasoning, dict):
+        return False
+    asked = [reasoning.get(name) for name in ("summary", "generate_summary")]
+    return any(isinstance(value, str) and value in SUMMARIES for value in asked)
 
 
 def _echo(body: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""What the model is sent: the first request built from the client's body, the system hint, each round's
-calls and results (and the images they returned) added to the history, and the tool choice forced or
-released between rounds. Pure: data in, data out."""
+"""What the model is sent: the first request built from the client's body, its instructions in one first system
+message, the system hint, each round's calls and results (and the images they returned) added to the history,
+and the tool choice forced or released between rounds. Pure: data in, data out."""
 
 from collections.abc import Sequence
 from typing import Any
@@ -55,10 +55,36 @@ def without_traces(messages: list[dict[str, Any]]) -> RestoredHistory:
     return RestoredHistory(cleaned, [], 0)
 
 
+# The roles that instruct the model. Chat templates know `system` first and nowhere else: Gemma's and
+# Mistral's raise on `developer` (which OpenAI's SDKs and Codex send) and on a system message later on.
+INSTRUCTING = frozenset({"system", "developer"})
+
+
+def one_system_message(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history with every system and developer message joined, in order and a blank line apart, into one
+    system message first; the history itself when it has at most one, already first and `system`."""
+    found = [index for index, message in enumerate(messages) if message.get("role") in INSTRUCTING]
+    if not found or (found == [0] and messages[0]["role"] == "system"):
+        return messages
+    parts: list[dict[str, Any]] = []
+    for index in found:
+        own = _parts(messages[index].get("content"))
+        parts += [{"type": "text", "text": "\n\n"}, *own] if parts and own else own
+    text_only = all(part.get("type") == "text" for part in parts)
+    system = {"role": "system", "content": "".join(part["text"] for part in parts) if text_only else parts}
+    return [system, *(message for message in messages if message.get("role") not in INSTRUCTING)]
+
+
+def _parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, list):
+        return content
+    return [{"type": "text", "text": content}] if isinstance(content, str) and content else []
+
+
 def with_system_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
     """The hint added once: to the client's own system message if it has one, else as a new one first."""
     first = messages[0] if messages else {}
-    if first.get("role") in ("system", "developer"):
+    if first.get("role") == "system":  # one_system_message made the instructions one system message first
         content = first.get("content")
         if isinstance(content, str):
             if hint in content:

@@ -9,7 +9,7 @@ from app.chat.context_budget import prompt_allowance
 from app.chat.loop.asking import held_round
 from app.chat.loop.decision import CallKey
 from app.chat.loop.held import Held
-from app.chat.loop.messages import first_request, rounds, with_system_hint, without_traces
+from app.chat.loop.messages import first_request, one_system_message, rounds, with_system_hint, without_traces
 from app.chat.ports import (
     ChatUpstream,
     LoopOptions,
@@ -100,12 +100,14 @@ async def _first_messages(
     options: LoopOptions, memory: TurnMemory | None,
 ) -> list[dict[str, Any]]:
     """The client's history as the model should see it: earlier turns given back their MCP calls and
-    results (fitted into the context), our traces removed, the system hint added when there are MCP
-    tools to read results of, and the note on servers whose tools wait for a sign-in when there are some."""
+    results (fitted into the context), our traces removed, its system and developer messages in one system
+    message first, the system hint added when there are MCP tools to read results of, and the note on servers
+    whose tools wait for a sign-in when there are some."""
     messages = history.messages
     if memory is not None and history.restored_results and options.context_tokens is not None:
         allowance = prompt_allowance(await options.context_tokens(), body, request.get("tools") or [])
         messages = memory.fit(history, allowance)
+    messages = one_system_message(messages)
     if options.system_hint and mcp_tools.openai_tools:
         messages = with_system_hint(messages, options.system_hint)
     if options.sign_in_note:
