@@ -500,3 +500,37 @@ def test_serving_freezes_what_the_imports_made_and_collects_the_young_less_often
             "print(before, gc.get_freeze_count() > before, gc.get_threshold()[0] == cli.GC_YOUNG_THRESHOLD)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["0", "True", "True"]
+
+
+def logged_once(log: Path, word: str) -> str:
+    """The gateway's log, once `word` is in it (bounded: the start-up lines follow the first look at once)."""
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    while word not in (text := log.read_text()):
+        assert time.monotonic() < deadline, f"{word} never logged:\n{text[-3000:]}"
+        time.sleep(0.05)
+    return text
+
+
+def test_the_console_says_where_the_status_page_is_and_whether_the_model_server_answers(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    config = write_config(tmp_path, {"time": {"command": "mcp-server-time"}})  # it has no subscriptions/listen
+    ready = lambda b: b["servers"]["time"]["state"] == "ready"  # noqa: E731
+    down = f"http://127.0.0.1:{free_port()}/v1"
+    (tmp_path / "down").mkdir()
+    (tmp_path / "up").mkdir()
+    with toolbridge(tmp_path / "down", config, env=clean_env() | {"TOOLBRIDGE_UPSTREAM_URL": down},
+                    ready=ready) as (_gateway, base):
+        text = logged_once(tmp_path / "down" / "gateway.log", "model_server_")
+    assert f"status_page                    url={base}/" in text
+    assert "model_server_not_answering     next_step=\"start LM Studio's local server" in text
+    assert f"url={down}" in text
+    # Nothing reads like an error when nothing is wrong yet: no warning, and the time server's missing
+    # subscriptions ("Method not found") are for debugging.
+    assert [line for line in text.splitlines() if "[warning" in line or "[error" in line] == []
+    assert "mcp_listen_unavailable" not in text
+    with toolbridge(tmp_path / "up", config, env=clean_env() | {"TOOLBRIDGE_UPSTREAM_URL": f"{upstream.url}/v1"},
+                    ready=ready):
+        text = logged_once(tmp_path / "up" / "gateway.log", "model_server_")
+    assert "model_server_answers           models='qwen3-8b (8,192-token context); 1 more downloaded, not loaded'" \
+        in text
