@@ -50,8 +50,8 @@ def models_in_words(models: tuple[ModelSeen, ...]) -> str:
     shown = [model for model in models if model.loaded is not False]
     idle = len(models) - len(shown)
     if not shown:
-        return f"none loaded ({idle} downloaded: LM Studio loads one at the first request, or load one yourself)" \
-            if idle else "none listed"
+        return f"none loaded ({idle} downloaded): load one in LM Studio, or let its JIT loading load it at the " \
+            "first request" if idle else "none listed"
     named = [_model(model) for model in shown[:MODELS_NAMED]]
     if len(shown) > MODELS_NAMED:
         named.append(f"and {len(shown) - MODELS_NAMED} more")
