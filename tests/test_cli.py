@@ -18,7 +18,7 @@ import openai
 import psutil
 import pytest
 
-from tests.conftest import BASIC_TOOLS, stdio_entry, wait_for_health
+from tests.conftest import BASIC_TOOLS, servers_ready, stdio_entry, wait_for_health
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.servers import free_port
 
@@ -133,7 +133,7 @@ def test_settings_come_from_environment_and_dotenv(tmp_path: Path) -> None:
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 def test_stopping_leaves_no_mcp_server_process_behind(tmp_path: Path, stop_signal: signal.Signals) -> None:
     config = write_config(tmp_path, {"one": stdio_entry("basic.py"), "two": stdio_entry("lingering.py")})
-    with toolbridge(tmp_path, config, "--log-format", "json", ready=lambda b: b["status"] == "ok") as (gateway, base):
+    with toolbridge(tmp_path, config, "--log-format", "json", ready=servers_ready("one", "two")) as (gateway, base):
         children = psutil.Process(gateway.pid).children(recursive=True)
         assert len(children) >= 2
         gateway.send_signal(stop_signal)
@@ -388,13 +388,13 @@ def test_memory_outlives_a_restart_in_the_user_data_directory(tmp_path: Path, up
 def test_config_changes_are_applied_without_a_restart(tmp_path: Path, trigger: str) -> None:
     config = write_config(tmp_path, {"one": stdio_entry("basic.py", "one"), "kept": stdio_entry("basic.py", "kept")})
     flags = ["--watch-config"] if trigger == "watch" else []
-    with toolbridge(tmp_path, config, *flags, ready=lambda b: b["status"] == "ok") as (gateway, base):
+    with toolbridge(tmp_path, config, *flags, ready=servers_ready("one", "kept")) as (gateway, base):
         kept_pid = _server_pid(gateway.pid, "kept")
         one = psutil.Process(_server_pid(gateway.pid, "one"))
         write_config(tmp_path, {"kept": stdio_entry("basic.py", "kept"), "two": stdio_entry("basic.py", "two")})
         if trigger == "sighup":
             gateway.send_signal(signal.SIGHUP)
-        body = wait_for_health(base, lambda b: set(b["servers"]) == {"kept", "two"} and b["status"] == "ok")
+        body = wait_for_health(base, lambda b: set(b["servers"]) == {"kept", "two"} and servers_ready("kept", "two")(b))
         assert body["tools"] == 2 * len(BASIC_TOOLS)
         assert _server_pid(gateway.pid, "kept") == kept_pid  # unchanged servers keep running
         _, alive = psutil.wait_procs([one], timeout=10)
@@ -414,7 +414,7 @@ def test_helpers_a_server_leaves_behind_are_ended_at_shutdown(tmp_path: Path) ->
     helper_file = tmp_path / "helper.pid"
     config = write_config(tmp_path, {"spawner": stdio_entry("spawner.py", str(helper_file))})
     try:
-        with toolbridge(tmp_path, config, ready=lambda b: b["status"] == "ok") as (gateway, _base):
+        with toolbridge(tmp_path, config, ready=servers_ready("spawner")) as (gateway, _base):
             helper = psutil.Process(int(helper_file.read_text()))
             assert helper.is_running()
             gateway.send_signal(signal.SIGTERM)
