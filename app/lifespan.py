@@ -15,6 +15,7 @@ from app.access import KeyRing
 from app.chat.images import ImageStore
 from app.chat.memory import MemoryStores
 from app.chat.tool_budget import load_ranker_in_background
+from app.greeting import greet
 from app.mcp import (
     Complete,
     ConversionOptions,
@@ -128,6 +129,8 @@ def build_lifespan(
         async with AsyncExitStack() as stack:
             if settings.otel:  # registered first, so it flushes the spans of requests cut off at shutdown last
                 stack.callback(start_tracing(__version__))
+            # Before the upstream: its last model list is kept in the same store.
+            memory = await stack.enter_async_context(open_memory(settings))
             upstream = await stack.enter_async_context(
                 UpstreamClient(
                     settings.upstream_base,
@@ -135,6 +138,7 @@ def build_lifespan(
                     timeout=settings.upstream_timeout,
                     transport=upstream_transport or make_transport(settings.upstream_transport),
                     observe=metrics.observe_upstream,
+                    models_store=memory.turns,
                 )
             )
             vault = await open_sign_in_vault(settings, config, stack)
@@ -143,11 +147,11 @@ def build_lifespan(
             metrics.watch_servers(pool.health)
             await _watch_keys(keys, stack)
             _reload_on_sighup([pool.request_reload, keys.reload], stack)
-            memory = await stack.enter_async_context(open_memory(settings))
             if settings.tool_budget:
                 load_ranker_in_background()
             images = ImageStore(max_bytes=int(settings.image_store_mb * 1024 * 1024),
                                 max_age_seconds=settings.image_max_age_hours * 3600)
+            await _greet(settings, upstream, stack)
             yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": memory, "metrics": metrics,
                    "recent_calls": recent, "images": images, "recent_requests": RecentRequests(),
                    "keys": keys}
@@ -216,6 +220,14 @@ async def _watch_keys(keys: KeyRing, stack: AsyncExitStack) -> None:
     watchers = await stack.enter_async_context(anyio.create_task_group())
     stack.callback(watchers.cancel_scope.cancel)  # runs first, ending the watcher before the group is left
     watchers.start_soon(request_on_change, [keys.path.resolve()], keys.reload, name="keys:watch")
+
+
+async def _greet(settings: Settings, upstream: UpstreamClient, stack: AsyncExitStack) -> None:
+    """The start-up lines (app/greeting.py) once the first look at the model server is done; the gateway answers
+    meanwhile, and a model server that takes the probes' timeout to fail holds nothing up."""
+    greeter = await stack.enter_async_context(anyio.create_task_group())
+    stack.callback(greeter.cancel_scope.cancel)
+    greeter.start_soon(greet, settings, upstream, name="greeting")
 
 
 def _reload_on_sighup(reloads: list[Callable[[], None]], stack: AsyncExitStack) -> None:

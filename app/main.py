@@ -24,7 +24,7 @@ from app.api.ui import page_router
 from app.api.ui import router as ui_router
 from app.doors.errors import error_body
 from app.lifespan import build_lifespan, key_ring
-from app.openai.errors import GatewayError, InvalidRequest, RouteNotFound
+from app.openai.errors import SHOULD_RETRY, GatewayError, InvalidRequest, RouteNotFound
 from app.settings import Settings
 from app.upstream import Transport
 
@@ -62,7 +62,7 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
     if settings.browser_origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.browser_origins, allow_methods=["*"], allow_headers=["*"],
-            expose_headers=["X-Request-Id", "Retry-After"],
+            expose_headers=["X-Request-Id", "Retry-After", SHOULD_RETRY],
         )
     app.add_middleware(BrowserGuard, settings=settings)
     app.add_middleware(RequestLogMiddleware)
@@ -90,7 +90,7 @@ def _describe_chat_body(app: FastAPI) -> None:
 
 async def _gateway_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, GatewayError)
-    return JSONResponse(error_body(request.url.path, exc), status_code=exc.status_code, headers=exc.headers)
+    return JSONResponse(error_body(request.url.path, exc), status_code=exc.status_code, headers=exc.response_headers())
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:

@@ -101,9 +101,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
                                      "code": code}}).encode()
         reason = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}[status]
+        # The same head is as large the next time: the Stainless SDKs would send it again (app/openai/errors.py).
+        retry = b"x-should-retry: false\r\n" if status == 431 else b""
         self.transport.write(
-            b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
-            % (status, reason, len(body)) + body
+            b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%sconnection: close\r\n\r\n"
+            % (status, reason, len(body), retry) + body
         )
         self.transport.close()
 

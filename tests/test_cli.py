@@ -18,7 +18,7 @@ import openai
 import psutil
 import pytest
 
-from tests.conftest import BASIC_TOOLS, stdio_entry, wait_for_health
+from tests.conftest import BASIC_TOOLS, servers_ready, stdio_entry, wait_for_health
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.servers import free_port
 
@@ -133,7 +133,7 @@ def test_settings_come_from_environment_and_dotenv(tmp_path: Path) -> None:
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 def test_stopping_leaves_no_mcp_server_process_behind(tmp_path: Path, stop_signal: signal.Signals) -> None:
     config = write_config(tmp_path, {"one": stdio_entry("basic.py"), "two": stdio_entry("lingering.py")})
-    with toolbridge(tmp_path, config, "--log-format", "json", ready=lambda b: b["status"] == "ok") as (gateway, base):
+    with toolbridge(tmp_path, config, "--log-format", "json", ready=servers_ready("one", "two")) as (gateway, base):
         children = psutil.Process(gateway.pid).children(recursive=True)
         assert len(children) >= 2
         gateway.send_signal(stop_signal)
@@ -388,13 +388,13 @@ def test_memory_outlives_a_restart_in_the_user_data_directory(tmp_path: Path, up
 def test_config_changes_are_applied_without_a_restart(tmp_path: Path, trigger: str) -> None:
     config = write_config(tmp_path, {"one": stdio_entry("basic.py", "one"), "kept": stdio_entry("basic.py", "kept")})
     flags = ["--watch-config"] if trigger == "watch" else []
-    with toolbridge(tmp_path, config, *flags, ready=lambda b: b["status"] == "ok") as (gateway, base):
+    with toolbridge(tmp_path, config, *flags, ready=servers_ready("one", "kept")) as (gateway, base):
         kept_pid = _server_pid(gateway.pid, "kept")
         one = psutil.Process(_server_pid(gateway.pid, "one"))
         write_config(tmp_path, {"kept": stdio_entry("basic.py", "kept"), "two": stdio_entry("basic.py", "two")})
         if trigger == "sighup":
             gateway.send_signal(signal.SIGHUP)
-        body = wait_for_health(base, lambda b: set(b["servers"]) == {"kept", "two"} and b["status"] == "ok")
+        body = wait_for_health(base, lambda b: set(b["servers"]) == {"kept", "two"} and servers_ready("kept", "two")(b))
         assert body["tools"] == 2 * len(BASIC_TOOLS)
         assert _server_pid(gateway.pid, "kept") == kept_pid  # unchanged servers keep running
         _, alive = psutil.wait_procs([one], timeout=10)
@@ -414,7 +414,7 @@ def test_helpers_a_server_leaves_behind_are_ended_at_shutdown(tmp_path: Path) ->
     helper_file = tmp_path / "helper.pid"
     config = write_config(tmp_path, {"spawner": stdio_entry("spawner.py", str(helper_file))})
     try:
-        with toolbridge(tmp_path, config, ready=lambda b: b["status"] == "ok") as (gateway, _base):
+        with toolbridge(tmp_path, config, ready=servers_ready("spawner")) as (gateway, _base):
             helper = psutil.Process(int(helper_file.read_text()))
             assert helper.is_running()
             gateway.send_signal(signal.SIGTERM)
@@ -500,3 +500,37 @@ def test_serving_freezes_what_the_imports_made_and_collects_the_young_less_often
             "print(before, gc.get_freeze_count() > before, gc.get_threshold()[0] == cli.GC_YOUNG_THRESHOLD)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["0", "True", "True"]
+
+
+def logged_once(log: Path, word: str) -> str:
+    """The gateway's log, once `word` is in it (bounded: the start-up lines follow the first look at once)."""
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    while word not in (text := log.read_text()):
+        assert time.monotonic() < deadline, f"{word} never logged:\n{text[-3000:]}"
+        time.sleep(0.05)
+    return text
+
+
+def test_the_console_says_where_the_status_page_is_and_whether_the_model_server_answers(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    config = write_config(tmp_path, {"time": {"command": "mcp-server-time"}})  # it has no subscriptions/listen
+    ready = lambda b: b["servers"]["time"]["state"] == "ready"  # noqa: E731
+    down = f"http://127.0.0.1:{free_port()}/v1"
+    (tmp_path / "down").mkdir()
+    (tmp_path / "up").mkdir()
+    with toolbridge(tmp_path / "down", config, env=clean_env() | {"TOOLBRIDGE_UPSTREAM_URL": down},
+                    ready=ready) as (_gateway, base):
+        text = logged_once(tmp_path / "down" / "gateway.log", "model_server_")
+    assert f"status_page                    url={base}/" in text
+    assert "model_server_not_answering     next_step=\"start LM Studio's local server" in text
+    assert f"url={down}" in text
+    # Nothing reads like an error when nothing is wrong yet: no warning, and the time server's missing
+    # subscriptions ("Method not found") are for debugging.
+    assert [line for line in text.splitlines() if "[warning" in line or "[error" in line] == []
+    assert "mcp_listen_unavailable" not in text
+    with toolbridge(tmp_path / "up", config, env=clean_env() | {"TOOLBRIDGE_UPSTREAM_URL": f"{upstream.url}/v1"},
+                    ready=ready):
+        text = logged_once(tmp_path / "up" / "gateway.log", "model_server_")
+    assert "model_server_answers           models='qwen3-8b (8,192-token context); 1 more downloaded, not loaded'" \
+        in text

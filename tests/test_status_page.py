@@ -5,6 +5,7 @@ absence is a failure. Screenshots go to test-artifacts/.
 """
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from playwright.sync_api import Error as PlaywrightError
 
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
+from tests.support.model_server import ModelServer
 
 CHROMIUM = shutil.which("chromium")
 KEY = "sk-page-key"
@@ -204,3 +206,45 @@ def test_sign_in_controls_and_notice_only_for_a_server_a_person_signs_in_to(
         expect(tab.locator("#notice")).to_be_hidden()
         assert tab.locator("#notice").inner_text() == "" and tab.locator("img").count() == 0
     assert errors == []
+
+
+def test_the_model_server_comes_first_and_turns_red_while_it_does_not_answer(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """Issue 45, C3: with LM Studio down the page stayed green and never named the model server."""
+    model = ModelServer().start()
+    try:
+        with running_gateway(tmp_path, {}, upstream_url=model.base) as gateway:
+            tab = browser.new_page(viewport={"width": 1280, "height": 800})
+            try:
+                watch_the_model_server_go_and_come_back(tab, gateway, model)
+            finally:
+                tab.close()  # its event stream would hold the gateway's shutdown
+    finally:
+        model.stop()
+
+
+def watch_the_model_server_go_and_come_back(tab: Page, gateway: Gateway, model: ModelServer) -> None:
+    tab.goto(f"{gateway.url}/")
+    reach = tab.locator("#upstream-reach")
+    expect(reach).to_have_text(re.compile(r"^answering since \d.* \(\d+ s\): LM Studio$"))
+    expect(tab.locator("#upstream-url")).to_have_text(model.base)
+    expect(tab.locator("#upstream-models")).to_have_text(
+        "Loaded: qwen3-8b (8,192-token context); 1 more downloaded, not loaded")
+    first = tab.locator("main > section").first
+    assert first.get_attribute("id") == "upstream-section"  # above the MCP servers
+    expect(tab.locator("#status")).to_have_text("ok")
+    ARTIFACTS.mkdir(exist_ok=True)
+    tab.screenshot(path=str(ARTIFACTS / "status_model_server_up.png"))
+    model.stop()
+    # The page asks every 5 s; the gateway looks again when asked.
+    expect(reach).to_have_text(re.compile(r"^not answering since \d"), timeout=20_000)
+    expect(tab.locator("#upstream-section")).to_have_class("upstream down")
+    assert first.evaluate("section => getComputedStyle(section).borderLeftColor") == "rgb(185, 28, 28)"  # red
+    expect(tab.locator("#status")).to_have_text("degraded")
+    expect(tab.locator("#upstream-error")).to_contain_text("Start LM Studio's local server")
+    expect(tab.locator("#upstream-models")).to_contain_text("As last seen at ")
+    tab.screenshot(path=str(ARTIFACTS / "status_model_server_down.png"))
+    model.start()
+    expect(reach).to_have_text(re.compile(r"^answering since"), timeout=20_000)
+    expect(tab.locator("#status")).to_have_text("ok")

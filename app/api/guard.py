@@ -238,4 +238,5 @@ class _BoundedBody:
 
 async def reply(error: GatewayError, scope: Scope, receive: Receive, send: Send) -> None:
     """Answers with the error's envelope, without reading the body."""
-    await JSONResponse(error_body(scope["path"], error), error.status_code, headers=error.headers)(scope, receive, send)
+    await JSONResponse(error_body(scope["path"], error), error.status_code,
+                       headers=error.response_headers())(scope, receive, send)

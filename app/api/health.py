@@ -1,9 +1,11 @@
 """What /health reports: "ok" or "degraded" to anyone; to callers with a key (or when no keys are set)
-the whole picture: the upstream, each MCP server's state, the tool count, the memory's store and the
+the whole picture: the upstream (whether it answers and since when, its models, whether the model lists served
+are its own or the last it gave), each MCP server's state, the tool count, the memory's store and the
 config files. A key limited to some servers (the keys file) sees those servers and their tools alone, and
 neither the config files nor the keys file.
 Servers' errors carry their stderr, which may hold what users sent them or what the operator set."""
 
+import time
 from typing import Any
 
 from app.access import KeyRing
@@ -19,14 +21,17 @@ async def health_report(
     pool = view.pool
     config = pool.config
     memory_problem = await memory.problem()
-    degraded = pool.degraded or not config.found or memory_problem or keys.problem or pool.config_problem
+    seen = await upstream.watch.fresh()
+    degraded = (pool.degraded or not config.found or memory_problem or keys.problem or pool.config_problem
+                or seen.reachable is False)
     status = "degraded" if degraded else "ok"
     if not authorised:
         return {"status": status}
     body: dict[str, Any] = {
         "status": status,
         "upstream": {"url": upstream.base_url, "kind": await upstream.server_kind(),
-                     "schema_profile": resolve_profile(settings.schema_profile, settings.upstream_base)},
+                     "schema_profile": resolve_profile(settings.schema_profile, settings.upstream_base),
+                     **seen.describe(time.time()), "model_list": upstream.last_models.describe()},
         "servers": view.health(),
         "tools": len(view.catalogue.openai_tools),
         # "none" also when a configured file could not be opened (state_store_unavailable in the log).

@@ -88,11 +88,11 @@ async def not_served(raw: Request, path: str) -> Response:
 
 
 async def _models(raw: Request, upstream: UpstreamDep, settings: SettingsDep, pool: ViewDep) -> list[dict[str, Any]]:
-    """The upstream's model list's entries, with the virtual models of the toolsets the key may use (as
-    /v1/models gives them)."""
-    status, _, listed = await upstream.list_models(query="", headers=raw.headers)
-    if status != 200:
-        raise UpstreamError(f"The model server answered {status} to the list of its models.")
+    """The upstream's model list's entries (the last list it gave while it cannot answer), with the virtual models
+    of the toolsets the key may use (as /v1/models gives them)."""
+    listed = await upstream.list_models(query="", headers=raw.headers)
+    if listed.status != 200:
+        raise UpstreamError(f"The model server answered {listed.status} to the list of its models.")
     usable = {name: members for name, members in settings.toolsets.items()
               if pool.scope.everything or any(pool.knows(member) for member in members)}
-    return listed_models(with_virtual_models(listed, usable))
+    return listed_models(with_virtual_models(listed.body, usable))

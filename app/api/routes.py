@@ -105,16 +105,18 @@ async def list_resources(pool: ViewDep) -> dict[str, Any]:
 
 @router.get("/v1/models")
 async def list_models(request: Request, upstream: UpstreamDep, settings: SettingsDep, pool: ViewDep) -> Response:
-    """The upstream's models, and a virtual model per toolset of which the caller's key may use something; in
-    Anthropic's shape for Anthropic's clients (app/doors/messages_models.py)."""
-    status, headers, body = await upstream.list_models(query=request.url.query, headers=request.headers)
-    if status == 200:
+    """The upstream's models (the last list it gave while it cannot answer), and a virtual model per toolset of
+    which the caller's key may use something; in Anthropic's shape for Anthropic's clients
+    (app/doors/messages_models.py)."""
+    listed = await upstream.list_models(query=request.url.query, headers=request.headers)
+    body = listed.body
+    if listed.status == 200:
         usable = {name: members for name, members in settings.toolsets.items()
                   if pool.scope.everything or any(pool.knows(member) for member in members)}
         body = with_virtual_models(body, usable)
         if ANTHROPIC_VERSION_HEADER in request.headers:
             body = anthropic_model_list(body)
-    return Response(body, status, headers=headers)
+    return Response(body, listed.status, headers=listed.headers)
 
 
 async def passthrough(path: str, request: Request, upstream: UpstreamDep) -> Response:

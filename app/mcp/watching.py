@@ -75,8 +75,9 @@ async def listen_for_changes(
     except ListenNotSupportedError:
         return  # a 2025-era connection: changes arrive through the message handler instead
     except MCPError as exc:
-        # Servers without subscriptions/listen just never announce changes; nothing else is lost.
-        log.info("mcp_listen_unavailable", server=server, error=exc.message)
+        # Servers without subscriptions/listen (mcp-server-time: "Method not found") just never announce changes;
+        # nothing else is lost. Debug: at info it read like an error on every start.
+        log.debug("mcp_listen_unavailable", server=server, error=exc.message)
 
 
 async def keep_alive(

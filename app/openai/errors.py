@@ -18,6 +18,11 @@ GatewayError                      -> 500 server_error
     └── UpstreamStatusError       -> the upstream's own status and message
 
 A failing MCP tool is not an exception here: it becomes a tool result the model reads.
+
+Each error says whether asking again can help (`retry_helps`). Where it cannot (a wrong key, a bad request, a model
+server that is not running), the answer carries `x-should-retry: false`, which the Stainless SDKs (openai,
+anthropic) and Claude Code obey: the person reads the cause at once instead of after minutes of retries (Claude
+Code retries a 502 or a 401 ten times). Overloaded (429/503) and a timeout keep their usual retries.
 """
 
 import html
@@ -26,6 +31,9 @@ import re
 from typing import Any
 
 # An upstream error message is shown to the client: at most this much of it.
+SHOULD_RETRY = "x-should-retry"
+# The upstream's own 4xx that another try may get past: a request timeout, a conflict, a rate limit.
+_UPSTREAM_RETRIED = frozenset({408, 409, 429})
 UPSTREAM_MESSAGE_CHARS = 500
 _TAG = re.compile(r"</?[a-zA-Z!?][^<>]*>")
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
@@ -38,6 +46,7 @@ class GatewayError(Exception):
     status_code = 500
     error_type = "server_error"
     default_code: str | None = "internal_error"
+    retry_helps = True  # unknown failures may pass
 
     def __init__(
         self, message: str, *, param: str | None = None, code: str | None = None, headers: dict[str, str] | None = None
@@ -51,6 +60,10 @@ class GatewayError(Exception):
         self.code = code if code is not None else self.default_code
         self.headers = headers or {}
 
+    def response_headers(self) -> dict[str, str]:
+        """The headers the error's answer carries: its own, and `x-should-retry: false` where a retry cannot help."""
+        return self.headers if self.retry_helps else {**self.headers, SHOULD_RETRY: "false"}
+
     def envelope(self) -> dict[str, Any]:
         """The OpenAI error body: `{"error": {"message", "type", "param", "code"}}`."""
         return error_envelope(self.message, self.error_type, param=self.param, code=self.code)
@@ -60,6 +73,7 @@ class InvalidRequest(GatewayError):
     status_code = 400
     error_type = "invalid_request_error"
     default_code = "invalid_request"
+    retry_helps = False
 
 
 class MethodNotAllowed(InvalidRequest):
@@ -78,6 +92,7 @@ class Conflict(InvalidRequest):
 class RequestTimeout(InvalidRequest):
     status_code = 408
     default_code = "request_timeout"
+    retry_helps = True  # the body was slow this time
 
 
 class BodyTooLarge(InvalidRequest):
@@ -89,6 +104,7 @@ class Forbidden(GatewayError):
     status_code = 403
     error_type = "permission_error"
     default_code = "forbidden"
+    retry_helps = False
 
 
 class Overloaded(GatewayError):
@@ -108,12 +124,14 @@ class AuthenticationFailed(GatewayError):
     status_code = 401
     error_type = "authentication_error"
     default_code = "invalid_api_key"
+    retry_helps = False
 
 
 class RouteNotFound(GatewayError):
     status_code = 404
     error_type = "not_found_error"
     default_code = "not_found"
+    retry_helps = False
 
 
 class UpstreamError(GatewayError):
@@ -124,6 +142,8 @@ class UpstreamError(GatewayError):
 
 class UpstreamUnreachable(UpstreamError):
     default_code = "upstream_unreachable"
+    # Nothing listens at the URL: until a person starts the server, every retry meets the same refusal.
+    retry_helps = False
 
     def __init__(self, url: str) -> None:
         super().__init__(
@@ -179,6 +199,7 @@ class UpstreamStatusError(UpstreamError):
         )
         self.upstream_status = status
         self.status_code = status if 400 <= status < 500 else 502
+        self.retry_helps = not 400 <= status < 500 or status in _UPSTREAM_RETRIED
         self.error_type = error_type or ("invalid_request_error" if status < 500 else "upstream_error")
 
 

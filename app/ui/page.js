@@ -1,10 +1,12 @@
-// The status page: servers, the calls waiting for approval, recent calls and requests (live, over /ui/events), the
-// playground and the tools.
+// The status page: the model server, the MCP servers, the calls waiting for approval, recent calls and requests
+// (live, over /ui/events), the playground and the tools.
 // Every value from a server or a model is set as text, never as HTML.
 "use strict";
 
 const state = { tools: [], calls: [], servers: {}, requests: [], waiting: [] };
 const WAITING_POLL_MS = 5000;
+const HEALTH_POLL_MS = 5000;  // the gateway looks at the model server at most this often (app/upstream/watch.py)
+const SERVER_KINDS = { lmstudio: "LM Studio", llamacpp: "llama.cpp" };
 const DECIDED = {
   approve: "decided: approved — the chat's next message runs it",
   deny: "decided: denied — the chat's next message declines it",
@@ -35,6 +37,60 @@ function duration(seconds) {
   if (seconds < 90) return `${Math.round(seconds)} s`;
   if (seconds < 5400) return `${Math.round(seconds / 60)} min`;
   return `${(seconds / 3600).toFixed(1)} h`;
+}
+
+function at(unixSeconds) {
+  return new Date(unixSeconds * 1000).toLocaleTimeString();
+}
+
+// The model server first: whether it answers and since when, its models; red when it does not answer.
+function renderUpstream(upstream) {
+  if (!upstream) return;
+  const down = upstream.reachable === false;
+  const known = upstream.reachable === true;
+  document.getElementById("upstream-section").className =
+    `upstream ${down ? "down" : known ? (upstream.error ? "refuses" : "up") : ""}`;
+  document.getElementById("upstream-url").textContent = upstream.url;
+  const since = upstream.since ? ` since ${at(upstream.since)} (${duration(upstream.for_seconds)})` : "";
+  const kind = SERVER_KINDS[upstream.kind] ? `: ${SERVER_KINDS[upstream.kind]}` : "";
+  const reach = document.getElementById("upstream-reach");
+  reach.textContent = down ? `not answering${since}` : known ? `answering${since}${kind}` : "not asked yet";
+  reach.className = down ? "error" : known ? "ok" : "";
+  const error = document.getElementById("upstream-error");
+  error.textContent = upstream.error || "";
+  error.hidden = !upstream.error;
+  document.getElementById("upstream-models").textContent = modelsInWords(upstream, down);
+}
+
+function modelsInWords(upstream, down) {
+  const named = (m) => (m.context_length ? `${m.id} (${m.context_length.toLocaleString()}-token context)` : m.id);
+  const models = upstream.models || [];
+  const shown = models.filter((m) => m.loaded !== false);  // LM Studio says which are loaded; others list theirs
+  const idle = models.length - shown.length;
+  const words = [];
+  if (shown.length) words.push(`${shown.some((m) => m.loaded) ? "Loaded" : "Models"}: ${shown.map(named).join(", ")}`);
+  else if (models.length) words.push("No model loaded");
+  if (idle) words.push(`${idle} more downloaded, not loaded`);
+  let text = words.join("; ");
+  if (down && text) text = `As last seen at ${at(upstream.models_at)}: ${text}.`;
+  if (upstream.model_list?.served === "last_known") {
+    text += ` Model lists are answered with the last one it gave (${at(upstream.model_list.fetched_at)}), so that `
+      + "clients keep their models and their chats say why they get no answer.";
+  }
+  return text.trim();
+}
+
+function renderHealth(health) {
+  const status = document.getElementById("status");
+  status.textContent = health.status;
+  status.className = `badge ${health.status}`;
+  renderUpstream(health.upstream);
+}
+
+async function refreshHealth() {
+  try {
+    renderHealth(await json("/ui/health"));
+  } catch { /* the next poll tries again */ }
 }
 
 function renderServers(servers) {
@@ -369,9 +425,7 @@ async function start() {
   document.getElementById("play-tool").addEventListener("change", renderFields);
   document.getElementById("playground").addEventListener("submit", runPlayground);
   const [health, tools, calls] = await Promise.all([json("/ui/health"), json("/ui/tools"), json("/ui/calls")]);
-  const status = document.getElementById("status");
-  status.textContent = health.status;
-  status.className = `badge ${health.status}`;
+  renderHealth(health);
   renderServers(health.servers || {});
   signedInNotice();
   state.tools = tools.data;
@@ -383,6 +437,7 @@ async function start() {
   renderRequests();
   await refreshWaiting();
   setInterval(refreshWaiting, WAITING_POLL_MS);  // a round asked before its request's event, and the time since
+  setInterval(refreshHealth, HEALTH_POLL_MS);  // the model server coming and going, which no event tells
   listen();
 }
 

@@ -32,6 +32,10 @@ class Capabilities:
             self._kind = (await self._probe_kind(), now)
         return self._kind[0]
 
+    def forget(self) -> None:
+        """A server that answers again (perhaps another one, with other models): everything asked again."""
+        self._kind = self._models = self._props_context = None
+
     async def supports_vision(self, model: str | None) -> bool:
         """Whether LM Studio reports vision for this model; False when it cannot tell."""
         for entry in await self._lmstudio_models():
@@ -89,20 +93,26 @@ class Capabilities:
         slot = _int(settings.get("n_ctx")) if isinstance(settings, dict) else None
         return slot or _int(props.get("n_ctx"))
 
+    async def lmstudio_models_now(self) -> list["ModelInfo"] | None:
+        """LM Studio's models asked now (and remembered as if asked for a request); None when no answer came at
+        all, [] from another server. For the status page, which shows what is loaded this minute."""
+        models = await self._fetch_lmstudio_models()
+        self._models = (models or [], time.monotonic())
+        return models
+
     async def _lmstudio_models(self) -> list["ModelInfo"]:
         now = time.monotonic()
         if self._models is not None and now - self._models[1] < CAPABILITY_TTL:
             return self._models[0]
-        models = await self._fetch_lmstudio_models()
-        self._models = (models, now)
-        return models
+        return await self.lmstudio_models_now() or []
 
-    async def _fetch_lmstudio_models(self) -> list["ModelInfo"]:
-        """The models of LM Studio's REST API: v1 where it has one, else v0; none from another server."""
+    async def _fetch_lmstudio_models(self) -> list["ModelInfo"] | None:
+        """The models of LM Studio's REST API: v1 where it has one, else v0; none from another server, None when
+        nothing answered."""
         for path in _LMSTUDIO_APIS:
             response = await self._http.probe(path)
             if response is None:
-                return []
+                return None
             if response.status_code == 200:
                 try:
                     return ModelInfo.listed(path, response.json())
@@ -117,7 +127,9 @@ class ModelInfo:
 
     names: frozenset[str]
     vision: bool
-    context_length: int | None
+    context_length: int | None  # the loaded context, else the most the model takes
+    key: str = ""  # the name LM Studio lists it by
+    loaded: bool = False
 
     @classmethod
     def listed(cls, path: str, listing: Any) -> list["ModelInfo"]:
@@ -131,16 +143,20 @@ class ModelInfo:
         instances = entry.get("loaded_instances") or []
         loaded = [_int((i.get("config") or {}).get("context_length")) for i in instances]
         names = {entry.get("key"), entry.get("id"), *(i.get("id") for i in instances)}
+        key = entry.get("key") or entry.get("id")
         return cls(
             names=frozenset(n for n in names if isinstance(n, str)),
             vision=bool((entry.get("capabilities") or {}).get("vision")),
             context_length=next((c for c in loaded if c), None) or _int(entry.get("max_context_length")),
+            key=key if isinstance(key, str) else "",
+            loaded=bool(instances),
         )
 
     @classmethod
     def from_v0(cls, entry: dict[str, Any]) -> "ModelInfo":
         context = _int(entry.get("loaded_context_length")) or _int(entry.get("max_context_length"))
-        return cls(frozenset([str(entry.get("id"))]), entry.get("type") == "vlm", context)
+        name = str(entry.get("id"))
+        return cls(frozenset([name]), entry.get("type") == "vlm", context, name, entry.get("state") == "loaded")
 
 
 def _int(value: Any) -> int | None:

@@ -3,7 +3,9 @@ the upstream can do.
 
 Built on the two below it: the HTTP (app/upstream/transport.py: the pool, sending, transport failures in
 the gateway's errors) and the capabilities (app/upstream/capabilities.py: LM Studio's and llama.cpp's
-own endpoints). Nothing else in the gateway speaks HTTP to the upstream.
+own endpoints). Beside it, what people see of the upstream (watch.py: whether it answers, since when, its
+models) and the last model list it gave (last_models.py), served while it cannot answer. Nothing else in the
+gateway speaks HTTP to the upstream.
 """
 
 import json
@@ -19,11 +21,14 @@ import orjson
 from app.openai.errors import InvalidRequest, UpstreamError, UpstreamStatusError
 from app.openai.schemas import rewrite_model_list
 from app.settings.vocabularies import TransportKind
+from app.state import StateStore
 from app.upstream.capabilities import Capabilities, ServerKind
 from app.upstream.chunks import chunk_batches
+from app.upstream.last_models import LastModels, ModelList
 from app.upstream.paths import relative_path, without_credentials
 from app.upstream.relay import read_whole, relay_events, relay_rest
 from app.upstream.transport import Observe, Transport, UpstreamHttp, aiohttp_transport
+from app.upstream.watch import UpstreamWatch
 
 # Transport is re-exported: the app and its lifespan name it from here.
 __all__ = ["ProxiedResponse", "Transport", "TransportKind", "UpstreamClient", "make_transport"]
@@ -70,14 +75,18 @@ class UpstreamClient:
         timeout: float = 600.0,
         transport: Transport | None = None,
         observe: Observe | None = None,
+        models_store: StateStore | None = None,
     ) -> None:
-        """`observe(kind, seconds)` learns how long each chat or pass-through request took to its headers."""
+        """`observe(kind, seconds)` learns how long each chat or pass-through request took to its headers;
+        `models_store` keeps the last model list (None: this process alone)."""
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self._key = api_key
         self._http = UpstreamHttp(self.base_url, api_key=api_key, timeout=timeout, transport=transport,
                                   observe=observe)
         self._capabilities = Capabilities(self._http)
+        self.watch = UpstreamWatch(self._http, self._capabilities)
+        self.last_models = LastModels(self.base_url, models_store)
 
     async def __aenter__(self) -> Self:
         return self
@@ -85,6 +94,7 @@ class UpstreamClient:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        await self.watch.aclose()
         await self._http.aclose()
 
     @asynccontextmanager
@@ -142,12 +152,31 @@ class UpstreamClient:
         kept = {k: v for k, v in response.headers.items() if k.lower() not in _RESPONSE_HEADERS_DROPPED}
         return ProxiedResponse(response.status_code, kept, await self._body(response), response)
 
-    async def list_models(self, *, query: str, headers: Mapping[str, str]) -> tuple[int, dict[str, str], bytes]:
-        """The upstream's /models, with `context_length` added where LM Studio reports it (Chatbox reads it)."""
-        proxied = await self.forward("GET", "models", query=query, headers=headers, body=None)
-        body = b"".join([part async for part in proxied.body])
-        contexts = await self.context_lengths() if proxied.status_code == 200 else {}
-        return proxied.status_code, proxied.headers, _with_context_lengths(body, contexts)
+    async def list_models(self, *, query: str, headers: Mapping[str, str]) -> ModelList:
+        """The upstream's /models, with `context_length` added where LM Studio reports it (Chatbox reads it).
+        While the upstream cannot answer (no answer, or a 5xx), the last list it gave (last_models.py); with none,
+        its failure as it came. Its own 4xx is its answer.
+
+        Raises:
+            UpstreamError: no answer came, and no list ever did.
+        """
+        try:
+            proxied = await self.forward("GET", "models", query=query, headers=headers, body=None)
+            body = b"".join([part async for part in proxied.body])
+        except UpstreamError as exc:
+            self.watch.saw(False, exc.message)
+            if (last := await self.last_models.answer(exc.code or exc.message)) is None:
+                raise
+            return last
+        status = proxied.status_code
+        self.watch.saw(True, None if status == 200 else f"It answered {status} to GET /models.")
+        if status >= 500:
+            return await self.last_models.answer(f"it answered {status}") or ModelList(status, proxied.headers, body)
+        if status != 200:
+            return ModelList(status, proxied.headers, body)
+        body = _with_context_lengths(body, await self.context_lengths())
+        await self.last_models.remember(body)
+        return ModelList(status, proxied.headers, body)
 
     async def server_kind(self) -> ServerKind:
         """What answers at the base URL: LM Studio (its REST API), llama.cpp (`/props`), or another server."""

@@ -166,11 +166,11 @@ class UpstreamHttp:
         """
         return await self._answered(kind, self._client.send(request, stream=True))
 
-    async def probe(self, path: str) -> httpx.Response | None:
-        """A GET of one of the server's own endpoints beside /v1 (`path`, such as `props`), read whole
-        within PROBE_TIMEOUT; None when no answer came."""
+    async def probe(self, path: str, *, beside: bool = True) -> httpx.Response | None:
+        """A GET of one of the server's own endpoints beside /v1 (`path`, such as `props`), or with `beside`
+        False of one below the base URL (`models`), read whole within PROBE_TIMEOUT; None when no answer came."""
         try:
-            return await self._client.get(self._root + path, timeout=PROBE_TIMEOUT)
+            return await self._client.get(self._root + path if beside else path, timeout=PROBE_TIMEOUT)
         except _SEND_FAILED:
             return None
 
