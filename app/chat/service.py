@@ -110,7 +110,8 @@ async def _slash_command(body: dict[str, Any], options: LoopOptions, needs: Chat
     """The last message as a slash command (TOOLBRIDGE_PROMPT_COMMANDS): answered, expanded, or None (no
     command: the message goes to the model as typed); the request's stats say which."""
     command = read_command(body["messages"]) if needs.settings.prompt_commands else None
-    outcome = await run_command(command, needs.pool, options.sees_images) if command is not None else None
+    servers = options.tool_selection.admits_server
+    outcome = await run_command(command, needs.pool, options.sees_images, servers) if command is not None else None
     if isinstance(outcome, Expansion):
         needs.stats.prompt = outcome.command
     needs.stats.answered_by_gateway = isinstance(outcome, Answer)

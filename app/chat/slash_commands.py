@@ -147,11 +147,13 @@ def _piece(piece: re.Match[str]) -> str:
 
 
 async def run_command(
-    command: SlashCommand, prompts: PromptSource, sees_images: Callable[[], Awaitable[bool]] | None
+    command: SlashCommand, prompts: PromptSource, sees_images: Callable[[], Awaitable[bool]] | None,
+    servers: Callable[[str], bool] = lambda server: True,
 ) -> Answer | Expansion | None:
     """The command answered or expanded; None when it names no prompt and the servers offer none (the
-    message then goes to the model as typed)."""
-    book = prompts.prompt_book
+    message then goes to the model as typed). `servers`: those whose prompts the request's user chose (a
+    toolset, the tools header), as its tools."""
+    book = prompts.prompt_book.select(servers)
     entry = book.find(command.name)
     if entry is None:
         if command.name in LIST_COMMANDS and command.bare is None and not command.arguments:

@@ -63,11 +63,7 @@ class KeyView:
 
     @property
     def prompt_book(self) -> PromptBook:
-        book = self.pool.prompt_book
-        entries = {command: e for command, e in book.entries.items() if self.scope.may_use_server(e.server)}
-        shared = {name: kept for name, commands in book.shared.items()
-                  if (kept := tuple(command for command in commands if command in entries))}
-        return PromptBook(entries, shared)
+        return self.pool.prompt_book.select(self.scope.may_use_server)
 
     async def get_prompt(self, entry: PromptEntry, arguments: dict[str, str]) -> GetPromptResult:
         self._may_prompt(entry)
