@@ -110,6 +110,16 @@ def render_waiting(mode: TraceMode, calls: Sequence[ToolCall], for_answer: bool 
     return None
 
 
+def render_not_ready(mode: TraceMode, servers: Sequence[tuple[str, str]]) -> TraceText:
+    """MCP servers whose tools are missing from the answer, and why: in every mode, the trace's lines for those
+    that show it in the content, else the reasoning (`off` too: the person would otherwise get no word)."""
+    lines = [f"MCP server '{' '.join(name.split())}' {why}: its tools are missing from this answer."
+             for name, why in servers]
+    if mode in ("details", "markdown"):
+        return TraceText("content", "\n" + "".join(f"{MARKDOWN_MARK}{line}\n" for line in lines) + "\n")
+    return TraceText("reasoning", "".join(f"{line}\n" for line in lines))
+
+
 def _waiting_block(call: ToolCall, what: str) -> str:
     attributes = {"type": "tool_calls", "done": _NOT_DONE, "id": call.id, "name": call.name,
                   "arguments": call.arguments or "{}"}

@@ -85,6 +85,10 @@ class KeyView:
                 status["may_sign_in"] = self.may_sign_in(name)
         return shown
 
+    def server_states(self) -> dict[str, str]:
+        """The states of the servers this key may use (app/chat/server_starts.py)."""
+        return {name: state for name, state in self.pool.server_states().items() if self.scope.may_use_server(name)}
+
     def may_sign_in(self, name: str) -> bool:
         """Whether this key may start and end the server's sign-in: its own on a `per_key` server; the one every
         key acts as only if the key may change it (app/access/scope.py)."""
