@@ -127,5 +127,6 @@ def test_the_details_trace_shows_the_asking_call_as_waiting_only(
     upstream.script(BOOK)
     question = ask(legacy_asking.client(default_headers={"X-Toolbridge-Trace": "details"}),
                    [{"role": "user", "content": "Book Luigi, traced."}], stream=True)
-    assert question.count("<details ") == 1 and 'done="false"' in question and "Waiting for your answer" in question
+    assert question.count("<details ") == 1 and 'data-toolbridge="waiting"' in question
+    assert "asks__book_table: waiting for your answer" in question
     assert "input_required" not in question and "for how many people, and when?" in question
