@@ -183,20 +183,21 @@ def test_a_waiting_call_is_a_finished_neutral_block_open_webui_shows_without_a_s
 
 
 def test_a_waiting_block_leaves_the_history_and_reads_back_as_no_call() -> None:
-    waiting = render_waiting("details", [C("call_2", "files__delete", "{}")])
-    assert waiting is not None
-    text = "Let me look." + details([CALL], [OK]) + waiting.text + "\nThe model wants to run a tool."
+    # As Open WebUI sends the question back.
+    waiting = ('\n<details data-toolbridge="waiting">\n<summary>files__delete: waiting for your approval</summary>\n\n'
+               "Not run yet: it runs if you reply **yes**.\n</details>\n")
+    text = "Let me look." + details([CALL], [OK]) + waiting + "\nThe model wants to run a tool."
     assert strip_trace(text) == "Let me look.\nThe model wants to run a tool."
     parts = read_back(text)
     assert parts is not None and [p if isinstance(p, str) else [c.id for c in p] for p in parts] == [
-        "Let me look.", ["call_1"], waiting.text + "\nThe model wants to run a tool."]
+        "Let me look.", ["call_1"], waiting + "\nThe model wants to run a tool."]
     # What earlier versions wrote for a waiting call reads back as none too.
     old = ('\n<details type="tool_calls" done="false" id="c" name="t" arguments="{}">\n<summary>Waiting</summary>\n'
            "</details>\n")
     assert read_back("Asked." + old) is None and strip_trace("Asked." + old) == "Asked."
     # Another's details block, before or between ours, stays as it is.
     reasoning = '<details type="reasoning" done="true">\n<summary>Thought</summary>\n</details>\n'
-    assert strip_trace(reasoning + waiting.text + "Asked.") == reasoning + "Asked."
+    assert strip_trace(reasoning + waiting + "Asked.") == reasoning + "Asked."
 
 
 @pytest.mark.parametrize(("mode", "channel"), [("reasoning", "reasoning"), ("off", "reasoning"),
