@@ -161,6 +161,8 @@ def gateway(
         tmp_path_factory.mktemp("gateway"), servers, ready=("basic", "remote", "legacy"),
         upstream_url=f"{upstream.url}/v1", max_tool_rounds=3, upstream_api_key="sk-upstream",
     ) as gateway:
+        # Past its first start too: a chat while it still starts waits for it and says so (TOOLBRIDGE_MCP_START_WAIT).
+        wait_for_health(gateway.url, lambda body: body["servers"]["broken"]["state"] == "failed")
         yield gateway
 
 

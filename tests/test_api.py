@@ -70,7 +70,8 @@ def test_health_reports_each_server(gateway: Gateway) -> None:
 def test_slow_server_starts_in_the_background(tmp_path: Path, upstream: FakeUpstream) -> None:
     gate = tmp_path / "gate"  # the server finishes starting once this file exists
     servers = {"basic": stdio_entry("basic.py"), "gated": stdio_entry("gated_start.py", str(gate))}
-    with running_gateway(tmp_path, servers, ready=("basic",), upstream_url=f"{upstream.url}/v1") as gateway:
+    with running_gateway(tmp_path, servers, ready=("basic",), upstream_url=f"{upstream.url}/v1",
+                         mcp_start_wait=0) as gateway:  # a chat waits for no server (tests/test_server_starts.py)
         assert httpx.get(f"{gateway.url}/health").json()["servers"]["gated"]["state"] == "starting"
         upstream.script(Turn(content="served while gated starts"))
         reply = gateway.client().chat.completions.create(model="m", messages=ASK)

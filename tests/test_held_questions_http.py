@@ -5,9 +5,12 @@ openai SDK, whole and streamed; and two gateways on one Redis, where the answer 
 finds no call waiting there and the model is told to call the tool again."""
 
 import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.conftest import Gateway, running_gateway, stdio_entry
@@ -47,6 +50,19 @@ def test_the_question_asked_mid_call_is_answered_in_the_next_message(
     assert tool_result(upstream)["data"] == {"result": "booked Luigi for 3 at 21:15"}
     seen = after_system(upstream.chat_requests()[0]["messages"])
     assert [m["role"] for m in seen] == ["user", "assistant", "tool"] and "party_size" not in json.dumps(seen)
+
+
+def test_the_held_call_is_input_needed_on_the_status_page_as_the_docs_say(
+    legacy_asking: Gateway, upstream: FakeUpstream
+) -> None:
+    """Issue 45's C9: the status page's `input_needed` covers a 2025-era held question too, and so must its docs."""
+    upstream.script(BOOK)
+    ask(legacy_asking.client(), [{"role": "user", "content": "Book Luigi, for the status page."}], stream=False)
+    calls = httpx.get(f"{legacy_asking.url}/ui/calls", timeout=30).json()["data"]
+    assert (calls[-1]["tool"], calls[-1]["outcome"]) == ("book_table", "input_needed")
+    operations = (Path(__file__).parent.parent / "docs" / "operations.md").read_text()
+    defined = " ".join(operations[operations.index("`input_needed`, not a failure"):].split())
+    assert re.match(r"`input_needed`, not a failure: [^)]*2026-era[^)]*2025-era[^)]*\)", defined), defined[:300]
 
 
 def test_a_wrong_value_is_asked_again_while_the_call_waits_then_decline_reaches_it(
@@ -111,5 +127,6 @@ def test_the_details_trace_shows_the_asking_call_as_waiting_only(
     upstream.script(BOOK)
     question = ask(legacy_asking.client(default_headers={"X-Toolbridge-Trace": "details"}),
                    [{"role": "user", "content": "Book Luigi, traced."}], stream=True)
-    assert question.count("<details ") == 1 and 'done="false"' in question and "Waiting for your answer" in question
+    assert question.count("<details ") == 1 and 'data-toolbridge="waiting"' in question
+    assert "asks__book_table: waiting for your answer" in question
     assert "input_required" not in question and "for how many people, and when?" in question

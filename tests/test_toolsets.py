@@ -225,3 +225,15 @@ def test_virtual_models_follow_their_model_and_keep_its_fields() -> None:
     assert [e["name"] for e in entries] == ["Model A", "Model A + x"]
     assert with_virtual_models(b"not json", {"x": ["s"]}) == b"not json"
     assert with_virtual_models(body, {}) is body
+
+
+@pytest.mark.parametrize(("selection", "servers"), [
+    (ToolSelection(), {"fs", "time"}),
+    (ToolSelection((frozenset({"fs", "fetch"}),)), {"fs"}),
+    (ToolSelection((frozenset({"fs__read_file"}),)), set()),  # a tool of a server: its prompts stay out
+    (ToolSelection((frozenset({"fs", "time"}), frozenset({"time"}))), {"time"}),
+    (ToolSelection((), frozenset({"fs"})), {"time"}),
+    (ToolSelection((), frozenset({"fs__read_file"})), {"fs", "time"}),  # leaving out one tool keeps the server's
+])
+def test_the_servers_whose_prompts_and_resources_a_choice_gives(selection: ToolSelection, servers: set[str]) -> None:
+    assert {server for server in ("fs", "time") if selection.admits_server(server)} == servers

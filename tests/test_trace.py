@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from app.chat.trace import DETAILS_RESULT_CHARS, RecordedCall, read_back, render_finished, render_started, strip_trace
+from app.chat.trace import (
+    DETAILS_RESULT_CHARS,
+    RecordedCall,
+    read_back,
+    render_finished,
+    render_not_ready,
+    render_started,
+    render_waiting,
+    strip_trace,
+)
 
 
 @dataclass
@@ -160,3 +169,43 @@ def test_text_and_long_failures_read_back_as_they_were() -> None:
 
 def test_text_without_our_blocks_has_nothing_to_read_back() -> None:
     assert read_back("Plain words, and a <details><summary>user's own</summary></details> block.") is None
+
+
+# Issue 45's C8: Open WebUI spun its tool widget of a waiting call (done="false") for good, after the call ran.
+def test_a_waiting_call_is_a_finished_neutral_block_open_webui_shows_without_a_spinner() -> None:
+    waiting = render_waiting("details", [CALL])
+    assert waiting is not None and waiting.channel == "content"
+    assert waiting.text == ('\n<details data-toolbridge="waiting">\n<summary>time__get_current_time: waiting for your '
+                            "approval</summary>\n\nNot run yet: it runs if you reply **yes**.\n</details>\n")
+    answer = render_waiting("details", [CALL], for_answer=True)
+    assert answer is not None and "waiting for your answer</summary>" in answer.text
+    assert 'type="tool_calls"' not in waiting.text and "done=" not in waiting.text  # not Open WebUI's tool widget
+
+
+def test_a_waiting_block_leaves_the_history_and_reads_back_as_no_call() -> None:
+    # As Open WebUI sends the question back.
+    waiting = ('\n<details data-toolbridge="waiting">\n<summary>files__delete: waiting for your approval</summary>\n\n'
+               "Not run yet: it runs if you reply **yes**.\n</details>\n")
+    text = "Let me look." + details([CALL], [OK]) + waiting + "\nThe model wants to run a tool."
+    assert strip_trace(text) == "Let me look.\nThe model wants to run a tool."
+    parts = read_back(text)
+    assert parts is not None and [p if isinstance(p, str) else [c.id for c in p] for p in parts] == [
+        "Let me look.", ["call_1"], waiting + "\nThe model wants to run a tool."]
+    # What earlier versions wrote for a waiting call reads back as none too.
+    old = ('\n<details type="tool_calls" done="false" id="c" name="t" arguments="{}">\n<summary>Waiting</summary>\n'
+           "</details>\n")
+    assert read_back("Asked." + old) is None and strip_trace("Asked." + old) == "Asked."
+    # Another's details block, before or between ours, stays as it is.
+    reasoning = '<details type="reasoning" done="true">\n<summary>Thought</summary>\n</details>\n'
+    assert strip_trace(reasoning + waiting + "Asked.") == reasoning + "Asked."
+
+
+@pytest.mark.parametrize(("mode", "channel"), [("reasoning", "reasoning"), ("off", "reasoning"),
+                                               ("markdown", "content"), ("details", "content")])
+def test_servers_whose_tools_are_missing_are_said_and_stripped_again(mode: str, channel: str) -> None:
+    said = render_not_ready(mode, [("time", "is still starting"), ("fs\nx", "failed to start")])  # type: ignore[arg-type]
+    assert said.channel == channel
+    assert "MCP server 'time' is still starting: its tools are missing from this answer." in said.text
+    assert "MCP server 'fs x' failed to start" in said.text  # one line, whatever the name holds
+    if channel == "content":
+        assert strip_trace(said.text + "It is noon.") == "It is noon."

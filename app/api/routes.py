@@ -92,15 +92,27 @@ async def tools_for_chat(raw: Request, pool: ViewDep, settings: SettingsDep, ups
 
 
 @router.get("/prompts")
-async def list_prompts(pool: ViewDep) -> dict[str, Any]:
-    """The MCP servers' prompts, each with the slash command that runs it in chat."""
-    return {"object": "list", "data": [entry.describe() for entry in pool.prompt_book.listed()]}
+async def list_prompts(
+    pool: ViewDep, settings: SettingsDep, model: str | None = None,
+    tools_header: Annotated[str | None, Header(alias=TOOLS_HEADER)] = None,
+) -> dict[str, Any]:
+    """The MCP servers' prompts, each with the slash command that runs it in chat; for `model` (a virtual one
+    naming a toolset) and the tools header when given, those of the servers they choose, as a chat has them."""
+    _, selection = choose_tools({"model": model}, tools_header, settings.toolsets, pool.knows)
+    book = pool.prompt_book.select(selection.admits_server)
+    return {"object": "list", "data": [entry.describe() for entry in book.listed()]}
 
 
 @router.get("/resources")
-async def list_resources(pool: ViewDep) -> dict[str, Any]:
-    """Each MCP server's resources and URI templates as last listed, and the tool that reads them."""
-    return {"object": "list", "data": [{"server": name, **listing} for name, listing in pool.resources().items()]}
+async def list_resources(
+    pool: ViewDep, settings: SettingsDep, model: str | None = None,
+    tools_header: Annotated[str | None, Header(alias=TOOLS_HEADER)] = None,
+) -> dict[str, Any]:
+    """Each MCP server's resources and URI templates as last listed, and the tool that reads them; for `model` and
+    the tools header, as `/prompts`."""
+    _, selection = choose_tools({"model": model}, tools_header, settings.toolsets, pool.knows)
+    return {"object": "list", "data": [{"server": name, **listing} for name, listing in pool.resources().items()
+                                       if selection.admits_server(name)]}
 
 
 @router.get("/v1/models")

@@ -11,10 +11,27 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
-from app.chat.loop import Finished, LoopEvent, RoundBreak, ToolProgress, ToolsRan, ToolsStarted, ToolsWaiting
+from app.chat.loop import (
+    Finished,
+    LoopEvent,
+    RoundBreak,
+    ServersNotReady,
+    ToolProgress,
+    ToolsRan,
+    ToolsStarted,
+    ToolsWaiting,
+)
 from app.chat.ports import ToolOutput
 from app.chat.shown import PersonView
-from app.chat.trace import TraceMode, TraceText, render_finished, render_progress, render_started, render_waiting
+from app.chat.trace import (
+    TraceMode,
+    TraceText,
+    render_finished,
+    render_not_ready,
+    render_progress,
+    render_started,
+    render_waiting,
+)
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.markup import TextDelta
 
@@ -67,7 +84,7 @@ async def answer_parts(
             elif isinstance(event, RoundBreak) and (gap := _break_after(last)):
                 last = gap
                 yield Delta(gap)
-            elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting):
+            elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting | ServersNotReady):
                 texts, for_person = _trace_texts(trace, event, person)
                 for text in texts:
                     if text.channel == "content":
@@ -97,12 +114,16 @@ def _before_notice(content: str) -> str:
 
 
 def _trace_texts(
-    mode: TraceMode, event: ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting, person: PersonView | None
+    mode: TraceMode, event: ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting | ServersNotReady,
+    person: PersonView | None,
 ) -> tuple[list[TraceText], str]:
     """What the client is shown of tool work: the trace, and apart (it follows the round's calls, CallsDone) what
     a round's results address to the person, in every trace mode (off included: that turns off the account of
     the work, not its results)."""
-    if isinstance(event, ToolsStarted):
+    texts: list[TraceText | None]
+    if isinstance(event, ServersNotReady):
+        texts = [render_not_ready(mode, event.servers)]
+    elif isinstance(event, ToolsStarted):
         texts = [render_started(mode, event.calls)]
     elif isinstance(event, ToolProgress):
         texts = [render_progress(mode, event.call, event.progress, event.total, event.message)]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from app.chat.own_words import own_words
 from app.openai.accumulate import ToolCall
 
 
@@ -43,7 +44,9 @@ ASKING_MARK = "needs your approval"
 
 
 def read_reply(text: str) -> Reply:
-    """The person's message as an answer to the question: yes, always, no, or none of them."""
+    """The person's message as an answer to the question: yes, always, no, or none of them; read past what their
+    client wrapped around it (own_words.py)."""
+    text = own_words(text)
     if len(text) > _LONGEST_REPLY:
         return Reply.OTHER
     words = " ".join(text.translate(_PUNCTUATION).lower().split())

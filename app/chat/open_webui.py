@@ -4,10 +4,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
-from app.openai.schemas import content_text
+from app.chat.own_words import TASK_PROMPT_PREFIX, own_words
 
-# Open WebUI asks the same model for titles, tags and follow-ups with prompts that start like this.
-TASK_PROMPT_PREFIX = "### Task:"
+# Open WebUI asks the same model for titles, tags and follow-ups with prompts that start with TASK_PROMPT_PREFIX.
 OPENWEBUI_PREFIX = b"x-openwebui-"  # its forwarded headers' names, as ASGI gives them (lower case)
 _OPENWEBUI_HEADERS = {
     "x-openwebui-user-name": "owui_user_name",
@@ -20,10 +19,11 @@ _OPENWEBUI_HEADERS = {
 
 
 def is_background_task(messages: Sequence[Mapping[str, Any]]) -> bool:
-    """An Open WebUI title/tags/follow-up request: the last user message starts with `### Task:`."""
+    """An Open WebUI title/tags/follow-up request: the last user message starts with `### Task:`. A person's
+    message that Open WebUI's RAG template wraps starts so too, and is none (own_words.py)."""
     for message in reversed(messages):
         if message.get("role") == "user":
-            return content_text(message.get("content")).lstrip().startswith(TASK_PROMPT_PREFIX)
+            return own_words(message.get("content")).lstrip().startswith(TASK_PROMPT_PREFIX)
     return False
 
 

@@ -117,6 +117,11 @@ class ToolSelection:
         names = {name, server}
         return all(names & wanted for wanted in self.include) and not names & self.exclude
 
+    def admits_server(self, server: str) -> bool:
+        """Whether the server's prompts and resources (its `read_resource` tool too) are offered: the choice names
+        the server itself. A choice of some of its tools takes those tools alone."""
+        return self.admits(server, server)
+
 
 ALL_TOOLS = ToolSelection()
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from app.chat.own_words import own_words
 from app.chat.question_fields import Field, Problem, Value, convert, describe, fields, sample, shown
 
 
@@ -63,7 +64,9 @@ def question_for(params: Mapping[str, Any], server: str | None) -> str:
 
 
 def answer_for(text: str, params: Mapping[str, Any]) -> Answer:
-    """The person's reply to the elicitation request `params` (as in `question_for`)."""
+    """The person's reply to the elicitation request `params` (as in `question_for`), read past what their client
+    wrapped around it (own_words.py)."""
+    text = own_words(text)
     return read_url_answer(text) if params.get("mode") == "url" else read_answer(text, _schema(params))
 
 

@@ -8,13 +8,15 @@ service never names the upstream's HTTP client or the MCP pool.
 """
 
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from app.chat.loop import LoopEvent, run_tool_loop
+from app.chat.loop import LoopEvent, ServersNotReady, run_tool_loop
 from app.chat.loop_options import conversation_memory, loop_options
 from app.chat.memory import MemoryStores
 from app.chat.ports import ChatModel, LoopOptions, RequestStats, SignInWaits, ToolPool
+from app.chat.server_starts import NotReady, ServerStarts, await_starting
 from app.chat.shown import PersonView
 from app.chat.sign_in_notice import model_note, servers_waiting, sign_in_lines
 from app.chat.slash_commands import Answer, Expansion, PromptSource, answered, read_command, run_command
@@ -28,8 +30,9 @@ from app.ops.recent_requests import RecentRequests
 from app.settings import Settings
 
 
-class ChatPool(ToolPool, PromptSource, Protocol):
-    """The MCP servers as a chat request uses them: their tools, and their prompts for slash commands."""
+class ChatPool(ToolPool, PromptSource, ServerStarts, Protocol):
+    """The MCP servers as a chat request uses them: their tools, their prompts for slash commands, and their states
+    while they start."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ async def answer_chat(body: dict[str, Any], request: ChatCompletionRequest, need
     trace = trace_mode(headers.get(TRACE_HEADER), settings.tool_trace)
     body, selection = choose_tools(body, headers.get(TOOLS_HEADER), settings.toolsets, needs.pool.knows)
     options = loop_options(settings, body, needs.upstream, selection, needs.recent)
+    missing = await await_starting(needs.pool, selection, settings.mcp_start_wait) if options.offer_tools else []
     outcome = await _slash_command(body, options, needs)
     memory = conversation_memory(settings, needs.memory, headers)
     notice = ""
@@ -93,7 +97,8 @@ async def answer_chat(body: dict[str, Any], request: ChatCompletionRequest, need
             notice = sign_in_lines(waiting, body["messages"], needs.base_url)
         events = run_tool_loop(body, needs.upstream, needs.pool, options, stats=needs.stats, memory=memory)
     await _accepted(events)
-    return ChatReply(events, request.model, request.include_usage, trace, notice)
+    return ChatReply(_told(missing, events) if missing else events, request.model, request.include_usage, trace,
+                     notice)
 
 
 async def _accepted(events: AsyncGenerator[LoopEvent, None]) -> None:
@@ -106,11 +111,20 @@ async def _accepted(events: AsyncGenerator[LoopEvent, None]) -> None:
         raise
 
 
+async def _told(missing: list[NotReady], events: AsyncGenerator[LoopEvent, None]) -> AsyncGenerator[LoopEvent, None]:
+    """The answer's events, after the servers it waited for in vain."""
+    yield ServersNotReady([(server.server, server.why) for server in missing])
+    async with aclosing(events):
+        async for event in events:
+            yield event
+
+
 async def _slash_command(body: dict[str, Any], options: LoopOptions, needs: ChatNeeds) -> Answer | Expansion | None:
     """The last message as a slash command (TOOLBRIDGE_PROMPT_COMMANDS): answered, expanded, or None (no
     command: the message goes to the model as typed); the request's stats say which."""
     command = read_command(body["messages"]) if needs.settings.prompt_commands else None
-    outcome = await run_command(command, needs.pool, options.sees_images) if command is not None else None
+    servers = options.tool_selection.admits_server
+    outcome = await run_command(command, needs.pool, options.sees_images, servers) if command is not None else None
     if isinstance(outcome, Expansion):
         needs.stats.prompt = outcome.command
     needs.stats.answered_by_gateway = isinstance(outcome, Answer)

@@ -36,7 +36,7 @@ def servers_waiting(sign_ins: SignInWaits | None, options: LoopOptions) -> Waiti
     (a background task), nor one its user switched off for this chat."""
     if sign_ins is None or not options.offer_tools:
         return Waiting()
-    mounted = [name for name in sign_ins.servers_needing_sign_in() if options.tool_selection.admits(name, name)]
+    mounted = [name for name in sign_ins.servers_needing_sign_in() if options.tool_selection.admits_server(name)]
     return Waiting([name for name in mounted if sign_ins.may_sign_in(name)],
                    [name for name in mounted if not sign_ins.may_sign_in(name)])
 

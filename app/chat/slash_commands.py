@@ -1,4 +1,5 @@
-"""Slash commands in any chat client: a user message that is only `/name arg=value ...` runs an MCP prompt.
+"""Slash commands in any chat client: a user message that is only `/name arg=value ...` runs an MCP prompt
+(only, past what the client wraps around the person's words: own_words.py).
 
 The prompt's messages stand in for that message before the upstream sees it (the client keeps its slash
 line, and the memory keys on what the client sent). What needs no model is answered by the gateway
@@ -23,10 +24,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.chat.loop import Finished, LoopEvent, Started
+from app.chat.own_words import own_words
 from app.chat.ports import ReplyMemory
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, has_images, openai_messages
 from app.openai.markup import TextDelta
-from app.openai.schemas import content_text
 
 LIST_COMMANDS = frozenset({"prompts", "help"})
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
@@ -89,11 +90,12 @@ class Expansion:
 
 
 def read_command(messages: list[dict[str, Any]]) -> SlashCommand | None:
-    """The slash command the last message is, if it is a user message that is nothing else."""
+    """The slash command the last message is, if it is a user message that is nothing else, past what the client
+    wrapped around it (own_words.py: Claude Code's reminders)."""
     last = messages[-1] if messages else None
     if not isinstance(last, dict) or last.get("role") != "user":
         return None
-    text = content_text(last.get("content"))
+    text = own_words(last.get("content"))
     if not _COMMAND_START.match(text):  # before stripping: a copy of a 40 MB message cost 50 ms of the loop
         return None
     text = text.strip()
@@ -147,11 +149,13 @@ def _piece(piece: re.Match[str]) -> str:
 
 
 async def run_command(
-    command: SlashCommand, prompts: PromptSource, sees_images: Callable[[], Awaitable[bool]] | None
+    command: SlashCommand, prompts: PromptSource, sees_images: Callable[[], Awaitable[bool]] | None,
+    servers: Callable[[str], bool] = lambda server: True,
 ) -> Answer | Expansion | None:
     """The command answered or expanded; None when it names no prompt and the servers offer none (the
-    message then goes to the model as typed)."""
-    book = prompts.prompt_book
+    message then goes to the model as typed). `servers`: those whose prompts the request's user chose (a
+    toolset, the tools header), as its tools."""
+    book = prompts.prompt_book.select(servers)
     entry = book.find(command.name)
     if entry is None:
         if command.name in LIST_COMMANDS and command.bare is None and not command.arguments:

@@ -2,7 +2,8 @@
 
 Pure rendering, no I/O. `reasoning` streams as `delta.reasoning_content` (Open WebUI and Chatbox fold
 it away; SDK clients ignore it). `details` writes Open WebUI's `<details type="tool_calls" ...>` blocks
-into the content, in the exact shape its renderer needs. `markdown` writes one quoted line per call.
+into the content, in the exact shape its renderer needs, and a plain block of ours for a call that waits for the
+person. `markdown` writes one quoted line per call.
 The `details` and `markdown` traces come back in the history clients send; `strip_trace` removes them,
 and `read_back` recovers the calls a `details` block recorded, so the model can see them again.
 """
@@ -26,6 +27,10 @@ DETAILS_RESULT_CHARS = 4000
 MARKDOWN_MARK = "> 🔧 "
 HEADER = "X-Toolbridge-Trace"  # a request's own trace mode
 _DETAILS_OPENING = '<details type="tool_calls"'
+# A call that waits for the person: a plain details block, which Open WebUI shows finished and neutral (its tool
+# widget spins while a call is not done, and stayed spinning in the chat after the call ran).
+_WAITING_MARK = 'data-toolbridge="waiting"'
+_OPENINGS = (_DETAILS_OPENING, f"<details {_WAITING_MARK}")
 _DETAILS_CLOSING = "</details>"
 # Only from a word's first character: tried from every character of a long word with no `=`, it was quadratic.
 _ATTRIBUTE = re.compile(r'(?<![\w-])([\w-]+)="([^"]*)"')
@@ -96,8 +101,8 @@ def render_progress(
 
 
 def render_waiting(mode: TraceMode, calls: Sequence[ToolCall], for_answer: bool = False) -> TraceText | None:
-    """Calls that wait for the person's yes (or, `for_answer`, their answer to the server's question): in Open
-    WebUI's widget as calls not done yet (read back as none)."""
+    """Calls that wait for the person's yes (or, `for_answer`, their answer to the server's question); in the
+    `details` trace a block of their own, never read back as calls that ran."""
     what = "answer" if for_answer else "approval"
     if mode == "reasoning":
         return TraceText("reasoning", "".join(f"Waiting for your {what}: {c.name}({_short(c.arguments)})\n"
@@ -110,11 +115,20 @@ def render_waiting(mode: TraceMode, calls: Sequence[ToolCall], for_answer: bool 
     return None
 
 
+def render_not_ready(mode: TraceMode, servers: Sequence[tuple[str, str]]) -> TraceText:
+    """MCP servers whose tools are missing from the answer, and why: in every mode, the trace's lines for those
+    that show it in the content, else the reasoning (`off` too: the person would otherwise get no word)."""
+    lines = [f"MCP server '{' '.join(name.split())}' {why}: its tools are missing from this answer."
+             for name, why in servers]
+    if mode in ("details", "markdown"):
+        return TraceText("content", "\n" + "".join(f"{MARKDOWN_MARK}{line}\n" for line in lines) + "\n")
+    return TraceText("reasoning", "".join(f"{line}\n" for line in lines))
+
+
 def _waiting_block(call: ToolCall, what: str) -> str:
-    attributes = {"type": "tool_calls", "done": _NOT_DONE, "id": call.id, "name": call.name,
-                  "arguments": call.arguments or "{}"}
-    rendered = " ".join(f'{key}="{_attribute(value)}"' for key, value in attributes.items())
-    return f"\n<details {rendered}>\n<summary>Waiting for your {what}</summary>\n</details>\n"
+    then = "runs if you reply **yes**" if what == "approval" else "goes on with your answer"
+    return (f"\n<details {_WAITING_MARK}>\n<summary>{html.escape(call.name)}: waiting for your {what}</summary>\n\n"
+            f"Not run yet: it {then}.\n</details>\n")
 
 
 def strip_trace(text: str) -> str:
@@ -144,7 +158,8 @@ def read_back(text: str) -> list[str | list[RecordedCall]] | None:
     position = 0
     for start, end in _details_blocks(text):
         between = text[position:start]
-        if _NOT_DONE_ATTRIBUTE in text[start:text.index(">", start)]:
+        tag = text[start:text.index(">", start)]
+        if _WAITING_MARK in tag or _NOT_DONE_ATTRIBUTE in tag:  # done="false": such a call before this block
             continue  # a call that waited for the person's yes: it had not run, it has no result to give back
         call = _recorded_call(text[start:end])
         if parts and isinstance(parts[-1], list) and not between.strip():
@@ -158,12 +173,15 @@ def read_back(text: str) -> list[str | list[RecordedCall]] | None:
 
 
 def _details_blocks(text: str) -> Iterator[tuple[int, int]]:
-    """Where our details blocks are: an opening tag, up to the first `</details>` after it, with a line break
-    before and after when there is one. Linear: a regular expression for this rescanned the rest of the text
-    for every opening that was never closed (8,000 of them, 232 KB, took 31 s)."""
+    """Where our details blocks are (a call's, a waiting call's): an opening tag, up to the first `</details>` after
+    it, with a line break before and after when there is one. Linear: a regular expression for this rescanned the
+    rest of the text for every opening that was never closed (8,000 of them, 232 KB, took 31 s)."""
     position = 0
-    while (opening := text.find(_DETAILS_OPENING, position)) >= 0:
-        tag_end = text.find(">", opening + len(_DETAILS_OPENING))
+    while (opening := text.find("<details ", position)) >= 0:
+        if not text.startswith(_OPENINGS, opening):
+            position = opening + 1  # another's details block (Open WebUI's reasoning): kept as it is
+            continue
+        tag_end = text.find(">", opening + len("<details "))
         closing = text.find(_DETAILS_CLOSING, tag_end + 1) if tag_end >= 0 else -1
         if closing < 0:
             return  # no later opening can be closed either: none is closed after this one's end

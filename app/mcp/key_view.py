@@ -63,11 +63,7 @@ class KeyView:
 
     @property
     def prompt_book(self) -> PromptBook:
-        book = self.pool.prompt_book
-        entries = {command: e for command, e in book.entries.items() if self.scope.may_use_server(e.server)}
-        shared = {name: kept for name, commands in book.shared.items()
-                  if (kept := tuple(command for command in commands if command in entries))}
-        return PromptBook(entries, shared)
+        return self.pool.prompt_book.select(self.scope.may_use_server)
 
     async def get_prompt(self, entry: PromptEntry, arguments: dict[str, str]) -> GetPromptResult:
         self._may_prompt(entry)
@@ -88,6 +84,10 @@ class KeyView:
             if "signed_in" in status:
                 status["may_sign_in"] = self.may_sign_in(name)
         return shown
+
+    def server_states(self) -> dict[str, str]:
+        """The states of the servers this key may use (app/chat/server_starts.py)."""
+        return {name: state for name, state in self.pool.server_states().items() if self.scope.may_use_server(name)}
 
     def may_sign_in(self, name: str) -> bool:
         """Whether this key may start and end the server's sign-in: its own on a `per_key` server; the one every

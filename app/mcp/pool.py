@@ -171,6 +171,10 @@ class McpPool:
     def health(self) -> dict[str, dict[str, Any]]:
         return self.sign_ins.shown({name: status.as_dict() for name, status in self._statuses().items()})
 
+    def server_states(self) -> dict[str, str]:
+        """Each running server's state alone, without its error (which may carry its stderr): a chat's to tell."""
+        return {name: supervisor.status.state.value for name, supervisor in self._supervisors.items()}
+
     @property
     def degraded(self) -> bool:
         unhealthy = (ServerState.FAILED, ServerState.STARTING, ServerState.RESTARTING)

@@ -6,7 +6,7 @@ A prompt is typed in chat as `/name arg=value` (slash_commands.py). Its command 
 """
 
 import base64
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,6 +121,16 @@ class PromptBook:
     def listed(self) -> list[PromptEntry]:
         """Each prompt once: by its name, or by its qualified names where servers share it."""
         return [e for e in self.entries.values() if e.command == e.prompt.name or e.prompt.name in self.shared]
+
+    def select(self, keep: Callable[[str], bool]) -> "PromptBook":
+        """The prompts of the servers `keep` keeps (a key's, a request's choice). A name shared with a server left
+        out keeps its qualified command alone, as listed."""
+        entries = {command: e for command, e in self.entries.items() if keep(e.server)}
+        if len(entries) == len(self.entries):
+            return self
+        shared = {name: kept for name, commands in self.shared.items()
+                  if (kept := tuple(command for command in commands if command in entries))}
+        return PromptBook(entries, shared)
 
 
 def build_prompt_book(prompts_by_server: Mapping[str, Sequence[Prompt]]) -> PromptBook:

@@ -122,6 +122,8 @@ class Settings(BaseSettings):
     mcp_connect_timeout: PositiveFloat = Field(
         60.0, description="Seconds an MCP server may take to start and list its tools."
     )
+    mcp_start_wait: NonNegativeFloat = Field(10.0, description="Seconds a chat waits for MCP servers still starting "
+        "(after the gateway starts, or a reload adds one), then goes on without their tools and its trace names them.")
     shutdown_grace: NonNegativeFloat = Field(
         10.0, description="Seconds requests in flight may take to finish after SIGTERM or Ctrl-C, then cut off."
     )

@@ -103,7 +103,7 @@ function renderServers(servers) {
     el("td", {}, s.tools),
     el("td", {}, s.restarts || 0),
     el("td", {}, duration(s.up_seconds)),
-    el("td", { class: "error" }, s.error || s.last_error || ""),
+    el("td", { class: "error wraps" }, s.error || s.last_error || ""),
     el("td", {}, signInOrOut(name, s),
       s.state === "disabled" ? "" : el("button", { onclick: () => restart(name) }, "restart")),
   ));
@@ -161,7 +161,7 @@ function renderCalls() {
     el("td", {}, c.server ? `${c.server} / ${c.tool}` : `${c.tool} (no such tool)`),
     el("td", {}, c.duration_ms),
     el("td", { class: c.outcome === "ok" ? "ok" : c.outcome === "input_needed" ? "starting" : "error" }, c.outcome),
-    el("td", {}, c.error || ""),
+    el("td", { class: "wraps" }, c.error || ""),
   ));
   document.querySelector("#calls tbody").replaceChildren(...rows);
   renderSparklines();
@@ -175,7 +175,7 @@ function renderWaiting() {
     el("td", {}, i ? "" : `${duration(now - w.asked_at)} ago`),
     el("td", {}, c.tool),
     el("td", {}, c.server || ""),
-    el("td", {}, el("code", {}, c.arguments)),
+    el("td", { class: "wraps" }, el("code", {}, c.arguments)),
     el("td", {}, i ? "" : decision(w)),
   )));
   document.querySelector("#waiting tbody").replaceChildren(...rows);
@@ -219,7 +219,7 @@ function renderDoors() {
     ["Ollama", location.origin, "the ollama library, Open WebUI's Ollama connection"],
   ];
   document.querySelector("#doors tbody").replaceChildren(...doors.map(([name, address, clients]) =>
-    el("tr", {}, el("td", {}, name), el("td", {}, el("code", {}, address)), el("td", {}, clients))));
+    el("tr", {}, el("td", {}, name), el("td", {}, el("code", {}, address)), el("td", { class: "wraps" }, clients))));
 }
 
 // Which API a request came through (app/doors/errors.py door_of).
@@ -234,7 +234,7 @@ function renderRequests() {
     el("td", {}, DOOR_NAMES[r.door] || r.door || ""),
     el("td", {}, r.tools_offered),
     el("td", { class: r.tools_withheld ? "error" : "", title: r.withheld.join(", ") }, r.tools_withheld),
-    el("td", {}, r.why || ""),
+    el("td", { class: "wraps" }, r.why || ""),
   ));
   document.querySelector("#requests tbody").replaceChildren(...rows);
 }

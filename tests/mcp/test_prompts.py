@@ -54,3 +54,12 @@ def test_a_name_two_servers_share_is_reached_by_server_only() -> None:
     assert book.find("review") is None and book.shared == {"review": ("a.review", "b.review")}
     assert book.find("plan") is not None and book.find("a.plan") is not None  # the qualified name always works
     assert [entry.command for entry in book.listed()] == ["a.review", "plan", "b.review"]  # in config order
+
+
+def test_a_choice_of_servers_keeps_their_prompts_alone() -> None:
+    book = build_prompt_book({"a": [Prompt(name="review"), Prompt(name="plan")], "b": [Prompt(name="review")]})
+    assert book.select(lambda server: True) is book
+    only_b = book.select(lambda server: server == "b")
+    assert [entry.command for entry in only_b.listed()] == ["b.review"] and only_b.find("plan") is None
+    assert only_b.shared == {"review": ("b.review",)}
+    assert book.select(lambda server: False).listed() == []

@@ -11,6 +11,7 @@ from app.chat.loop.events import (
     Finished,
     LoopEvent,
     RoundBreak,
+    ServersNotReady,
     Started,
     ToolProgress,
     ToolsRan,
@@ -19,6 +20,6 @@ from app.chat.loop.events import (
 )
 
 __all__ = [
-    "Finished", "LoopEvent", "RoundBreak", "Started", "ToolProgress", "ToolsRan", "ToolsStarted", "ToolsWaiting",
-    "run_tool_loop",
+    "Finished", "LoopEvent", "RoundBreak", "ServersNotReady", "Started", "ToolProgress", "ToolsRan", "ToolsStarted",
+    "ToolsWaiting", "run_tool_loop",
 ]

@@ -49,10 +49,19 @@ class ToolsWaiting:
 
 
 @dataclass(frozen=True)
+class ServersNotReady:
+    """MCP servers the request waited for that were not ready when it went on (app/chat/server_starts.py): their
+    tools are missing from the answer. Each as (server, why)."""
+
+    servers: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
 class Finished:
     finish_reason: str
     usage: Usage | None
     client_tool_calls: list[ToolCall] = field(default_factory=list)
 
 
-LoopEvent = Started | TextDelta | RoundBreak | ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting | Finished
+LoopEvent = (Started | TextDelta | RoundBreak | ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting | ServersNotReady
+             | Finished)

@@ -1,4 +1,5 @@
-"""A test MCP server that is slow to start: it serves only once the file named in argv[1] exists."""
+"""A test MCP server that is slow to start: it serves only once the file named in argv[1] exists; with `fail` as
+argv[2], it then fails to start instead, saying why on stderr as real servers do."""
 
 import sys
 import time
@@ -14,6 +15,8 @@ while not gate.exists():
     if time.monotonic() > deadline:
         sys.exit("gate never opened")
     time.sleep(0.02)
+if sys.argv[2:] == ["fail"]:
+    sys.exit("fatal: SECRET_TOKEN=s3cr3t was refused")
 
 server = MCPServer("gated")
 
