@@ -125,13 +125,19 @@ def test_the_note_leaves_the_history_as_the_trace_does(slow: Gateway, upstream: 
 class States:
     """Servers whose states change as listed, one step at each `next_change`."""
 
-    def __init__(self, *steps: dict[str, str]) -> None:
+    def __init__(self, *steps: dict[str, str], ages: dict[str, float] | None = None) -> None:
         self.steps = list(steps)
+        self.ages = ages or {}  # how long each has been starting; 0 unless given
+        self.looked = 0  # how often the wait asked for the next change
 
     def server_states(self) -> dict[str, str]:
         return self.steps[0]
 
+    def starting_for(self) -> dict[str, float]:
+        return {name: self.ages.get(name, 0.0) for name, state in self.steps[0].items() if state == "starting"}
+
     async def next_change(self) -> None:
+        self.looked += 1
         if len(self.steps) > 1:
             self.steps.pop(0)
         else:
@@ -151,6 +157,17 @@ def test_the_wait_ends_when_the_servers_are_past_starting() -> None:
 
 def test_the_bound_ends_the_wait_and_the_servers_still_starting_are_named() -> None:
     assert waited(States({"a": "starting"}), seconds=0) == [NotReady("a", "is still starting")]
+
+
+def test_the_bound_counts_from_the_servers_start_not_the_chats() -> None:
+    """A server that takes a minute to start delays the chats of its first `seconds`, not every chat of that
+    minute: one starting for the whole bound already is named at once, without a wait."""
+    late = States({"a": "starting"}, {"a": "ready"}, ages={"a": 10.0})
+    assert waited(late, seconds=10.0) == [NotReady("a", "is still starting")]
+    assert late.looked == 0
+    fresh = States({"a": "starting", "b": "starting"}, {"a": "ready", "b": "ready"}, ages={"a": 10.0, "b": 2.0})
+    assert waited(fresh, seconds=10.0) == []  # b's start is young: the chat waits for it, and a came too
+    assert fresh.looked == 1
 
 
 @pytest.mark.parametrize(("selection", "awaited"), [

@@ -33,6 +33,10 @@ class ServerStarts(Protocol):
         """Each server's state, as /health names it."""
         ...
 
+    def starting_for(self) -> Mapping[str, float]:
+        """How long each server still in its first start has been starting, in seconds."""
+        ...
+
     async def next_change(self) -> None:
         """Returns at the next change of a server's state or of the tools."""
         ...
@@ -47,17 +51,20 @@ class NotReady:
 
 
 async def await_starting(servers: ServerStarts, selection: ToolSelection, seconds: float) -> list[NotReady]:
-    """Waits up to `seconds` for the servers still starting whose tools `selection` may offer; those of them not
-    ready then, and why (none: nothing was starting, or all got ready)."""
-    states = servers.server_states()
+    """Waits for the servers still starting whose tools `selection` may offer, until each has been starting for
+    `seconds` (counted from its start, not the chat's: an `npx` server that takes a minute delays the chats of its
+    first `seconds` only); those of them not ready then, and why (none: nothing was starting, or all got ready)."""
+    states, ages = servers.server_states(), servers.starting_for()
     waited = [name for name, state in states.items()
               if state == STARTING and _may_offer(name, selection, states.keys())]
     if not waited:
         return []
-    log.info("chat_waits_for_mcp_servers", servers=waited, at_most_seconds=seconds)
-    with anyio.move_on_after(seconds):
-        while any(servers.server_states().get(name) == STARTING for name in waited):
-            await servers.next_change()
+    left = max(seconds - ages.get(name, 0.0) for name in waited)
+    if left > 0:
+        log.info("chat_waits_for_mcp_servers", servers=waited, at_most_seconds=round(left, 1))
+        with anyio.move_on_after(left):
+            while any(servers.server_states().get(name) == STARTING for name in waited):
+                await servers.next_change()
     states = servers.server_states()
     missing = [NotReady(name, _WHY[states[name]]) for name in waited if states.get(name) in _WHY]
     if missing:

@@ -89,6 +89,10 @@ class KeyView:
         """The states of the servers this key may use (app/chat/server_starts.py)."""
         return {name: state for name, state in self.pool.server_states().items() if self.scope.may_use_server(name)}
 
+    def starting_for(self) -> dict[str, float]:
+        """How long each server this key may use has been in its first start (app/chat/server_starts.py)."""
+        return {name: age for name, age in self.pool.starting_for().items() if self.scope.may_use_server(name)}
+
     def may_sign_in(self, name: str) -> bool:
         """Whether this key may start and end the server's sign-in: its own on a `per_key` server; the one every
         key acts as only if the key may change it (app/access/scope.py)."""

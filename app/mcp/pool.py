@@ -175,6 +175,10 @@ class McpPool:
         """Each running server's state alone, without its error (which may carry its stderr): a chat's to tell."""
         return {name: supervisor.status.state.value for name, supervisor in self._supervisors.items()}
 
+    def starting_for(self) -> dict[str, float]:
+        """How long each server still in its first start has been starting, in seconds."""
+        return {name: age for name, s in self._supervisors.items() if (age := s.status.starting_for()) is not None}
+
     @property
     def degraded(self) -> bool:
         unhealthy = (ServerState.FAILED, ServerState.STARTING, ServerState.RESTARTING)

@@ -2,7 +2,7 @@
 stderr); a model, and so whoever shares the gateway, sees only the state."""
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -29,6 +29,11 @@ class ServerStatus:
     restarts: int = 0
     last_error: str | None = None
     ready_since: float | None = None  # time.monotonic() when this connection became ready
+    first_start: float = field(default_factory=time.monotonic)  # when the server's first start began
+
+    def starting_for(self) -> float | None:
+        """Seconds since the first start began, while it goes on; None once past it."""
+        return time.monotonic() - self.first_start if self.state is ServerState.STARTING else None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state.value, "transport": self.transport, "tools": self.tools}
