@@ -42,6 +42,7 @@ def listed(gateway: Gateway, route: str, **options: Any) -> list[str]:
 
 
 def test_prompts_under_a_toolset_are_its_servers_alone(two: Gateway, upstream: FakeUpstream) -> None:
+    upstream.script()  # the upstream is the session's: what earlier tests sent it is forgotten
     assert "/greet" in answer(two, "/prompts", f"{MODEL}+books")
     assert answer(two, "/prompts", f"{MODEL}+plain") == "No MCP server offers prompts."
     assert answer(two, "/prompts", f"{MODEL}+finder") == "No MCP server offers prompts."  # a tool, not its server

@@ -7,10 +7,6 @@ from tests.conftest import Gateway
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.raw_http import envelope, raw
 
-ASK = [{"role": "user", "content": "hi"}]
-
-
-
 
 @pytest.mark.parametrize(
     ("body", "param"),
