@@ -101,7 +101,7 @@ def test_the_trace_shows_the_waiting_call(notes: Gateway, upstream: FakeUpstream
     client = notes.client(default_headers={"X-Toolbridge-Trace": "details"})
     upstream.script(DELETE)
     content = ask(client, [{"role": "user", "content": "Delete list."}], stream=True)
-    assert '<details data-toolbridge="waiting">' in content
+    assert '<details data-toolbridge="waiting" data-name="files__delete_note" data-arguments=' in content
     assert "files__delete_note: waiting for your approval" in content
     upstream.script(Turn(content="Deleted."))
     streamed = client.chat.completions.create(

@@ -170,6 +170,17 @@ def test_calls_are_read_from_the_details_trace() -> None:
     assert ended.calls == [("get-sum", {"a": 2, "b": 3}), ("write_note", {"title": "x"})]
 
 
+def test_a_call_that_waits_for_the_person_is_read_as_the_call_made() -> None:
+    """The gateway's own waiting block, as the details trace writes it: the model's call, not yet run."""
+    from app.chat.trace import render_waiting
+    from app.openai.accumulate import ToolCall
+
+    waiting = render_waiting("details", [ToolCall("c1", "files__delete", '{"path": "a \\"b\\".txt"}')])
+    assert waiting is not None
+    seen = observe(waiting.text + "\nThe model wants to run a tool.", {"files__delete": "delete"})
+    assert seen == Observed([("delete", {"path": 'a "b".txt'})], "The model wants to run a tool.")
+
+
 @pytest.mark.parametrize("door", DOORS)
 def test_a_task_runs_through_a_real_gateway_and_is_scored(tmp_path: Path, door: str) -> None:
     """The scripted model calls the time tool when asked the time: the whole path of the eval, minus llama.cpp,

@@ -126,9 +126,12 @@ def render_not_ready(mode: TraceMode, servers: Sequence[tuple[str, str]]) -> Tra
 
 
 def _waiting_block(call: ToolCall, what: str) -> str:
+    """The call's name and arguments ride along as data attributes, for programs that read the answer (the eval
+    scores a call that waits as the call the model made); Open WebUI shows only the summary and the line."""
     then = "runs if you reply **yes**" if what == "approval" else "goes on with your answer"
-    return (f"\n<details {_WAITING_MARK}>\n<summary>{html.escape(call.name)}: waiting for your {what}</summary>\n\n"
-            f"Not run yet: it {then}.\n</details>\n")
+    data = f'data-name="{html.escape(call.name)}" data-arguments="{html.escape(call.arguments)}"'
+    return (f"\n<details {_WAITING_MARK} {data}>\n<summary>{html.escape(call.name)}: waiting for your {what}"
+            f"</summary>\n\nNot run yet: it {then}.\n</details>\n")
 
 
 def strip_trace(text: str) -> str:

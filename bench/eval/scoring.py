@@ -1,8 +1,9 @@
 """Reading what happened in one answer, and scoring it against a task. Pure.
 
 The gateway is asked for the `details` trace (`X-Toolbridge-Trace: details`): each MCP call is a
-`<details type="tool_calls" name=... arguments=...>` block in the content, with the full arguments. The
-answer is the content with those blocks removed.
+`<details type="tool_calls" name=... arguments=...>` block in the content, with the full arguments; a call that
+waits for the person's yes or answer is a `<details data-toolbridge="waiting" data-name=... data-arguments=...>`
+block. The answer is the content with those blocks removed.
 """
 
 import html
@@ -15,8 +16,8 @@ from app.chat.tool_discovery import FIND_TOOLS
 from app.chat.trace import strip_trace
 from bench.eval.tasks import ExpectedCall, Task
 
-_BLOCK = re.compile(r'<details type="tool_calls"([^>]*)>')
-_ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
+_BLOCK = re.compile(r'<details (?:type="tool_calls"|data-toolbridge="waiting")([^>]*)>')
+_ATTRIBUTE = re.compile(r'(?:data-)?(\w+)="([^"]*)"')
 
 
 @dataclass(frozen=True)
