@@ -176,9 +176,9 @@ def test_a_waiting_call_is_a_finished_neutral_block_open_webui_shows_without_a_s
     waiting = render_waiting("details", [CALL])
     assert waiting is not None and waiting.channel == "content"
     assert waiting.text == ('\n<details data-toolbridge="waiting" data-name="time__get_current_time" '
-                            'data-arguments="{&quot;timezone&quot;: &quot;UTC&quot;}">\n<summary>time__get_current_time: '
-                            "waiting for your approval</summary>\n\nNot run yet: it runs if you reply **yes**.\n"
-                            "</details>\n")
+                            'data-arguments="{&quot;timezone&quot;: &quot;UTC&quot;}">\n'
+                            "<summary>time__get_current_time: waiting for your approval</summary>\n\n"
+                            "Not run yet: it runs if you reply **yes**.\n</details>\n")
     answer = render_waiting("details", [CALL], for_answer=True)
     assert answer is not None and "waiting for your answer</summary>" in answer.text
     assert 'type="tool_calls"' not in waiting.text and "done=" not in waiting.text  # not Open WebUI's tool widget
