@@ -32,14 +32,14 @@ class Settings(BaseModel):
     """Gateway settings in groups. Read them with `Settings.load()` (the environment and .env, and flat names
     given in code) and pass them to `create_app`; nothing reads a global."""
 
-    server: ServerSettings = Field(default_factory=lambda: ServerSettings.model_validate({}))
-    upstream: UpstreamSettings = Field(default_factory=lambda: UpstreamSettings.model_validate({}))
-    mcp: McpSettings = Field(default_factory=lambda: McpSettings.model_validate({}))
-    tools: ToolSettings = Field(default_factory=lambda: ToolSettings.model_validate({}))
-    state: StateSettings = Field(default_factory=lambda: StateSettings.model_validate({}))
-    approvals: ApprovalSettings = Field(default_factory=lambda: ApprovalSettings.model_validate({}))
-    access: AccessSettings = Field(default_factory=lambda: AccessSettings.model_validate({}))
-    ops: OpsSettings = Field(default_factory=lambda: OpsSettings.model_validate({}))
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
+    approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    access: AccessSettings = Field(default_factory=AccessSettings)
+    ops: OpsSettings = Field(default_factory=OpsSettings)
 
     @classmethod
     def load(cls, **flat: Any) -> "Settings":

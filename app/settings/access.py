@@ -9,16 +9,17 @@ class AccessSettings(BaseModel):
     """TOOLBRIDGE_API_KEYS, TOOLBRIDGE_KEYS_FILE and TOOLBRIDGE_METRICS_PUBLIC."""
 
     api_keys: ClientKeys = Field(
-        SecretStr(""), description="Comma-separated bearer keys clients must send. Empty means no authentication."
+        default=SecretStr(""),
+        description="Comma-separated bearer keys clients must send. Empty means no authentication."
     )
     keys_file: PathsText = Field(
-        "",
+        default="",
         description="A JSON file of client keys, each limited to named MCP servers and toolsets "
         "(docs/configuration.md: The keys file), beside TOOLBRIDGE_API_KEYS, whose keys may use everything; "
         "re-read when it is saved.",
     )
     metrics_public: bool = Field(
-        False, description="Serve /metrics without an API key even when TOOLBRIDGE_API_KEYS is set."
+        default=False, description="Serve /metrics without an API key even when TOOLBRIDGE_API_KEYS is set."
     )
 
     @property

@@ -9,9 +9,10 @@ class ApprovalSettings(BaseModel):
     """TOOLBRIDGE_CONFIRM and TOOLBRIDGE_CONFIRM_TIMEOUT."""
 
     confirm: ConfirmPolicy = Field(
-        "destructive", description="MCP tool calls that wait for the person's yes: off, destructive (annotated "
+        default="destructive", description="MCP tool calls that wait for the person's yes: off, destructive (annotated "
         'destructiveHint: true), writes (not annotated readOnlyHint: true), all. mcp.json\'s "confirm" wins.'
     )
     confirm_timeout: PositiveFloat = Field(
-        3600.0, description="Seconds a call that asks first waits for the person's yes; a later yes does not run it."
+        default=3600.0,
+        description="Seconds a call that asks first waits for the person's yes; a later yes does not run it."
     )

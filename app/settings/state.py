@@ -18,15 +18,16 @@ class StateSettings(BaseModel):
         "state.db in the user data directory (~/.local/share/toolbridge on Linux).",
     )
     token_key: FernetKey | None = Field(
-        None, description="The gateway's secret, a Fernet key (32 bytes, url-safe base64): it encrypts sign-in tokens "
+        default=None,
+        description="The gateway's secret, a Fernet key (32 bytes, url-safe base64): it encrypts sign-in tokens "
         "at rest and seals the state store. Unset: one generated on first use, kept owner-only beside the SQLite "
         "file (state.tokens.key). Required with a redis:// state URL, where replicas share the store.",
     )
     max_mb: PositiveFloat = Field(
-        200.0, description="Megabytes the conversation memory may hold; the oldest turns are forgotten first."
+        default=200.0, description="Megabytes the conversation memory may hold; the oldest turns are forgotten first."
     )
     max_age_days: PositiveFloat = Field(
-        30.0, description="Days a turn is remembered; older ones are forgotten."
+        default=30.0, description="Days a turn is remembered; older ones are forgotten."
     )
 
     @property
