@@ -23,13 +23,13 @@ from app.logging import configure_logging
 from app.main import create_app
 from app.mcp import McpConfigError, ServerState, config_paths, load_mcp_configs
 from app.serving import CleanStopServer, bounded_protocol
-from app.settings import SECRET_SETTINGS, Settings
+from app.settings import SECRET_SETTINGS, FlatSettingsBase, Settings, with_every_setting
 from app.state import TokenKeyError, require_key
 
 GC_YOUNG_THRESHOLD = 10_000  # allocations between collections of the youngest objects (Python's default: 700)
 
 
-class CommandLine(Settings):
+class _Command(FlatSettingsBase):
     model_config = SettingsConfigDict(cli_prog_name="toolbridge", cli_kebab_case=True, cli_implicit_flags=True)
 
     command: CliPositionalArg[Literal["serve", "tools"]] = Field(
@@ -37,6 +37,9 @@ class CommandLine(Settings):
         description="serve: run the gateway. tools: connect to the MCP servers, print their tools as "
         "OpenAI function tools (JSON), and exit.",
     )
+
+
+CommandLine = with_every_setting(_Command, "CommandLine")  # the command, then every setting by its flat name
 
 
 ONE_PROCESS = (
@@ -53,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         args = CliApp.run(CommandLine, cli_args=argv)
+        settings = Settings.from_flat(args)
     except ValidationError as exc:
         for error in exc.errors():
             print(f"toolbridge: {describe_setting_error(error)}", file=sys.stderr)
@@ -61,23 +65,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"toolbridge: {exc}", file=sys.stderr)
         return 2
     try:
-        keys = key_ring(args)
-        require_key(args.state_url, args.token_key.get_secret_value() if args.token_key else None)
+        keys = key_ring(settings.access, settings.tools.toolsets)
+        require_key(settings.state.url, settings.state.secret_key)
     except (KeysFileError, TokenKeyError) as exc:  # the message names the file or setting and the problem, no key
         print(f"toolbridge: {exc}", file=sys.stderr)
         return 2
-    configure_logging(args.log_format, args.log_level, secrets=[*args.secrets(), *keys.secrets()])
-    if args.otel and importlib.util.find_spec("opentelemetry.sdk") is None:
+    configure_logging(settings.ops.log_format, settings.ops.log_level, secrets=[*settings.secrets(), *keys.secrets()])
+    if settings.ops.otel and importlib.util.find_spec("opentelemetry.sdk") is None:
         print("toolbridge: TOOLBRIDGE_OTEL needs the otel extra: pip install 'toolbridge[otel]'", file=sys.stderr)
         return 2
     try:
-        load_mcp_configs(config_paths(args.mcp_config))
+        load_mcp_configs(config_paths(settings.mcp.config))
     except McpConfigError as exc:
         print(f"toolbridge: {exc}", file=sys.stderr)
         return 2
     if args.command == "tools":
-        return anyio.run(print_tools, args)
-    serve(args)
+        return anyio.run(print_tools, settings)
+    serve(settings)
     return 0
 
 
@@ -100,14 +104,14 @@ def _without_credentials(value: Any) -> Any:
 def serve(settings: Settings) -> None:
     config = uvicorn.Config(
         create_app(settings),
-        host=settings.host,
-        port=settings.port,
+        host=settings.server.host,
+        port=settings.server.port,
         log_config=None,
         access_log=False,  # the request log (app/logging.py) writes one line per request already
         # uvicorn annotates this int, but only passes it to asyncio.wait_for as a timeout: a float works and keeps
         # a grace such as 2.5 s exact
-        timeout_graceful_shutdown=settings.shutdown_grace,  # type: ignore[arg-type]
-        http=bounded_protocol(settings.client_timeout),
+        timeout_graceful_shutdown=settings.server.shutdown_grace,  # type: ignore[arg-type]
+        http=bounded_protocol(settings.server.client_timeout),
     )
     # Bound before the lifespan starts the MCP servers: a port in use fails at once, having started nothing.
     listening = config.bind_socket()
@@ -132,9 +136,9 @@ async def print_tools(settings: Settings) -> int:
     """Prints the tools as JSON on stdout; on stderr, the tools whose calls wait for the person's yes
     (TOOLBRIDGE_CONFIRM, mcp.json's "confirm"), the servers that wait for a sign-in, and those that failed
     (exit status 1). Servers a person signed in to use the gateway's stored sign-in."""
-    config = load_mcp_configs(config_paths(settings.mcp_config))
+    config = load_mcp_configs(config_paths(settings.mcp.config))
     async with AsyncExitStack() as stack:
-        vault = await open_sign_in_vault(settings, config, stack)
+        vault = await open_sign_in_vault(settings.state, config, stack)
         pool = await stack.enter_async_context(build_pool(settings, config, retry=False, vault=vault))
         await pool.wait_settled()
         catalogue = pool.catalogue

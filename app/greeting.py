@@ -8,7 +8,7 @@ import ipaddress
 
 import structlog
 
-from app.settings import Settings
+from app.settings import ServerSettings
 from app.upstream import ModelSeen, UpstreamClient
 
 log = structlog.get_logger("toolbridge.app")
@@ -16,7 +16,7 @@ log = structlog.get_logger("toolbridge.app")
 MODELS_NAMED = 5  # a server listing more is summed up: the status page lists them all
 
 
-async def greet(settings: Settings, upstream: UpstreamClient) -> None:
+async def greet(settings: ServerSettings, upstream: UpstreamClient) -> None:
     """The start-up lines, after the first look at the model server (bounded by the probes' timeout)."""
     log.info("status_page", url=status_page_url(settings.host, settings.port))
     try:

@@ -36,7 +36,7 @@ from app.ops.recent_calls import RecentCalls
 from app.ops.recent_requests import RecentRequests
 from app.ops.telemetry import start_tracing
 from app.ops.waiting_rounds import WaitingRounds
-from app.settings import Settings
+from app.settings import AccessSettings, ServerSettings, Settings, StateSettings, UpstreamSettings
 from app.state import Bounds, MemoryStore, TokenKeyError, Vault, open_state_store, open_vault, require_key
 from app.upstream import Transport, UpstreamClient, make_transport
 
@@ -69,26 +69,27 @@ def build_pool(
     vault: Vault | None = None,
 ) -> McpPool:
     """The MCP pool with the conversion and result settings; shared by the app and `toolbridge tools`."""
-    paths = config_paths(settings.mcp_config)
-    sampling = upstream is not None and settings.sampling
+    mcp, tools = settings.mcp, settings.tools
+    paths = config_paths(mcp.config)
+    sampling = upstream is not None and mcp.sampling
     options = PoolOptions(
-        connect_timeout=settings.mcp_connect_timeout,
-        call_timeout=settings.tool_timeout,
-        call_timeout_max=settings.tool_timeout_max,
-        conversion=ConversionOptions(profile=resolve_profile(settings.schema_profile, settings.upstream_base),
-                                     prefix=settings.tool_prefix, confirm=settings.confirm),
-        rendering=RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars),
+        connect_timeout=mcp.connect_timeout,
+        call_timeout=mcp.tool_timeout,
+        call_timeout_max=mcp.tool_timeout_max,
+        conversion=ConversionOptions(profile=resolve_profile(tools.schema_profile, settings.upstream.base),
+                                     prefix=tools.tool_prefix, confirm=settings.approvals.confirm),
+        rendering=RenderOptions(result_format=tools.result_format, max_chars=tools.max_result_chars),
         retry=retry,
-        block_changed_tools=settings.block_changed_tools,
-        sampling_model=settings.sampling_model or None,
-        resource_tools=settings.resource_tools,
-        max_message_bytes=int(settings.mcp_message_mb * (1 << 20)),
+        block_changed_tools=mcp.block_changed_tools,
+        sampling_model=mcp.sampling_model or None,
+        resource_tools=mcp.resource_tools,
+        max_message_bytes=int(mcp.message_mb * (1 << 20)),
     )
     return McpPool(
         config,
         options,
         load_config=(lambda: load_mcp_configs(paths)) if reload else None,
-        watch=paths if reload and settings.watch_config else (),
+        watch=paths if reload and mcp.watch_config else (),
         complete=_completer(upstream) if sampling and upstream is not None else None,
         on_tool_call=_observer(metrics, recent),
         vault=vault,
@@ -109,13 +110,14 @@ def _observer(metrics: Metrics | None, recent: RecentCalls | None) -> ToolCallOb
     return observe
 
 
-def key_ring(settings: Settings) -> KeyRing:
-    """The client keys: TOOLBRIDGE_API_KEYS and the keys file, read now.
+def key_ring(access: AccessSettings, toolsets: dict[str, list[str]]) -> KeyRing:
+    """The client keys: TOOLBRIDGE_API_KEYS and the keys file, read now; the keys file's toolsets are among
+    TOOLBRIDGE_TOOLSETS.
 
     Raises:
         KeysFileError: the keys file cannot be used.
     """
-    return KeyRing(settings.client_keys, Path(settings.keys_file) if settings.keys_file else None, settings.toolsets)
+    return KeyRing(access.client_keys, Path(access.keys_file) if access.keys_file else None, toolsets)
 
 
 def build_lifespan(
@@ -123,35 +125,28 @@ def build_lifespan(
 ) -> Callable[[Any], AbstractAsyncContextManager[State]]:
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[State]:
-        config = load_mcp_configs(config_paths(settings.mcp_config))
+        config = load_mcp_configs(config_paths(settings.mcp.config))
         metrics = Metrics()
-        recent = RecentCalls(show_values=settings.ui_show_values)
+        recent = RecentCalls(show_values=settings.ops.ui_show_values)
         async with AsyncExitStack() as stack:
-            if settings.otel:  # registered first, so it flushes the spans of requests cut off at shutdown last
+            if settings.ops.otel:  # registered first, so it flushes the spans of requests cut off at shutdown last
                 stack.callback(start_tracing(__version__))
             # Before the upstream: its last model list is kept in the same store.
-            memory = await stack.enter_async_context(open_memory(settings))
+            memory = await stack.enter_async_context(open_memory(settings.state, settings.approvals.confirm_timeout))
             upstream = await stack.enter_async_context(
-                UpstreamClient(
-                    settings.upstream_base,
-                    api_key=settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None,
-                    timeout=settings.upstream_timeout,
-                    transport=upstream_transport or make_transport(settings.upstream_transport),
-                    observe=metrics.observe_upstream,
-                    models_store=memory.turns,
-                )
+                open_upstream(settings.upstream, upstream_transport, metrics=metrics, memory=memory)
             )
-            vault = await open_sign_in_vault(settings, config, stack)
+            vault = await open_sign_in_vault(settings.state, config, stack)
             pool = await stack.enter_async_context(build_pool(
                 settings, config, reload=True, upstream=upstream, metrics=metrics, recent=recent, vault=vault))
             metrics.watch_servers(pool.health)
             await _watch_keys(keys, stack)
             _reload_on_sighup([pool.request_reload, keys.reload], stack)
-            if settings.tool_budget:
+            if settings.tools.tool_budget:
                 load_ranker_in_background()
-            images = ImageStore(max_bytes=int(settings.image_store_mb * 1024 * 1024),
-                                max_age_seconds=settings.image_max_age_hours * 3600)
-            await _greet(settings, upstream, stack)
+            images = ImageStore(max_bytes=int(settings.tools.image_store_mb * 1024 * 1024),
+                                max_age_seconds=settings.tools.image_max_age_hours * 3600)
+            await _greet(settings.server, upstream, stack)
             yield {"settings": settings, "upstream": upstream, "pool": pool, "memory": memory, "metrics": metrics,
                    "recent_calls": recent, "images": images, "recent_requests": RecentRequests(),
                    "keys": keys}
@@ -159,22 +154,37 @@ def build_lifespan(
     return lifespan
 
 
+def open_upstream(
+    settings: UpstreamSettings, transport: Transport | None, *, metrics: Metrics, memory: MemoryStores
+) -> UpstreamClient:
+    """The upstream client TOOLBRIDGE_UPSTREAM_* describe (a test may give its own transport), its last model list
+    kept in memory's store."""
+    return UpstreamClient(
+        settings.base,
+        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+        timeout=settings.timeout,
+        transport=transport or make_transport(settings.transport),
+        observe=metrics.observe_upstream,
+        models_store=memory.turns,
+    )
+
+
 @asynccontextmanager
-async def open_memory(settings: Settings) -> AsyncIterator[MemoryStores]:
+async def open_memory(settings: StateSettings, confirm_timeout: float) -> AsyncIterator[MemoryStores]:
     """The store TOOLBRIDGE_STATE_URL names for finished turns; mixed turns wait in it too, or, without one,
-    in this process's memory for an hour."""
-    bounds = Bounds(max_bytes=int(settings.state_max_mb * 1024 * 1024),
-                    max_age_seconds=settings.state_max_age_days * 86_400)
+    in this process's memory for an hour. Rounds waiting for a yes are kept `confirm_timeout` seconds."""
+    bounds = Bounds(max_bytes=int(settings.max_mb * 1024 * 1024),
+                    max_age_seconds=settings.max_age_days * 86_400)
     failures: list[str] = []
-    async with open_state_store(settings.state_url, bounds, failures.append, _token_key(settings)) as store:
+    async with open_state_store(settings.url, bounds, failures.append, settings.secret_key) as store:
         # Not sealed: nothing outside this process can write its memory.
         pending = MemoryStore(Bounds(max_bytes=bounds.max_bytes, max_age_seconds=PENDING_SECONDS))
         yield MemoryStores(turns=store, pending=store if store is not None else pending,
                            failure=failures[0] if failures else None,
-                           waiting=WaitingRounds(max_age_seconds=settings.confirm_timeout))
+                           waiting=WaitingRounds(max_age_seconds=confirm_timeout))
 
 
-async def open_sign_in_vault(settings: Settings, config: McpConfig, stack: AsyncExitStack) -> Vault | None:
+async def open_sign_in_vault(settings: StateSettings, config: McpConfig, stack: AsyncExitStack) -> Vault | None:
     """The token vault for servers that ask for OAuth, opened for the app's life. Without a key (a key file that
     cannot be used) there is none, and a server that asks for a sign-in says so, unless mcp.json names such a
     server: then the gateway does not start, as with any setting it cannot use.
@@ -183,18 +193,14 @@ async def open_sign_in_vault(settings: Settings, config: McpConfig, stack: Async
         TokenKeyError: no key can be had, and mcp.json has a server with `oauth`; or Redis without
             TOOLBRIDGE_TOKEN_KEY, which the state store needs whatever the servers.
     """
-    require_key(settings.state_url, _token_key(settings))
+    require_key(settings.url, settings.secret_key)
     try:
-        return await stack.enter_async_context(open_vault(settings.state_url, _token_key(settings)))
+        return await stack.enter_async_context(open_vault(settings.url, settings.secret_key))
     except TokenKeyError as exc:
         if any(isinstance(server, HttpServerConfig) and server.oauth for server in config.servers.values()):
             raise
         log.warning("sign_in_vault_unavailable", reason=str(exc), effect="servers that ask for OAuth cannot sign in")
         return None
-
-
-def _token_key(settings: Settings) -> str | None:
-    return settings.token_key.get_secret_value() if settings.token_key else None
 
 
 def _completer(upstream: UpstreamClient) -> Complete:
@@ -222,7 +228,7 @@ async def _watch_keys(keys: KeyRing, stack: AsyncExitStack) -> None:
     watchers.start_soon(request_on_change, [keys.path.resolve()], keys.reload, name="keys:watch")
 
 
-async def _greet(settings: Settings, upstream: UpstreamClient, stack: AsyncExitStack) -> None:
+async def _greet(settings: ServerSettings, upstream: UpstreamClient, stack: AsyncExitStack) -> None:
     """The start-up lines (app/greeting.py) once the first look at the model server is done; the gateway answers
     meanwhile, and a model server that takes the probes' timeout to fail holds nothing up."""
     greeter = await stack.enter_async_context(anyio.create_task_group())

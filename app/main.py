@@ -37,7 +37,7 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
     Raises:
         KeysFileError: TOOLBRIDGE_KEYS_FILE names a file that cannot be used.
     """
-    keys = key_ring(settings)
+    keys = key_ring(settings.access, settings.tools.toolsets)
     app = FastAPI(
         title="toolbridge",
         version=__version__,
@@ -59,12 +59,12 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
     app.add_middleware(ChatLane, route=_chat_route(router), endpoint=chat_completions, handled=_MAPPED,
                        on_error=_mapped_error)
     app.add_middleware(AdmissionGuard, settings=settings, keys=keys)
-    if settings.browser_origins:
+    if settings.server.browser_origins:
         app.add_middleware(
-            CORSMiddleware, allow_origins=settings.browser_origins, allow_methods=["*"], allow_headers=["*"],
+            CORSMiddleware, allow_origins=settings.server.browser_origins, allow_methods=["*"], allow_headers=["*"],
             expose_headers=["X-Request-Id", "Retry-After", SHOULD_RETRY],
         )
-    app.add_middleware(BrowserGuard, settings=settings)
+    app.add_middleware(BrowserGuard, settings=settings.server)
     app.add_middleware(RequestLogMiddleware)
     for kind, handler in _HANDLERS:
         app.add_exception_handler(kind, handler)

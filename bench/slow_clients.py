@@ -39,11 +39,11 @@ def report(line: str) -> None:
 class Served:
     def __init__(self, **overrides: Any) -> None:
         self.tmp = tempfile.TemporaryDirectory()
-        settings = Settings(_env_file=None, mcp_config=Path(self.tmp.name) / "none.json",  # type: ignore[call-arg]
-                            state_url="memory://", **overrides)
+        settings = Settings.load(_env_file=None, mcp_config=Path(self.tmp.name) / "none.json",
+                                 state_url="memory://", **overrides)
         self.port = free_port()
         config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_config=None,
-                                access_log=False, http=bounded_protocol(settings.client_timeout))
+                                access_log=False, http=bounded_protocol(settings.server.client_timeout))
         self.server = uvicorn.Server(config)
         self.server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
         self.thread = threading.Thread(target=self.server.run, daemon=True)

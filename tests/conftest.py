@@ -49,7 +49,7 @@ def make_settings(tmp: Path, servers: dict[str, Any] | None, **overrides: Any) -
                               "tool_budget": 0}  # every tool offered, unless a test sets a budget
     if str(overrides.get("state_url", "")).startswith("redis") and "token_key" not in overrides:
         values["token_key"] = REPLICAS_TOKEN_KEY
-    return Settings(_env_file=None, **(values | overrides))  # type: ignore[call-arg]
+    return Settings.load(_env_file=None, **(values | overrides))
 
 
 def wait_for_health(

@@ -150,7 +150,7 @@ def closed_port_url() -> str:
     indirect=True,
 )
 def test_unreachable_upstream_is_a_502_that_says_what_to_do(lone_gateway: Gateway) -> None:
-    url = lone_gateway.settings.upstream_base
+    url = lone_gateway.settings.upstream.base
     for stream in (False, True):
         response = httpx.post(
             f"{lone_gateway.url}/v1/chat/completions", json={"model": "m", "messages": ASK, "stream": stream}

@@ -161,7 +161,7 @@ def test_parallel_calls_run_concurrently(gateway: Gateway, upstream: FakeUpstrea
 
 
 def test_round_limit_asks_for_an_answer_with_tools_kept(gateway: Gateway, upstream: FakeUpstream) -> None:
-    assert gateway.settings.max_tool_rounds == 3
+    assert gateway.settings.tools.max_tool_rounds == 3
     loop = [Turn(calls=[Call("basic__echo", {"text": str(i)})]) for i in range(3)]
     upstream.script(*loop, Turn(content="I'll stop here."))
     reply = gateway.client().chat.completions.create(model="m", messages=ASK)

@@ -147,7 +147,7 @@ def test_text_format_gives_the_tools_text(lone_hard_gateway: Gateway, upstream: 
 
 @pytest.mark.parametrize("lone_hard_gateway", [{"vision": "on"}, {"vision": "off"}], indirect=True)
 def test_vision_on_and_off_override_what_lm_studio_says(lone_hard_gateway: Gateway, upstream: FakeUpstream) -> None:
-    on = lone_hard_gateway.settings.vision == "on"
+    on = lone_hard_gateway.settings.upstream.vision == "on"
     received(lone_hard_gateway, upstream, Call("hard__image", {}), model=MODEL if on else VISION_MODEL)
     last = upstream.chat_requests()[1]["messages"][-1]
     assert (last["role"] == "user" and last["content"][1]["type"] == "image_url") is on

@@ -16,14 +16,14 @@ from app.main import create_app
 from app.mcp.config import load_mcp_config
 from app.mcp.pool import SHUTDOWN_TIMEOUT
 from app.mcp.processes import GROUP_KILL_TIMEOUT
-from app.settings import Settings
+from app.settings import FLAT_NAMES, field_of
 from tests.conftest import make_settings, running_gateway
 from tests.support.fake_upstream import FakeUpstream, Turn
 from tests.support.replica_services import Nginx, StubDns, unanswered
 from tests.support.servers import ServerThread, free_port
 
 ROOT = Path(__file__).parent.parent
-SETTING_NAMES = {f"TOOLBRIDGE_{name.upper()}" for name in Settings.model_fields}
+SETTING_NAMES = {f"TOOLBRIDGE_{name.upper()}" for name in FLAT_NAMES}
 GATEWAYS = ("toolbridge", "toolbridge-replica")  # the compose services that run the gateway
 
 
@@ -138,7 +138,7 @@ def test_docker_and_kubernetes_wait_out_the_grace_and_the_mcp_servers_stop() -> 
     """After SIGTERM: TOOLBRIDGE_SHUTDOWN_GRACE for requests, then the pool's shutdown (its timeout, then
     the process groups' kill). A shorter stop timeout cuts requests off (Docker's default is 10 s)."""
     stopping = SHUTDOWN_TIMEOUT + GROUP_KILL_TIMEOUT
-    default_grace = Settings.model_fields["shutdown_grace"].default
+    default_grace = field_of("shutdown_grace").default
     services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
     for name in GATEWAYS:
         grace = float(services[name]["environment"].get("TOOLBRIDGE_SHUTDOWN_GRACE", default_grace))

@@ -69,12 +69,12 @@ def test_open_webui_shows_the_tools_images_and_the_text_meant_for_the_user(
     from playwright.sync_api import expect
 
     model.script()  # forget the other trace's requests
-    with chat_page(open_webui, f"open_webui_images_{gateway.settings.tool_trace}.png") as tab:
+    with chat_page(open_webui, f"open_webui_images_{gateway.settings.tools.tool_trace}.png") as tab:
         send(tab, "Show me the pictures")
         expect(tab.get_by_text("your pictures")).to_be_visible(timeout=60_000)
         linked = tab.locator(f'img[src^="{gateway.url}/images/"]')
         inline = tab.locator('img[src^="data:image/png;base64,"]')
-        if gateway.settings.tool_trace == "details":
+        if gateway.settings.tools.tool_trace == "details":
             expect(linked).to_have_count(1, timeout=20_000)  # the 40 KB picture, after the widgets
             expect(inline).to_have_count(1)  # the 2 KB one, in the for_you widget's files
             shown = [linked.first, inline.first]

@@ -111,8 +111,8 @@ def _check_the_offer(first: dict[str, Any], gateway: Gateway) -> None:
     assert all(compact_tool(tool) == tool for tool in theirs)  # first sentences, no parameter descriptions
     shared = [tool for tool in theirs if tool["function"]["name"] in OPEN_WEBUI]  # in the eval's recorded list
     assert shared and wire_chars(shared) < wire_chars([OPEN_WEBUI[tool["function"]["name"]] for tool in shared])
-    settings = gateway.settings
-    budget = budget_for(settings.tool_budget, CONTEXT_TOKENS, settings.rank_client_tools, settings.min_mcp_tools)
+    tools = gateway.settings.tools
+    budget = budget_for(tools.tool_budget, CONTEXT_TOKENS, tools.rank_client_tools, tools.min_mcp_tools)
     assert 0 < len(ours) <= budget.max_tools
     # Past the floor, what is kept fits the context's share beside Open WebUI's compacted tools.
     assert len(ours) <= budget.min_mcp_tools or wire_chars(first["tools"]) <= budget.max_chars

@@ -11,7 +11,7 @@ from app.settings import Settings
 
 
 def settings(**values: Any) -> Settings:
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return Settings.load(_env_file=None, **values)
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [
@@ -33,7 +33,7 @@ def test_a_bad_value_is_refused_naming_the_setting(field: str, value: Any, messa
 def test_good_values_are_kept_and_normalised() -> None:
     read = settings(public_url="https://chat.example.org/gateway/", state_url="memory://", log_level="DEBUG",
                     toolsets={"web.tools-1": ["fetch"]}, mcp_config=Path("/etc/toolbridge/mcp.json"))
-    assert read.public_url == "https://chat.example.org/gateway"
-    assert (read.state_url, read.log_level, read.mcp_config) == ("memory://", "debug", "/etc/toolbridge/mcp.json")
-    assert read.toolsets == {"web.tools-1": ["fetch"]}
-    assert settings(public_url="").public_url == ""
+    assert read.server.public_url == "https://chat.example.org/gateway"
+    assert (read.state.url, read.ops.log_level, read.mcp.config) == ("memory://", "debug", "/etc/toolbridge/mcp.json")
+    assert read.tools.toolsets == {"web.tools-1": ["fetch"]}
+    assert settings(public_url="").server.public_url == ""

@@ -224,7 +224,7 @@ class Reports:
 async def test_tool_budget_0_and_context_tokens_are_honest_escape_hatches(
     settings: dict[str, Any], reported: int | None, budget: Budget | None
 ) -> None:
-    configured = Settings(_env_file=None, **settings)  # type: ignore[call-arg]
+    configured = Settings.load(_env_file=None, **settings)
     assert await tool_budget_for(configured, Reports(reported), "qwen") == budget
 
 

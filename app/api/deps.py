@@ -90,7 +90,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 async def get_owner(request: Request, settings: SettingsDep) -> str:
     """Whose conversation memory the caller's key opens (memory_keys.memory_owner), "" (everyone's) without keys.
     The page sends the key as a Basic password, other clients as a bearer key; the guard let in only ours."""
-    if not settings.authenticates:
+    if not settings.access.authenticates:
         return memory_owner(None)
     return memory_owner(presented_key(request))
 

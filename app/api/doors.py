@@ -110,7 +110,8 @@ def send_stream(raw: Request, payloads: AsyncGenerator[Payload, None], *, encode
     if media_type != "text/event-stream":
         return StreamingResponse(frames, media_type=media_type)
     # sse-starlette would end every stream at the first signal; the grace lets answers in flight finish.
-    return EventSourceResponse(frames, sep="\n", ping=SSE_PING_SECONDS, shutdown_grace_period=settings.shutdown_grace)
+    grace = settings.server.shutdown_grace
+    return EventSourceResponse(frames, sep="\n", ping=SSE_PING_SECONDS, shutdown_grace_period=grace)
 
 
 async def send_whole(raw: Request, work: Awaitable[dict[str, Any]]) -> Response:
@@ -132,7 +133,7 @@ def request_cutoff(raw: Request) -> ShutdownCutoff:
     cutoff: ShutdownCutoff | None = raw.scope.get(CUTOFF)
     if cutoff is None:
         settings: Settings = raw.state.settings
-        cutoff = raw.scope[CUTOFF] = ShutdownCutoff(settings.shutdown_grace)
+        cutoff = raw.scope[CUTOFF] = ShutdownCutoff(settings.server.shutdown_grace)
         raw.scope[ON_SHUTDOWN] = cutoff.begin
     return cutoff
 
@@ -170,14 +171,14 @@ def base_url(raw: Request, settings: Settings) -> Callable[[], str]:
     """Where the person's browser reaches the gateway, for links in answers (images, sign-in): TOOLBRIDGE_PUBLIC_URL,
     else the address the client used (the Host it sent). Lazily: Starlette's base_url costs 20 µs, a third of what
     the chat lane saves every request."""
-    return lambda: settings.public_url or str(raw.base_url)
+    return lambda: settings.server.public_url or str(raw.base_url)
 
 
 def person_view(raw: Request, settings: Settings) -> PersonView | None:
     """How this request's answer shows the person what tool results address to them (image links: `base_url`)."""
-    if not settings.show_user_content:
+    if not settings.tools.show_user_content:
         return None
-    return PersonView(raw.state.images, base_url(raw, settings), settings.image_inline_bytes)
+    return PersonView(raw.state.images, base_url(raw, settings), settings.tools.image_inline_bytes)
 
 
 async def watched(raw: Request, work: Awaitable[T]) -> T:

@@ -56,7 +56,7 @@ from app.openai.errors import (
     Overloaded,
     RequestTimeout,
 )
-from app.settings import Settings
+from app.settings import ServerSettings, Settings
 
 # Served without a key: the health check of Docker and load balancers (it shows only the status then).
 PUBLIC_PATHS = frozenset({"/health"})
@@ -71,7 +71,7 @@ MAX_STATUS_STREAMS = 16
 
 
 class BrowserGuard:
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    def __init__(self, app: ASGIApp, settings: ServerSettings) -> None:
         self.app = app
         self._hosts = settings.host_names | bind_address(settings.host)
         self._origins = frozenset(settings.browser_origins)
@@ -123,10 +123,10 @@ class AdmissionGuard:
     def __init__(self, app: ASGIApp, settings: Settings, keys: KeyRing) -> None:
         self.app = app
         self._keys = keys
-        self._public = PUBLIC_PATHS | ({"/metrics"} if settings.metrics_public else set())
-        self._max_body = settings.max_body_bytes
-        self._body_timeout = settings.client_timeout
-        self._max_in_flight = settings.max_concurrent_requests
+        self._public = PUBLIC_PATHS | ({"/metrics"} if settings.access.metrics_public else set())
+        self._max_body = settings.server.max_body_bytes
+        self._body_timeout = settings.server.client_timeout
+        self._max_in_flight = settings.server.max_concurrent_requests
         self.in_flight = 0
         self.status_streams = 0
 

@@ -30,7 +30,7 @@ async def health_report(
     body: dict[str, Any] = {
         "status": status,
         "upstream": {"url": upstream.base_url, "kind": await upstream.server_kind(),
-                     "schema_profile": resolve_profile(settings.schema_profile, settings.upstream_base),
+                     "schema_profile": resolve_profile(settings.tools.schema_profile, settings.upstream.base),
                      **seen.describe(time.time()), "model_list": upstream.last_models.describe()},
         "servers": view.health(),
         "tools": len(view.catalogue.openai_tools),

@@ -93,6 +93,6 @@ async def _models(raw: Request, upstream: UpstreamDep, settings: SettingsDep, po
     listed = await upstream.list_models(query="", headers=raw.headers)
     if listed.status != 200:
         raise UpstreamError(f"The model server answered {listed.status} to the list of its models.")
-    usable = {name: members for name, members in settings.toolsets.items()
+    usable = {name: members for name, members in settings.tools.toolsets.items()
               if pool.scope.everything or any(pool.knows(member) for member in members)}
     return listed_models(with_virtual_models(listed.body, usable))

@@ -34,7 +34,8 @@ async def create_response(raw: Request, owner: OwnerDep) -> Response:
     chain: list[str] = []
     history: list[dict[str, Any]] = []
     if request.previous_response_id is not None:
-        chain, history = await stored.conversation(request.previous_response_id, raw.state.settings.max_body_bytes)
+        most = raw.state.settings.server.max_body_bytes
+        chain, history = await stored.conversation(request.previous_response_id, most)
     reply, person = await answer(raw, {**request.chat_body, "messages": request.chat_messages(history)})
 
     async def keep(response: dict[str, Any], message: dict[str, Any]) -> None:

@@ -70,7 +70,7 @@ async def list_tools(
     """The MCP tools a request is offered (for `model`, a virtual one naming a toolset, and the tools header
     when given), each with the server and MCP tool it maps to; with `q`, the text of a user's message, each
     with its relevance and whether the tool budget would offer it."""
-    body, selection = choose_tools({"model": model}, tools_header, settings.toolsets, pool.knows)
+    body, selection = choose_tools({"model": model}, tools_header, settings.tools.toolsets, pool.knows)
     budget = await tool_budget_for(settings, upstream, body.get("model"))
     return describe_offer(pool.tools_for_request(selection=selection).catalogue, q, budget)
 
@@ -82,7 +82,7 @@ async def tools_for_chat(raw: Request, pool: ViewDep, settings: SettingsDep, ups
     The body is a chat completion's, checked the same way; nothing is sent upstream. Earlier turns' calls
     that memory would give back are not looked up, so a tool called before may show as withheld here."""
     sent, _ = await read_body(raw, parse_chat_body)
-    body, selection = choose_tools(sent, raw.headers.get(TOOLS_HEADER), settings.toolsets, pool.knows)
+    body, selection = choose_tools(sent, raw.headers.get(TOOLS_HEADER), settings.tools.toolsets, pool.knows)
     client_tools = [tool for tool in body.get("tools") or [] if isinstance(tool, dict)]
     names = frozenset(str((tool.get("function") or {}).get("name")) for tool in client_tools)
     offered = loop_options(settings, body, upstream, selection).offer_tools
@@ -98,7 +98,7 @@ async def list_prompts(
 ) -> dict[str, Any]:
     """The MCP servers' prompts, each with the slash command that runs it in chat; for `model` (a virtual one
     naming a toolset) and the tools header when given, those of the servers they choose, as a chat has them."""
-    _, selection = choose_tools({"model": model}, tools_header, settings.toolsets, pool.knows)
+    _, selection = choose_tools({"model": model}, tools_header, settings.tools.toolsets, pool.knows)
     book = pool.prompt_book.select(selection.admits_server)
     return {"object": "list", "data": [entry.describe() for entry in book.listed()]}
 
@@ -110,7 +110,7 @@ async def list_resources(
 ) -> dict[str, Any]:
     """Each MCP server's resources and URI templates as last listed, and the tool that reads them; for `model` and
     the tools header, as `/prompts`."""
-    _, selection = choose_tools({"model": model}, tools_header, settings.toolsets, pool.knows)
+    _, selection = choose_tools({"model": model}, tools_header, settings.tools.toolsets, pool.knows)
     return {"object": "list", "data": [{"server": name, **listing} for name, listing in pool.resources().items()
                                        if selection.admits_server(name)]}
 
@@ -123,7 +123,7 @@ async def list_models(request: Request, upstream: UpstreamDep, settings: Setting
     listed = await upstream.list_models(query=request.url.query, headers=request.headers)
     body = listed.body
     if listed.status == 200:
-        usable = {name: members for name, members in settings.toolsets.items()
+        usable = {name: members for name, members in settings.tools.toolsets.items()
                   if pool.scope.everything or any(pool.knows(member) for member in members)}
         body = with_virtual_models(body, usable)
         if ANTHROPIC_VERSION_HEADER in request.headers:
@@ -184,7 +184,7 @@ def _image_headers(stored: StoredImage) -> dict[str, str]:
 async def metrics(collected: MetricsDep, scope: KeyScopeDep, settings: SettingsDep) -> Response:
     """Prometheus text format; behind the API key unless TOOLBRIDGE_METRICS_PUBLIC (app/api/guard.py). They name
     every server: the operator's, not for a key limited to some servers."""
-    if not scope.everything and not settings.metrics_public:
+    if not scope.everything and not settings.access.metrics_public:
         raise Forbidden("The metrics name every MCP server: a key of TOOLBRIDGE_API_KEYS reads them.",
                         code="metrics_not_for_this_key")
     return Response(collected.render(), media_type=METRICS_CONTENT_TYPE)

@@ -48,7 +48,7 @@ _PAGE_HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'unsa
 def callback_url(settings: Settings, request: Request) -> str:
     """Where the authorization server sends the browser back: TOOLBRIDGE_PUBLIC_URL's, or the address the
     browser used (Host is checked by the guard). Register this URL with a server whose client you register."""
-    base = settings.public_url or str(request.base_url)
+    base = settings.server.public_url or str(request.base_url)
     return base.rstrip("/") + CALLBACK
 
 

@@ -33,27 +33,27 @@ def loop_options(
     settings: Settings, body: dict[str, Any], upstream: ModelFacts, selection: ToolSelection = ALL_TOOLS,
     recent: RecentRequests | None = None,
 ) -> LoopOptions:
-    background_task = settings.skip_tools_for_tasks and is_background_task(body["messages"])
+    background_task = settings.tools.skip_tools_for_tasks and is_background_task(body["messages"])
     model = body.get("model")
 
     async def sees_images() -> bool:
-        if settings.vision == "auto":
+        if settings.upstream.vision == "auto":
             return await upstream.supports_vision(model)
-        return settings.vision == "on"
+        return settings.upstream.vision == "on"
 
     async def context_tokens() -> int:
         return await known_context(settings, upstream, model) or DEFAULT_CONTEXT_TOKENS
 
     return LoopOptions(
-        max_tool_rounds=settings.max_tool_rounds,
-        system_hint=system_hint(settings.result_format) if settings.system_hint else None,
+        max_tool_rounds=settings.tools.max_tool_rounds,
+        system_hint=system_hint(settings.tools.result_format) if settings.tools.system_hint else None,
         sees_images=sees_images,
         offer_tools=not background_task,
         tool_selection=selection,
         tool_budget=_tool_budget(settings, upstream, model, recent),
         context_tokens=context_tokens,
-        confirm_timeout=settings.confirm_timeout,
-        find_tools=_rendering(settings) if settings.tool_discovery == "find_tools" else None,
+        confirm_timeout=settings.approvals.confirm_timeout,
+        find_tools=_rendering(settings) if settings.tools.tool_discovery == "find_tools" else None,
     )
 
 
@@ -94,17 +94,17 @@ def _say_withheld(choice: BudgetChoice, budget: Budget, client_tools: Sequence[d
 async def known_context(settings: Settings, upstream: ModelFacts, model: str | None) -> int | None:
     """The model's context window in tokens: TOOLBRIDGE_CONTEXT_TOKENS when set (the operator knows best), else
     what the upstream reports (LM Studio's loaded context, llama.cpp's n_ctx); None when nobody says."""
-    return settings.context_tokens or await upstream.context_length(model)
+    return settings.upstream.context_tokens or await upstream.context_length(model)
 
 
 async def tool_budget_for(settings: Settings, upstream: ModelFacts, model: str | None) -> Budget | None:
     """The tool budget for a model; None for TOOLBRIDGE_TOOL_BUDGET=0, which offers every tool. The context's
     share applies when the context is known: a guessed one never withholds a tool."""
-    if not settings.tool_budget:
+    if not settings.tools.tool_budget:
         return None
     known = await known_context(settings, upstream, model)
-    return budget_for(settings.tool_budget, known, settings.rank_client_tools, settings.min_mcp_tools,
-                      relevance_order=settings.tool_order == "relevance")
+    return budget_for(settings.tools.tool_budget, known, settings.tools.rank_client_tools, settings.tools.min_mcp_tools,
+                      relevance_order=settings.tools.tool_order == "relevance")
 
 
 def conversation_memory(
@@ -112,10 +112,10 @@ def conversation_memory(
 ) -> ConversationMemory:
     """The request's memory: the API key's own (every caller's when no keys are set), narrowed to Open
     WebUI's chat when it names one."""
-    owner = memory_owner(presented_key(headers) if settings.authenticates else None)
+    owner = memory_owner(presented_key(headers) if settings.access.authenticates else None)
     return ConversationMemory(stores, _rendering(settings), chat_id=chat_id(headers), owner=owner)
 
 
 def _rendering(settings: Settings) -> RenderOptions:
     """How results are written for the model: memory's restored ones, and find_tools' answers."""
-    return RenderOptions(result_format=settings.result_format, max_chars=settings.max_result_chars)
+    return RenderOptions(result_format=settings.tools.result_format, max_chars=settings.tools.max_result_chars)

@@ -79,10 +79,10 @@ async def answer_chat(body: dict[str, Any], request: ChatCompletionRequest, need
         InvalidRequest: the trace or tools header, or the body's tool metadata, names what does not exist.
     """
     settings, headers = needs.settings, needs.headers
-    trace = trace_mode(headers.get(TRACE_HEADER), settings.tool_trace)
-    body, selection = choose_tools(body, headers.get(TOOLS_HEADER), settings.toolsets, needs.pool.knows)
+    trace = trace_mode(headers.get(TRACE_HEADER), settings.tools.tool_trace)
+    body, selection = choose_tools(body, headers.get(TOOLS_HEADER), settings.tools.toolsets, needs.pool.knows)
     options = loop_options(settings, body, needs.upstream, selection, needs.recent)
-    missing = await await_starting(needs.pool, selection, settings.mcp_start_wait) if options.offer_tools else []
+    missing = await await_starting(needs.pool, selection, settings.mcp.start_wait) if options.offer_tools else []
     outcome = await _slash_command(body, options, needs)
     memory = conversation_memory(settings, needs.memory, headers)
     notice = ""
@@ -122,7 +122,7 @@ async def _told(missing: list[NotReady], events: AsyncGenerator[LoopEvent, None]
 async def _slash_command(body: dict[str, Any], options: LoopOptions, needs: ChatNeeds) -> Answer | Expansion | None:
     """The last message as a slash command (TOOLBRIDGE_PROMPT_COMMANDS): answered, expanded, or None (no
     command: the message goes to the model as typed); the request's stats say which."""
-    command = read_command(body["messages"]) if needs.settings.prompt_commands else None
+    command = read_command(body["messages"]) if needs.settings.mcp.prompt_commands else None
     servers = options.tool_selection.admits_server
     outcome = await run_command(command, needs.pool, options.sees_images, servers) if command is not None else None
     if isinstance(outcome, Expansion):

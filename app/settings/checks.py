@@ -1,6 +1,6 @@
 """The checks some settings' values pass, as annotated types the settings' fields are declared with: a web
-address, a state URL, toolsets, a log level in any case, a path given as text, a Fernet key. A failed check is a clear
-message naming the setting (pydantic adds the name)."""
+address, a state URL, toolsets, a log level in any case, a path given as text, client keys, a Fernet key. A failed
+check is a clear message naming the setting (pydantic adds the name)."""
 
 import base64
 import binascii
@@ -52,6 +52,18 @@ def _fernet_key(value: SecretStr) -> SecretStr:
     return value
 
 
+def _keys_or_nothing(value: SecretStr) -> SecretStr:
+    text = value.get_secret_value()
+    if text.strip() and not items(text):  # " , " would otherwise turn authentication off unnoticed
+        raise ValueError("lists no key: give one or more keys, comma-separated, or leave it empty")
+    return value
+
+
+def items(text: str) -> list[str]:
+    """A comma-separated setting's items, blanks left out."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
 def _lowercase(value: object) -> object:
     return value.lower() if isinstance(value, str) else value
 
@@ -65,4 +77,5 @@ StateUrl = Annotated[str, AfterValidator(_known_store)]
 Toolsets = Annotated[dict[str, list[str]], AfterValidator(_usable_toolsets)]
 LogLevel = Annotated[Literal["debug", "info", "warning", "error"], BeforeValidator(_lowercase)]
 PathsText = Annotated[str, BeforeValidator(_path_as_text)]  # a Path given in code reads as its text
+ClientKeys = Annotated[SecretStr, AfterValidator(_keys_or_nothing)]  # TOOLBRIDGE_API_KEYS: empty, or some key
 FernetKey = Annotated[SecretStr, AfterValidator(_fernet_key)]  # the token vault's key, kept secret

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from app.chat.trace import strip_trace
-from app.settings import Settings
+from app.settings import field_of
 from bench.eval.doors import ask
 from bench.eval.scoring import Score, observe, score
 from bench.eval.tasks import Task, client_tools
@@ -62,7 +62,7 @@ def same_as_defaults(name: str) -> bool:
     if name in ("defaults", "raw") or len(overrides) != 1:
         return False
     [(variable, value)] = overrides.items()
-    default = Settings.model_fields[variable.removeprefix("TOOLBRIDGE_").lower()].default
+    default = field_of(variable.removeprefix("TOOLBRIDGE_").lower()).default
     return str(default).lower() == value
 
 

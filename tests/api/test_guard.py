@@ -23,12 +23,12 @@ from app.settings import Settings
 
 
 def browser_guard(**settings: str) -> BrowserGuard:
-    return BrowserGuard(None, Settings(_env_file=None, **settings))  # type: ignore[arg-type, call-arg]
+    return BrowserGuard(None, Settings.load(_env_file=None, **settings).server)  # type: ignore[arg-type]
 
 
 def admission_guard(**settings: str | int) -> AdmissionGuard:
-    made = Settings(_env_file=None, **settings)  # type: ignore[arg-type, call-arg]
-    return AdmissionGuard(None, made, KeyRing(made.client_keys, None, {}))  # type: ignore[arg-type]
+    made = Settings.load(_env_file=None, **settings)
+    return AdmissionGuard(None, made, KeyRing(made.access.client_keys, None, {}))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("host", "name"), [

@@ -142,7 +142,7 @@ def settings_from(env: Mapping[str, str], **overrides: Any) -> Settings:
     """The gateway's settings from a container's environment (its TOOLBRIDGE_* variables), and the test's."""
     fields = {name.removeprefix("TOOLBRIDGE_").lower(): value for name, value in env.items()
               if name.startswith("TOOLBRIDGE_")}
-    return Settings(_env_file=None, **(fields | overrides))  # type: ignore[call-arg]
+    return Settings.load(_env_file=None, **(fields | overrides))
 
 
 def kubelet_expand(text: str, env: Mapping[str, str]) -> str:
