@@ -1,9 +1,10 @@
 """create_app(settings): the FastAPI application, its lifespan, routes and one error mapping."""
 
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -12,17 +13,16 @@ from starlette.middleware.cors import CORSMiddleware
 
 from app import __version__
 from app.api.chat_body import with_chat_body_schema
-from app.api.chat_lane import CHAT_PATH, ChatLane
+from app.api.chat_lane import ChatLane
 from app.api.guard import BODY_FAILURE, AdmissionGuard, BrowserGuard
-from app.api.messages_routes import router as messages_router
-from app.api.ollama_routes import router as ollama_router
 from app.api.request_log import RequestLogMiddleware
-from app.api.responses_routes import router as responses_router
-from app.api.routes import chat_completions, router
+from app.api.routes import router
 from app.api.sign_in_routes import router as sign_in_router
 from app.api.ui import page_router
 from app.api.ui import router as ui_router
-from app.doors.errors import error_body
+from app.doors.chat_completions.routes import CHAT_PATH, chat_completions
+from app.doors.door import Door, door_for
+from app.doors.registry import DOORS
 from app.lifespan import build_lifespan, key_ring
 from app.openai.errors import SHOULD_RETRY, GatewayError, InvalidRequest, RouteNotFound
 from app.settings import Settings
@@ -31,8 +31,10 @@ from app.upstream import Transport
 log = structlog.get_logger("toolbridge.app")
 
 
-def create_app(settings: Settings, *, upstream_transport: Transport | None = None) -> FastAPI:
-    """The gateway app. `upstream_transport` swaps the upstream HTTP transport (tests, faster stacks).
+def create_app(settings: Settings, *, upstream_transport: Transport | None = None,
+               doors: Sequence[Door] = DOORS) -> FastAPI:
+    """The gateway app. `upstream_transport` swaps the upstream HTTP transport (tests, faster stacks); `doors`, the
+    front doors it serves (app/doors/registry.py), the first answering for every path no door owns.
 
     Raises:
         KeysFileError: TOOLBRIDGE_KEYS_FILE names a file that cannot be used.
@@ -45,18 +47,11 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
         docs_url=None,
         redoc_url=None,
     )
-    # The other doors first: the pass-through of the rest of /v1 (routes.py) would take their paths.
-    app.include_router(responses_router)
-    app.include_router(messages_router)
-    app.include_router(ollama_router)
-    app.include_router(router)
-    app.include_router(ui_router)
-    app.include_router(page_router)
-    app.include_router(sign_in_router)
+    _mount(app, doors)
     _describe_chat_body(app)
     # Outermost last: the log line sees every answer, refusals included; the browser checks come before CORS
     # headers are granted; the key is checked before a byte of the body is read; chats then take their lane.
-    app.add_middleware(ChatLane, route=_chat_route(router), endpoint=chat_completions, handled=_MAPPED,
+    app.add_middleware(ChatLane, route=_chat_route(doors), endpoint=chat_completions, handled=_MAPPED,
                        on_error=_mapped_error)
     app.add_middleware(AdmissionGuard, settings=settings, keys=keys)
     if settings.server.browser_origins:
@@ -72,8 +67,17 @@ def create_app(settings: Settings, *, upstream_transport: Transport | None = Non
     return app
 
 
-def _chat_route(routes: APIRouter) -> APIRoute:
-    return next(route for route in routes.routes
+def _mount(app: FastAPI, doors: Sequence[Door]) -> None:
+    app.state.doors = tuple(doors)  # whose shape an error takes: the guards' refusals read it too
+    # The doors first: the pass-through of the rest of /v1 (routes.py) would take their paths.
+    for door in doors:
+        app.include_router(door.router)
+    for routes in (router, ui_router, page_router, sign_in_router):
+        app.include_router(routes)
+
+
+def _chat_route(doors: Sequence[Door]) -> APIRoute:
+    return next(route for door in doors for route in door.router.routes
                 if isinstance(route, APIRoute) and route.path == CHAT_PATH and "POST" in (route.methods or ()))
 
 
@@ -90,7 +94,11 @@ def _describe_chat_body(app: FastAPI) -> None:
 
 async def _gateway_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, GatewayError)
-    return JSONResponse(error_body(request.url.path, exc), status_code=exc.status_code, headers=exc.response_headers())
+    return JSONResponse(_error_body(request, exc), status_code=exc.status_code, headers=exc.response_headers())
+
+
+def _error_body(request: Request, error: GatewayError) -> dict[str, Any]:
+    return door_for(request.app.state.doors, request.url.path).error_body(error)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -119,7 +127,7 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     request_id = request.scope.get("state", {}).get("request_id")
     log.error("unhandled_error", request_id=request_id, exc_info=exc)
     crash = GatewayError("Internal gateway error; see the gateway log.")
-    return JSONResponse(error_body(request.url.path, crash), 500,
+    return JSONResponse(_error_body(request, crash), 500,
                         headers={"x-request-id": request_id} if request_id else None)
 
 

@@ -6,9 +6,9 @@ from typing import Any
 import pytest
 
 from app.chat.answer_parts import CallsDone, Delta, Ended
-from app.doors.messages_answer import messages_cut_off, server_sent
-from app.doors.messages_blocks import MessageBlocks
-from app.doors.messages_request import chat_body
+from app.doors.messages.answer import messages_cut_off, server_sent
+from app.doors.messages.blocks import MessageBlocks
+from app.doors.messages.request import chat_body
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.errors import InvalidRequest
 

@@ -1,4 +1,4 @@
-"""Ollama's chat request made a chat completion's body (app/doors/ollama_request.py): what Open WebUI and the
+"""Ollama's chat request made a chat completion's body (app/doors/ollama/request.py): what Open WebUI and the
 `ollama` library send, translated whole, and what cannot be translated refused with the field named."""
 
 import base64
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.doors.ollama_request import chat_body
+from app.doors.ollama.request import chat_body
 from app.openai.errors import InvalidRequest
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
@@ -89,7 +89,7 @@ def test_an_image_decoded_in_slices_is_taken_or_refused_as_decoded_whole(
     image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Slices of 8 characters, so that padding, stray characters and a short end fall in any slice."""
-    monkeypatch.setattr("app.doors.ollama_messages._DECODED_AT_ONCE", 8)
+    monkeypatch.setattr("app.doors.ollama.messages._DECODED_AT_ONCE", 8)
     try:
         expected: bytes | None = base64.b64decode(image, validate=True)
     except (binascii.Error, ValueError):

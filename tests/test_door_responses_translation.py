@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from app.chat.answer_parts import CallsDone, Delta, Ended
-from app.doors.responses_answer import ResponseWriter
-from app.doors.responses_request import read_request
+from app.doors.responses.answer import ResponseWriter
+from app.doors.responses.request import read_request
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.errors import InvalidRequest
 

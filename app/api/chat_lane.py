@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-CHAT_PATH = "/v1/chat/completions"
+from app.doors.chat_completions.routes import CHAT_PATH
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 ErrorHandler = Callable[[Request, Exception], Awaitable[Response]]

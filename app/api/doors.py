@@ -3,8 +3,7 @@ JSON, the chat body a door made of it answered, and the answer sent streamed (in
 whole, watching for a client that leaves and for the server shutting down: from the wait for the model's first
 word (a whole answer from the model is all of the wait) to the last byte.
 
-The chat completions route (routes.py) and the other doors (responses_routes.py, messages_routes.py,
-ollama_routes.py) share all of it; a door's own module adds only its translation (app/doors/).
+Every door's routes (app/doors/*/routes.py) share all of it; a door's own modules add only its translation.
 """
 
 import asyncio
@@ -25,7 +24,7 @@ from app.chat.ports import RequestStats, SignInWaits
 from app.chat.service import ChatNeeds, ChatPool, ChatReply, answer_chat
 from app.chat.shown import PersonView
 from app.chat.streaming import CUT_OFF_MESSAGE, SHUTTING_DOWN, Payload, ShutdownCutoff
-from app.doors.errors import door_of
+from app.doors.door import Door
 from app.mcp import KeyView, McpPool
 from app.openai.errors import ClientLeft, InvalidRequest, Overloaded
 from app.ops.recent_requests import DOOR
@@ -63,7 +62,7 @@ async def read_json_object(raw: Request, translate: Callable[[dict[str, Any]], T
     return await read_body(raw, read)
 
 
-async def answer(raw: Request, chat_body: dict[str, Any]) -> tuple[ChatReply, PersonView | None]:
+async def answer(raw: Request, door: Door, chat_body: dict[str, Any]) -> tuple[ChatReply, PersonView | None]:
     """The chat service's answer to the chat body a door made of its request, begun, and how it shows the person
     what tool results address to them.
 
@@ -73,10 +72,9 @@ async def answer(raw: Request, chat_body: dict[str, Any]) -> tuple[ChatReply, Pe
         GatewayError: as answer_chat's.
     """
     settings: Settings = raw.state.settings
-    door = door_of(raw.url.path)
-    DOOR.set(door)  # for the status page's recent requests
-    field = "input" if door == "responses" else "messages"  # what the door calls the conversation
-    request = await _off_loop(len(await raw.body()) > OFF_LOOP_BYTES, checked_chat_body, chat_body, field)
+    DOOR.set(door.name)  # for the status page's recent requests
+    request = await _off_loop(len(await raw.body()) > OFF_LOOP_BYTES, checked_chat_body, chat_body,
+                              door.conversation)
     reply = await begun(raw, answer_chat(chat_body, request, chat_needs(raw, settings)))
     return reply, person_view(raw, settings)
 

@@ -48,7 +48,7 @@ from app.api.guard_checks import (
     too_large,
 )
 from app.chat.shown import ROUTE as IMAGES_ROUTE
-from app.doors.errors import error_body
+from app.doors.door import door_for
 from app.openai.errors import (
     AuthenticationFailed,
     Forbidden,
@@ -238,5 +238,6 @@ class _BoundedBody:
 
 async def reply(error: GatewayError, scope: Scope, receive: Receive, send: Send) -> None:
     """Answers with the error's envelope, without reading the body."""
-    await JSONResponse(error_body(scope["path"], error), error.status_code,
+    body = door_for(scope["app"].state.doors, scope["path"]).error_body(error)  # in the shape of the path's door
+    await JSONResponse(body, error.status_code,
                        headers=error.response_headers())(scope, receive, send)

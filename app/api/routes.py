@@ -1,9 +1,8 @@
-"""HTTP in and out: chat completions, pass-through of the rest of /v1, health, and the lists of tools, prompts
-and resources."""
+"""HTTP in and out beside the doors (app/doors/): pass-through of the rest of /v1, health, and the lists of tools,
+prompts and resources."""
 
 from typing import Annotated, Any
 
-import orjson
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
@@ -20,46 +19,20 @@ from app.api.deps import (
     UpstreamDep,
     ViewDep,
 )
-from app.api.doors import begun, chat_needs, person_view, read_body, send_stream, send_whole
+from app.api.doors import read_body
 from app.api.health import health_report
 from app.chat.images import StoredImage
 from app.chat.loop_options import loop_options, tool_budget_for
-from app.chat.service import answer_chat
 from app.chat.shown import ROUTE as IMAGES_ROUTE
-from app.chat.streaming import chat_cut_off
 from app.chat.tool_offer import describe_offer, describe_request
 from app.chat.toolsets import HEADER as TOOLS_HEADER
 from app.chat.toolsets import choose_tools, with_virtual_models
-from app.doors.messages_models import ANTHROPIC_VERSION_HEADER, anthropic_model_list
-from app.openai.errors import Forbidden, MethodNotAllowed, RouteNotFound
+from app.doors.messages.models import ANTHROPIC_VERSION_HEADER, anthropic_model_list
+from app.openai.errors import Forbidden, RouteNotFound
 from app.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from app.settings import Settings
 
 # Who may call what is decided before any route runs (app/api/guard.py).
 router = APIRouter()
-
-
-@router.post("/v1/chat/completions")
-async def chat_completions(raw: Request) -> Response:
-    """The chat service's answer (app/chat/service.py), streamed as server-sent events or sent whole."""
-    # Nothing for FastAPI to resolve on the busiest route: its dependency solving cost a tenth of a request.
-    settings: Settings = raw.state.settings
-    body, request = await read_body(raw, parse_chat_body)
-    reply = await begun(raw, answer_chat(body, request, chat_needs(raw, settings)))
-    person = person_view(raw, settings)
-    if request.stream:
-        return send_stream(raw, reply.payloads(person), encode=_server_sent, cut_off=chat_cut_off)
-    return await send_whole(raw, reply.completion(person))
-
-
-def _server_sent(payload: dict[str, Any] | str) -> bytes:
-    """One SSE event, encoded here (sse-starlette sends bytes as they are)."""
-    return b"data: " + (payload.encode() if isinstance(payload, str) else orjson.dumps(payload)) + b"\n\n"
-
-
-@router.api_route("/v1/chat/completions", methods=["GET", "PUT", "PATCH", "DELETE"], include_in_schema=False)
-async def chat_completions_other_methods(request: Request) -> Response:
-    raise MethodNotAllowed(request.method, request.url.path, "POST")
 
 
 @router.get("/tools")
@@ -119,7 +92,7 @@ async def list_resources(
 async def list_models(request: Request, upstream: UpstreamDep, settings: SettingsDep, pool: ViewDep) -> Response:
     """The upstream's models (the last list it gave while it cannot answer), and a virtual model per toolset of
     which the caller's key may use something; in Anthropic's shape for Anthropic's clients
-    (app/doors/messages_models.py)."""
+    (app/doors/messages/models.py)."""
     listed = await upstream.list_models(query=request.url.query, headers=request.headers)
     body = listed.body
     if listed.status == 200:

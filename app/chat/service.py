@@ -1,8 +1,8 @@
 """The chat service: one chat request, from its parsed body to the events of its answer.
 
-The route (app/api/routes.py) hands over the body and what the request needs of the app (`ChatNeeds`) and
-gets a `ChatReply` back: the answer's events, which it streams as server-sent events or collects whole. Here
-the request is read (trace mode, the tools its user chose, the loop's options, a slash command, its memory)
+The route (app/doors/chat_completions/routes.py) hands over the body and what the request needs of the app
+(`ChatNeeds`) and gets a `ChatReply` back: the answer's events, which it streams as server-sent events or collects
+whole. Here the request is read (trace mode, the tools its user chose, the loop's options, a slash command, its memory)
 and answered by the gateway itself or by the tool loop. Written against Protocols (app/chat/ports.py), so the
 service never names the upstream's HTTP client or the MCP pool.
 """

@@ -16,7 +16,7 @@ import structlog
 
 from app.access import CURRENT_SCOPE, EVERYTHING, KeyScope
 
-# The API a request came through ("chat", "responses", "messages", "ollama": app/doors/errors.py), set by its
+# The API a request came through ("chat", "responses", "messages", "ollama": each door's name, app/doors/), set by its
 # route: the loop that records the request knows nothing of HTTP.
 DOOR: ContextVar[str] = ContextVar("toolbridge_door", default="chat")
 RECENT_REQUESTS = 100

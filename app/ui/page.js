@@ -222,7 +222,7 @@ function renderDoors() {
     el("tr", {}, el("td", {}, name), el("td", {}, el("code", {}, address)), el("td", { class: "wraps" }, clients))));
 }
 
-// Which API a request came through (app/doors/errors.py door_of).
+// Which API a request came through (each door's name, app/doors/door.py).
 const DOOR_NAMES = { chat: "Chat Completions", responses: "Responses", messages: "Anthropic", ollama: "Ollama" };
 
 // Chat requests and the tools the budget withheld from them (app/recent_requests.py).

@@ -15,11 +15,11 @@ import pytest
 from pydantic import ValidationError
 
 from app.api.chat_body import parse_json
-from app.doors.messages_request import chat_body as messages_body
-from app.doors.ollama_request import chat_body as ollama_body
-from app.doors.responses_answer import ResponseWriter
-from app.doors.responses_request import read_request
-from app.doors.responses_store import StoredResponses
+from app.doors.messages.request import chat_body as messages_body
+from app.doors.ollama.request import chat_body as ollama_body
+from app.doors.responses.answer import ResponseWriter
+from app.doors.responses.request import read_request
+from app.doors.responses.store import StoredResponses
 from app.openai.errors import InvalidRequest
 from app.openai.schemas import ChatCompletionRequest
 from app.state import MemoryStore

@@ -169,8 +169,9 @@ def test_one_past_what_a_request_carries_is_refused_naming_it(
 
 
 # Where each door reads its request, from its route: the body parsed, checked and translated.
-READERS = {"chat": "app.api.routes.parse_chat_body", "responses": "app.api.responses_routes.read_request",
-           "messages": "app.api.messages_routes.chat_body", "ollama": "app.api.ollama_routes.chat_body"}
+READERS = {"chat": "app.doors.chat_completions.routes.parse_chat_body",
+           "responses": "app.doors.responses.routes.read_request",
+           "messages": "app.doors.messages.routes.chat_body", "ollama": "app.doors.ollama.routes.chat_body"}
 
 
 def holding(original: Callable[..., Any], started: threading.Event, answered: threading.Event,
@@ -261,7 +262,7 @@ def test_a_long_previous_response_chain_is_read_off_the_event_loop(
     second = client.responses.create(model="m", input="and?", previous_response_id=first.id)
     started, answered, seen = threading.Event(), threading.Event(), []
     loads = holding(orjson.loads, started, answered, seen)
-    monkeypatch.setattr("app.doors.responses_store.orjson", SimpleNamespace(
+    monkeypatch.setattr("app.doors.responses.store.orjson", SimpleNamespace(
         loads=lambda value: loads(value) if len(value) > 500_000 else orjson.loads(value), dumps=orjson.dumps))
     third = health_while_held(gateway, started, answered, lambda: client.responses.create(
         model="m", input="more?", previous_response_id=second.id))

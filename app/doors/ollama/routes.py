@@ -14,9 +14,10 @@ from app.api.deps import SettingsDep, UpstreamDep, ViewDep
 from app.api.doors import NDJSON, answer, read_json_object, send_stream, send_whole
 from app.chat.loop_options import known_context
 from app.chat.toolsets import with_virtual_models
-from app.doors.ollama_answer import Timing, answer_lines, cut_off, whole_answer
-from app.doors.ollama_models import listed_models, shown, tags
-from app.doors.ollama_request import chat_body
+from app.doors.door import FrontDoor
+from app.doors.ollama.answer import Timing, answer_lines, cut_off, ollama_error, whole_answer
+from app.doors.ollama.models import listed_models, shown, tags
+from app.doors.ollama.request import chat_body
 from app.openai.errors import InvalidRequest, MethodNotAllowed, RouteNotFound, UpstreamError
 
 router = APIRouter()
@@ -33,7 +34,7 @@ async def chat(raw: Request) -> Response:
     """The chat service's answer to Ollama's chat request, streamed as NDJSON (Ollama's default) or whole."""
     started = time.perf_counter_ns()
     body = await read_json_object(raw, chat_body)
-    reply, person = await answer(raw, body)
+    reply, person = await answer(raw, DOOR, body)
     timing = Timing(started, time.perf_counter_ns())
     if body["stream"]:
         return send_stream(raw, answer_lines(reply, person, timing), encode=_line, cut_off=cut_off,
@@ -96,3 +97,7 @@ async def _models(raw: Request, upstream: UpstreamDep, settings: SettingsDep, po
     usable = {name: members for name, members in settings.tools.toolsets.items()
               if pool.scope.everything or any(pool.knows(member) for member in members)}
     return listed_models(with_virtual_models(listed.body, usable))
+
+
+# Every path under /api/ is this door's: those it does not serve are refused in its shape (not_served).
+DOOR = FrontDoor("ollama", ("/api/",), router, ollama_error)

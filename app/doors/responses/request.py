@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from app.doors.responses_input import NAMESPACE_JOINT, input_messages
-from app.doors.responses_items import SUMMARIES
+from app.doors.responses.input import NAMESPACE_JOINT, input_messages
+from app.doors.responses.items import SUMMARIES
 from app.openai.errors import InvalidRequest
 
 # Fields that change nothing here: the answer only echoes some of them. `client_metadata` is Codex's account of

@@ -10,7 +10,7 @@ the field, never sent upstream half-translated.
 
 from typing import Any
 
-from app.doors.ollama_messages import chat_messages
+from app.doors.ollama.messages import chat_messages
 from app.openai.errors import InvalidRequest
 
 # Ollama's thinking levels as the chat API's `reasoning_effort`; its "max" is the chat API's highest.

@@ -24,7 +24,6 @@ from app.chat.answer_parts import Delta, Ended, answer_parts
 from app.chat.service import ChatReply
 from app.chat.shown import PersonView
 from app.chat.streaming import CUT_OFF_MESSAGE
-from app.doors.errors import ollama_error
 from app.openai.accumulate import ToolCall
 from app.openai.errors import GatewayError
 
@@ -139,3 +138,8 @@ def _ending(ended: Ended, timing: Timing) -> dict[str, Any]:
     return {"done_reason": "length" if ended.finish_reason == "length" else "stop", **timing.durations(),
             "prompt_eval_count": usage.prompt_tokens if usage else 0,
             "eval_count": usage.completion_tokens if usage else 0}
+
+
+def ollama_error(error: GatewayError) -> dict[str, Any]:
+    """`{"error": "<message>"}`, as Ollama answers (and streams) a failure."""
+    return {"error": error.message}

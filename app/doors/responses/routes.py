@@ -1,6 +1,6 @@
 """The Responses API's door (`POST /v1/responses`): its request made a chat body, the answer spelled as a response.
 
-The request's translation is in app/doors/responses_request.py, the answer's spelling in responses_answer.py,
+The request's translation is in app/doors/responses/request.py, the answer's spelling in responses_answer.py,
 and the stored responses (`previous_response_id`, GET, DELETE) in responses_store.py. Every other path under
 `/v1/responses` is answered here with what the gateway serves, never passed through to the upstream, whose
 Responses API would answer without the gateway's tools and know none of its responses.
@@ -16,12 +16,14 @@ from app.api.deps import OwnerDep
 from app.api.doors import answer, read_json_object, send_stream, send_whole
 from app.chat.answer_parts import answer_parts
 from app.chat.memory import MemoryStores
-from app.doors.responses_answer import ResponseWriter, response_events, whole_response
-from app.doors.responses_request import read_request
-from app.doors.responses_store import ResponseNotFound, StoredResponses
+from app.doors.door import FrontDoor, openai_error
+from app.doors.responses.answer import ResponseWriter, response_events, whole_response
+from app.doors.responses.request import read_request
+from app.doors.responses.store import ResponseNotFound, StoredResponses
 from app.openai.errors import InvalidRequest, MethodNotAllowed
 from app.state import StateStore
 
+RESPONSES_PATH = "/v1/responses"
 router = APIRouter()
 _SERVED = "POST /v1/responses, GET and DELETE /v1/responses/{id}"
 
@@ -36,7 +38,7 @@ async def create_response(raw: Request, owner: OwnerDep) -> Response:
     if request.previous_response_id is not None:
         most = raw.state.settings.server.max_body_bytes
         chain, history = await stored.conversation(request.previous_response_id, most)
-    reply, person = await answer(raw, {**request.chat_body, "messages": request.chat_messages(history)})
+    reply, person = await answer(raw, DOOR, {**request.chat_body, "messages": request.chat_messages(history)})
 
     async def keep(response: dict[str, Any], message: dict[str, Any]) -> None:
         if request.store:
@@ -90,3 +92,6 @@ def _server_sent(event: dict[str, Any]) -> bytes:
     """One SSE event named by its type, as the API sends them (sse-starlette sends bytes as they are)."""
     kind: str = event["type"]
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+
+
+DOOR = FrontDoor("responses", (RESPONSES_PATH,), router, openai_error, conversation="input")

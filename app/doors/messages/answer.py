@@ -13,8 +13,8 @@ from app.chat.answer_parts import AnswerPart, answer_parts
 from app.chat.service import ChatReply
 from app.chat.shown import PersonView
 from app.chat.streaming import CUT_OFF_MESSAGE, SHUTTING_DOWN
-from app.doors.errors import anthropic_error
-from app.doors.messages_blocks import MessageBlocks
+from app.doors.messages.blocks import MessageBlocks
+from app.doors.messages.errors import anthropic_error
 from app.openai.errors import GatewayError, Overloaded
 
 log = structlog.get_logger("toolbridge.messages")

@@ -5,7 +5,7 @@ hints for Anthropic's own service, which change nothing a local model answers, a
 
 from typing import Any
 
-from app.doors.messages_content import chat_messages, invalid
+from app.doors.messages.content import chat_messages, invalid
 
 # Anthropic's service's own knobs: caching, billing, routing, attribution, server-side context editing, top_k
 # (which the chat API has no word for). Left out: a local model answers the same without them.
