@@ -72,6 +72,11 @@ class Catalogue:
     def route(self, name: str) -> ToolRoute | None:
         return self.routes.get(name)
 
+    def servers(self) -> dict[str, str]:
+        """Each tool's server, by the tool's name, in the order offered."""
+        return {name: self.routes[name].server for tool in self.openai_tools
+                if (name := tool["function"]["name"]) in self.routes}
+
     def reader_of(self, server: str) -> str | None:
         """The name of the tool that reads the server's resources, if it is offered."""
         return next((name for name, route in self.routes.items() if route.reads_resources and route.server == server),

@@ -60,6 +60,16 @@ def without_traces(messages: list[dict[str, Any]]) -> RestoredHistory:
 INSTRUCTING = frozenset({"system", "developer"})
 
 
+def with_instructions(messages: list[dict[str, Any]], *hints: str | None) -> list[dict[str, Any]]:
+    """The history with its instructions in one system message first (`one_system_message`), and each hint that
+    is given added to it (`with_system_hint`), in order."""
+    messages = one_system_message(messages)
+    for hint in hints:
+        if hint:
+            messages = with_system_hint(messages, hint)
+    return messages
+
+
 def one_system_message(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The history with every system and developer message joined, in order and a blank line apart, into one
     system message first; the history itself when it has at most one, already first and `system`."""
