@@ -31,7 +31,7 @@ class Waiting:
     operators: list[str] = field(default_factory=list)
 
 
-def sign_in_notes(sign_ins: SignInWaits | None, options: LoopOptions, messages: Sequence[dict[str, Any]],
+def sign_in_notes(sign_ins: SignInWaits | None, options: LoopOptions, messages: Sequence[dict[str, object]],
                   base_url: Callable[[], str]) -> tuple[str | None, str]:
     """What a request says of the servers it mounts that wait for a sign-in: the model's note (`model_note`) and
     the person's lines (`sign_in_lines`); None and "" when none waits, so that other requests are unchanged."""
