@@ -71,7 +71,7 @@ AUDIT: dict[str, Callable[[], tuple[str, bytes]]] = {
     "S5 ollama: one 30 MB image": lambda: _ollama(messages=[{**USER, "images": [_png(30)]}]),
     "S5 ollama: 2,000 images": lambda: _ollama(messages=[{**USER, "images": [_png(0.02)] * 2000}]),
 }
-# Just under what one request may carry (app/api/request_bounds.py): 10,000 messages, 20,000 content parts, 2,000
+# Just under what one request may carry (app/api/chat_body.py): 10,000 messages, 20,000 content parts, 2,000
 # tools, 250,000 JSON values, each in the shape that costs the gateway the most.
 def _chat(**fields: object) -> tuple[str, bytes]:
     return "/v1/chat/completions", _body({"model": "m", **fields})

@@ -1,5 +1,6 @@
-"""The size rules of docs/architecture.md: no function in app/ over 40 lines and no module over 300, so each
-stays readable in one screen; ruff's C901 keeps McCabe complexity at 15 or less (pyproject.toml)."""
+"""The size rules of docs/development.md: no function in app/ over 40 lines, so each stays readable in one screen;
+ruff's C901 keeps McCabe complexity at 15 or less (pyproject.toml). A module's ~300 lines are a guide, not a cut
+line (issue 46: modules cut where the ruler fell alternated in every request); past 450 it holds two concerns."""
 
 import ast
 from pathlib import Path
@@ -9,7 +10,7 @@ import pytest
 APP = Path(__file__).parent.parent / "app"
 MODULES = sorted(APP.rglob("*.py"))
 MAX_FUNCTION_LINES = 40
-MAX_MODULE_LINES = 300
+MAX_MODULE_LINES = 450
 
 
 def _functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -28,7 +29,7 @@ def test_no_function_is_longer_than_40_lines(module: Path) -> None:
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda path: str(path.relative_to(APP.parent)))
-def test_no_module_is_longer_than_300_lines(module: Path) -> None:
+def test_no_module_is_longer_than_450_lines(module: Path) -> None:
     assert len(module.read_text().splitlines()) <= MAX_MODULE_LINES
 
 

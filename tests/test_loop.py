@@ -71,6 +71,10 @@ class Tools:
     def server_of(self, name: str) -> str | None:
         return "web" if name == "fetch" else None
 
+    def servers(self) -> dict[str, str]:
+        return {name: server for tool in self.openai_tools
+                if (server := self.server_of(name := tool["function"]["name"])) is not None}
+
     async def call_tool(self, name: str, arguments: str, on_progress: Any = None, answers: Any = None) -> Outcome:
         self.calls.append((name, arguments))
         for done in self.progress:

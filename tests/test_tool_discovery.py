@@ -218,6 +218,10 @@ class Catalogue:
     def server_of(self, name: str) -> str | None:
         return name.split("__")[0] if any(t["function"]["name"] == name for t in self.openai_tools) else None
 
+    def servers(self) -> dict[str, str]:
+        return {name: server for tool in self.openai_tools
+                if (server := self.server_of(name := tool["function"]["name"])) is not None}
+
 
 @pytest.mark.parametrize(("arguments", "found"), [
     ('{"need": "the weather"}', ["s0__weather_0", "s2__weather_8"]),

@@ -11,7 +11,7 @@ from fastapi import Depends, Request
 
 from app.access import EVERYTHING, KeyRing, KeyScope
 from app.access import presented_key as bearer_or_header_key
-from app.api.guard_checks import basic_password
+from app.api.guard import basic_password
 from app.chat.images import ImageStore
 from app.chat.memory import MemoryStores, memory_owner
 from app.mcp import KeyView, McpPool

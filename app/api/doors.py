@@ -41,7 +41,7 @@ T = TypeVar("T")
 async def read_body(raw: Request, read: Callable[[bytes, str | None], T]) -> T:
     """What `read` makes of the request's body and content type. A body past OFF_LOOP_BYTES is read in a worker
     thread: parsing, checking and translating it take the GIL value by value there, so the event loop answers
-    other requests in between (one long C call does not let it: hence the bounds of request_bounds.py)."""
+    other requests in between (one long C call does not let it: hence the bounds of chat_body.py)."""
     return await _off_loop(len(body := await raw.body()) > OFF_LOOP_BYTES, read, body, raw.headers.get("content-type"))
 
 
@@ -68,7 +68,7 @@ async def answer(raw: Request, door: Door, chat_body: dict[str, Any]) -> tuple[C
 
     Raises:
         InvalidRequest: the door made a chat body the wire model refuses (what it could not translate), or one
-            that carries more than a request may (request_bounds.py).
+            that carries more than a request may (chat_body.py).
         GatewayError: as answer_chat's.
     """
     settings: Settings = raw.state.settings

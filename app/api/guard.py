@@ -21,10 +21,13 @@ to another origin without asking it first (a CORS preflight, which only listed o
 `text/plain` form or a `no-cors` fetch from any page is sent without asking. The status streams
 (`/ui/events`) live as long as the page is open: they have their own small bound, not the requests' slots.
 
-The checks that need only strings (Host, Origin, content type, declared size) are in app/api/guard_checks.py.
+The checks that need only strings (Host, Origin, content type, declared size, Basic credentials) are pure
+functions below the constants: strings in, a verdict out, tested by tables.
 """
 
 import asyncio
+import base64
+import ipaddress
 from typing import NoReturn
 from urllib.parse import urlsplit
 
@@ -35,24 +38,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.access import CURRENT_SCOPE, EVERYTHING, NOBODY, KeyRing, KeyScope, presented_key
 from app.access.presented import ANTHROPIC_KEY_HEADER
-from app.api.guard_checks import (
-    READ_ONLY_METHODS,
-    basic_password,
-    bind_address,
-    content_type_refusal,
-    declared_too_large,
-    for_the_page,
-    host_name,
-    is_loopback,
-    may_change_things,
-    too_large,
-)
 from app.chat.shown import ROUTE as IMAGES_ROUTE
 from app.doors.door import door_for
 from app.openai.errors import (
     AuthenticationFailed,
+    BodyTooLarge,
     Forbidden,
     GatewayError,
+    InvalidRequest,
     Overloaded,
     RequestTimeout,
 )
@@ -68,6 +61,102 @@ BODY_FAILURE = "toolbridge.body_failure"  # scope key: why the body could not be
 OVERLOADED_RETRY_AFTER = "1"
 STATUS_STREAMS = frozenset({"/ui/events"})  # open as long as a status page is: bounded apart from requests
 MAX_STATUS_STREAMS = 16
+
+
+# ---------------------------------------------------------------- the pure checks
+
+# Methods that change nothing here; a request with any other may change something.
+READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Origins desktop apps and browser extensions send (Electron: file:// or a custom app://; Tauri: tauri://).
+# A web page never has one of these; it has an http(s) origin or the opaque `null`.
+DESKTOP_SCHEMES = frozenset({"app", "file", "tauri", "vscode-webview", "chrome-extension", "moz-extension",
+                             "safari-web-extension", "capacitor"})
+_ANY_ADDRESS = frozenset({"", "0.0.0.0", "::", "[::]"})
+
+
+def may_change_things(origin: str, on_the_page: bool) -> bool:
+    """Whether a request from `origin` may change something. http(s) origins were checked already; desktop
+    apps' schemes may; unknown schemes may not. The opaque `null` (sandboxed frames, local files) may not on
+    the status page, which no app uses; on the API it is what some desktop apps send, and a page's request
+    must be JSON there, which a browser sends from `null` only when a CORS preflight allowed it."""
+    if origin.strip() == "null":
+        return not on_the_page
+    scheme, colon, _ = origin.strip().partition(":")
+    return bool(colon) and scheme.lower() in DESKTOP_SCHEMES | {"http", "https"}
+
+
+def content_type_refusal(
+    content_type: str | None, authorization: str, x_api_key: str | None = None
+) -> GatewayError | None:
+    """None for a POST declared JSON, or sent with a bearer key or an `x-api-key` header (a browser page can send
+    neither to another origin without a preflight; SDKs upload files as multipart with their key); else why not."""
+    if content_type is not None and is_json(content_type):
+        return None
+    if authorization[:7].lower() == "bearer " or x_api_key is not None:
+        return None
+    return InvalidRequest(
+        "The request body must be JSON: send the header 'Content-Type: application/json' (also on a POST "
+        "without a body).",
+        code="invalid_content_type",
+    )
+
+
+def is_json(content_type: str) -> bool:
+    """application/json or application/*+json, with any parameters."""
+    media_type = content_type.partition(";")[0].strip().lower()
+    return media_type == "application/json" or (media_type.startswith("application/") and media_type.endswith("+json"))
+
+
+def declared_too_large(content_length: str | None, max_body: int) -> bool:
+    """Whether a Content-Length header declares more than `max_body` bytes. ASCII digits only, as HTTP
+    writes them: "²" passes isdigit() and then fails int()."""
+    return content_length is not None and content_length.isascii() and content_length.isdigit() \
+        and int(content_length) > max_body
+
+
+def for_the_page(path: str) -> bool:
+    return path == "/" or path.startswith("/ui/")
+
+
+def basic_password(credentials: str) -> str:
+    """The password of HTTP Basic credentials (user:password, base64), or "" when they are malformed."""
+    try:
+        decoded = base64.b64decode(credentials, validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    _user, colon, password = decoded.partition(":")
+    return password if colon else ""
+
+
+def is_loopback(name: str) -> bool:
+    """localhost, *.localhost (RFC 6761: always loopback, nobody can own it), or a loopback address."""
+    name = name.lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(host: str) -> str:
+    """The name of a Host header, without its port: `[::1]:8000` -> `::1`, `Example.com:80` -> `example.com`."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def bind_address(host: str) -> frozenset[str]:
+    """The address the gateway was told to listen on, as a Host name it answers to; none for any address."""
+    return frozenset() if host in _ANY_ADDRESS else frozenset({host.lower().strip("[]")})
+
+
+def too_large(limit: int) -> BodyTooLarge:
+    return BodyTooLarge(f"The request body is larger than {limit} bytes (TOOLBRIDGE_MAX_BODY_BYTES).")
+
+
+# ---------------------------------------------------------------- the middlewares
 
 
 class BrowserGuard:

@@ -41,7 +41,14 @@ import structlog
 
 from app.chat.approvals import Reply
 from app.chat.context_budget import CHARS_PER_TOKEN, fit_restored
-from app.chat.memory_entry import ANSWERED, GATEWAY_REPLY, bounded_entry, decode_all, read_room, rough_chars
+from app.chat.memory_entry import (
+    ANSWERED,
+    GATEWAY_REPLY,
+    MAX_ENTRY_BYTES,
+    bounded_entry,
+    decode_all,
+    rough_chars,
+)
 from app.chat.memory_keys import ROOT, ConversationKeys, Lookups, memory_owner, normal
 from app.chat.memory_restore import rewrite_history
 from app.chat.ports import InputNeeded, RestoredHistory, WaitingTurn
@@ -104,7 +111,7 @@ class ConversationMemory:
         context_chars = None
         if context_tokens is not None and lookups and self._stores is not None:
             context_chars = await context_tokens() * CHARS_PER_TOKEN
-        room = read_room(context_chars)
+        room = _read_room(context_chars)
         found = await self._find(lookups, room)
         entries = await decode_all({key: found[key] for key, _ in lookups.values() if found.get(key)})
         history, no_room = await _off_loop(long, rewrite_history, messages, lookups, found, entries, self._recorded)
@@ -150,8 +157,8 @@ class ConversationMemory:
         entry = await bounded_entry(rounds, {"content": final_content}, [], prompt, self._shorten)
         if entry is None:
             return
-        await self._put(self._stores.turns, {self._keys.turn(self._chain, text): entry,
-                                             self._keys.answer(text): ANSWERED})
+        turn_key, answer_key = self._keys.answered_turn(self._chain, text)
+        await self._put(self._stores.turns, {turn_key: entry, answer_key: ANSWERED})
 
     async def remember_mixed_turn(
         self, rounds: list[dict[str, Any]], assistant: dict[str, Any], results: list[dict[str, Any]],
@@ -288,6 +295,12 @@ class ConversationMemory:
         except StateStoreError as exc:
             log.warning("memory_unavailable", store=store.kind, error=str(exc),
                         consequence="this turn's tool calls will not be restored later")
+
+
+def _read_room(context_chars: int | None) -> int:
+    """How many bytes of entries a restore reads: what the model's context could hold, at least one whole
+    entry (without a context size, just that)."""
+    return MAX_ENTRY_BYTES if context_chars is None else max(MAX_ENTRY_BYTES, context_chars)
 
 
 def _long(messages: list[dict[str, Any]]) -> bool:

@@ -29,12 +29,6 @@ SHORTEST_RESULT_CHARS = 1000  # what a result shortened to fit an entry keeps at
 DECODE_INLINE_BYTES = 64 * 1024  # found entries past this size are decoded in a worker thread, off the loop
 
 
-def read_room(context_chars: int | None) -> int:
-    """How many bytes of entries a restore reads: what the model's context could hold, at least one whole
-    entry (without a context size, just that)."""
-    return MAX_ENTRY_BYTES if context_chars is None else max(MAX_ENTRY_BYTES, context_chars)
-
-
 async def bounded_entry(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]],
                         prompt: Sequence[dict[str, Any]], shorten: Shorten,
                         waiting: dict[str, Any] | None = None) -> bytes | None:

@@ -75,12 +75,16 @@ class ConversationKeys:
             if role == "assistant":
                 ids = call_ids(message)
                 lookups[index] = ((self.mixed(chain, ids), None) if ids
-                                  else (self.turn(chain, text), self.answer(text)))
+                                  else self.answered_turn(chain, text))
             chain = digest(chain, role, text)
         return lookups, chain
 
     def turn(self, chain: str, text: bytes) -> str:
         return "turn:" + digest(self._scope, chain, text)
+
+    def answered_turn(self, chain: str, text: bytes) -> tuple[str, str]:
+        """The two keys a turn that answered is kept under: its entry's (`turn`) and its answer's (`answer`)."""
+        return self.turn(chain, text), self.answer(text)
 
     def answer(self, text: bytes) -> str:
         return "answer:" + digest(self._scope, text)

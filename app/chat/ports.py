@@ -104,6 +104,11 @@ class RequestTools(Protocol):
         """The name of the MCP server the tool belongs to, as mcp.json names it; None for an unknown name."""
         ...
 
+    def servers(self) -> dict[str, str]:
+        """Each offered tool's MCP server (`server_of`), by the tool's name, in the order offered: asked once for
+        the whole list."""
+        ...
+
 
 @dataclass(frozen=True)
 class ToolSelection:

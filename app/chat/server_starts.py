@@ -54,11 +54,12 @@ async def await_starting(servers: ServerStarts, selection: ToolSelection, second
     """Waits for the servers still starting whose tools `selection` may offer, until each has been starting for
     `seconds` (counted from its start, not the chat's: an `npx` server that takes a minute delays the chats of its
     first `seconds` only); those of them not ready then, and why (none: nothing was starting, or all got ready)."""
-    states, ages = servers.server_states(), servers.starting_for()
+    states = servers.server_states()
     waited = [name for name, state in states.items()
               if state == STARTING and _may_offer(name, selection, states.keys())]
-    if not waited:
+    if not waited:  # the usual chat: the servers' ages are not asked for
         return []
+    ages = servers.starting_for()
     left = max(seconds - ages.get(name, 0.0) for name in waited)
     if left > 0:
         log.info("chat_waits_for_mcp_servers", servers=waited, at_most_seconds=round(left, 1))

@@ -18,7 +18,7 @@ from app.chat.memory import MemoryStores
 from app.chat.ports import ChatModel, LoopOptions, RequestStats, SignInWaits, ToolPool
 from app.chat.server_starts import NotReady, ServerStarts, await_starting
 from app.chat.shown import PersonView
-from app.chat.sign_in_notice import model_note, servers_waiting, sign_in_lines
+from app.chat.sign_in_notice import sign_in_notes
 from app.chat.slash_commands import Answer, Expansion, PromptSource, answered, read_command, run_command
 from app.chat.streaming import collect_completion, stream_payloads
 from app.chat.toolsets import HEADER as TOOLS_HEADER
@@ -91,10 +91,9 @@ async def answer_chat(body: dict[str, Any], request: ChatCompletionRequest, need
     else:
         if outcome is not None:  # the prompt's messages stand in for the slash line
             options = replace(options, prompt_messages=outcome.messages)
-        waiting = servers_waiting(needs.sign_ins, options)
-        if note := model_note(waiting):
+        note, notice = sign_in_notes(needs.sign_ins, options, body["messages"], needs.base_url)
+        if note:
             options = replace(options, sign_in_note=note)
-            notice = sign_in_lines(waiting, body["messages"], needs.base_url)
         events = run_tool_loop(body, needs.upstream, needs.pool, options, stats=needs.stats, memory=memory)
     await _accepted(events)
     return ChatReply(_told(missing, events) if missing else events, request.model, request.include_usage, trace,

@@ -31,6 +31,17 @@ class Waiting:
     operators: list[str] = field(default_factory=list)
 
 
+def sign_in_notes(sign_ins: SignInWaits | None, options: LoopOptions, messages: Sequence[dict[str, object]],
+                  base_url: Callable[[], str]) -> tuple[str | None, str]:
+    """What a request says of the servers it mounts that wait for a sign-in: the model's note (`model_note`) and
+    the person's lines (`sign_in_lines`); None and "" when none waits, so that other requests are unchanged."""
+    waiting = servers_waiting(sign_ins, options)
+    note = model_note(waiting)
+    if note is None:
+        return None, ""
+    return note, sign_in_lines(waiting, messages, base_url)
+
+
 def servers_waiting(sign_ins: SignInWaits | None, options: LoopOptions) -> Waiting:
     """The caller's servers waiting for a sign-in that this request mounts: none when it offers no MCP tools
     (a background task), nor one its user switched off for this chat."""

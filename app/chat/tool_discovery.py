@@ -84,6 +84,9 @@ class FindingTools:
     def server_of(self, name: str) -> str | None:
         return self.narrowed.server_of(name)
 
+    def servers(self) -> dict[str, str]:
+        return self.narrowed.servers()
+
     def find(self, arguments: str) -> Answer:
         """The tools that best match the need; offered (and callable) from the next round on."""
         need = _need(arguments)

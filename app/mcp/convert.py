@@ -72,6 +72,17 @@ class Catalogue:
     def route(self, name: str) -> ToolRoute | None:
         return self.routes.get(name)
 
+    def servers(self) -> dict[str, str]:
+        """Each tool's server, by the tool's name, in the order offered."""
+        return {name: self.routes[name].server for tool in self.openai_tools
+                if (name := tool["function"]["name"]) in self.routes}
+
+    def routed(self, name: str) -> tuple[ToolRoute, str | None] | None:
+        """A call's route and the reader of its server's resources (`route`, `reader_of`) at once; None for a name
+        the catalogue does not offer."""
+        route = self.routes.get(name)
+        return None if route is None else (route, self.reader_of(route.server))
+
     def reader_of(self, server: str) -> str | None:
         """The name of the tool that reads the server's resources, if it is offered."""
         return next((name for name, route in self.routes.items() if route.reads_resources and route.server == server),

@@ -3,7 +3,7 @@
 runs the calls, each named as in this request's catalogue."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app.chat.ports import ProgressReport, ToolAnswers
@@ -24,10 +24,11 @@ class PinnedTools:
 
     pool: ToolRunner
     catalogue: Catalogue
+    # The catalogue's, kept as a field: the loop reads it several times a round, a property call each time.
+    openai_tools: Sequence[dict[str, Any]] = field(init=False, repr=False, compare=False)
 
-    @property
-    def openai_tools(self) -> Sequence[dict[str, Any]]:
-        return self.catalogue.openai_tools
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "openai_tools", self.catalogue.openai_tools)
 
     async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None,
                         answers: ToolAnswers | None = None) -> ToolOutcome:
@@ -43,3 +44,6 @@ class PinnedTools:
     def server_of(self, name: str) -> str | None:
         route = self.catalogue.route(name)
         return None if route is None else route.server
+
+    def servers(self) -> dict[str, str]:
+        return self.catalogue.servers()

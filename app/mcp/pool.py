@@ -212,14 +212,14 @@ class McpPool:
         call again with the person's answers to the questions it came back with. Every failure comes back as
         an error outcome for the model, never raised."""
         catalogue = self._catalogue if catalogue is None else catalogue
-        route = catalogue.route(name)
-        if route is None:
+        routed = catalogue.routed(name)
+        if routed is None:
             unknown = unknown_tool(name, catalogue.similar(name), self._options.rendering)
             if self._on_tool_call is not None:  # no server: "my model calls a tool that is not there"
                 self._on_tool_call(call_record(None, name, unknown, 0.0, arguments))
             return unknown.outcome
-        call = McpCall(route, self._options.rendering, on_progress, reader=catalogue.reader_of(route.server),
-                       answers=answers)
+        route, reader = routed
+        call = McpCall(route, self._options.rendering, on_progress, reader=reader, answers=answers)
         supervisor = self._supervisors.get(route.server)
         if supervisor is None:  # a request from before a reload that removed the server
             removed = f"MCP server '{route.server}' was removed from the config."

@@ -7,8 +7,9 @@ import pytest
 from starlette.datastructures import Headers
 
 from app.access import EVERYTHING, KeyRing
-from app.api.guard import AdmissionGuard, BrowserGuard
-from app.api.guard_checks import (
+from app.api.guard import (
+    AdmissionGuard,
+    BrowserGuard,
     basic_password,
     bind_address,
     content_type_refusal,

@@ -8,9 +8,16 @@ from typing import Any
 
 import pytest
 
-from app.api import request_bounds
-from app.api.chat_body import parse_chat_body
-from app.api.request_bounds import MAX_MESSAGES, MAX_PARTS, MAX_TOOLS, MAX_VALUES, check_carried, values_past
+from app.api import chat_body
+from app.api.chat_body import (
+    MAX_MESSAGES,
+    MAX_PARTS,
+    MAX_TOOLS,
+    MAX_VALUES,
+    check_carried,
+    parse_chat_body,
+    values_past,
+)
 from app.openai.errors import InvalidRequest
 
 
@@ -43,7 +50,7 @@ def test_values_are_counted_outside_strings(body: bytes, count: int) -> None:
 @pytest.mark.parametrize("slice_bytes", [1, 2, 3, 7, 64])
 def test_the_count_is_the_same_in_slices_of_any_size(monkeypatch: pytest.MonkeyPatch, slice_bytes: int) -> None:
     """Slices end anywhere but inside an escape: past a run of backslashes and the character after it."""
-    monkeypatch.setattr(request_bounds, "_SLICE", slice_bytes)
+    monkeypatch.setattr(chat_body, "_SLICE", slice_bytes)
     words = ["a,b", "[x]", '"', "\\", '\\"', "{,}", "é", ""]
     generator = random.Random(43)
 

@@ -6,7 +6,7 @@ loop, so every other request, /health included, waited 7.8 to 10.8 s, on each of
 would hold it six times as long.
 
 Here the same bodies are sent by each door's official client, and refused with a 400 in the door's own shape that
-says what is carried and the bound (app/api/request_bounds.py), while /health goes on being answered; one more
+says what is carried and the bound (app/api/chat_body.py), while /health goes on being answered; one more
 message, content part or tool than a request carries is refused naming it. A body that is taken is read, and a
 long history keyed and rewritten, off the event loop: a /health sent while that work is held is answered at once.
 How long /health waits is measured by bench/hostile_doors.py, not here.
@@ -28,7 +28,7 @@ import openai
 import orjson
 import pytest
 
-from app.api.request_bounds import MAX_MESSAGES, MAX_PARTS, MAX_TOOLS, MAX_VALUES
+from app.api.chat_body import MAX_MESSAGES, MAX_PARTS, MAX_TOOLS, MAX_VALUES
 from app.chat import memory
 from app.chat.memory_keys import ConversationKeys
 from tests.conftest import Gateway, running_gateway

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+import app.chat.memory
 import app.chat.memory_entry
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
@@ -150,6 +151,7 @@ def test_a_restore_reads_only_the_newest_turns_the_context_can_hold(
 ) -> None:
     # So three 30 KB turns pass what a restore reads (the entry bound is also the least a restore reads).
     monkeypatch.setattr(app.chat.memory_entry, "MAX_ENTRY_BYTES", 40_000)
+    monkeypatch.setattr(app.chat.memory, "MAX_ENTRY_BYTES", 40_000)  # the restore's reading room (_read_room)
     with running_gateway(tmp_path, SERVERS, ready=["bulky"], upstream_url=f"{upstream.url}/v1", tool_trace="off",
                          context_tokens=4000, max_result_chars=50_000) as gateway:
         client = gateway.client()

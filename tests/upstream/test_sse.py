@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.upstream.sse import EventBatcher
+from app.upstream.chunks import EventBatcher
 
 
 @pytest.mark.parametrize(

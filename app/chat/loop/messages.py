@@ -60,19 +60,23 @@ def without_traces(messages: list[dict[str, Any]]) -> RestoredHistory:
 INSTRUCTING = frozenset({"system", "developer"})
 
 
-def one_system_message(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_instructions(messages: list[dict[str, Any]], *hints: str | None) -> list[dict[str, Any]]:
     """The history with every system and developer message joined, in order and a blank line apart, into one
-    system message first; the history itself when it has at most one, already first and `system`."""
+    system message first (the history itself when it has at most one, already first and `system`), and each hint
+    that is given added to it (`with_system_hint`), in order."""
     found = [index for index, message in enumerate(messages) if message.get("role") in INSTRUCTING]
-    if not found or (found == [0] and messages[0]["role"] == "system"):
-        return messages
-    parts: list[dict[str, Any]] = []
-    for index in found:
-        own = _parts(messages[index].get("content"))
-        parts += [{"type": "text", "text": "\n\n"}, *own] if parts and own else own
-    text_only = all(part.get("type") == "text" for part in parts)
-    system = {"role": "system", "content": "".join(part["text"] for part in parts) if text_only else parts}
-    return [system, *(message for message in messages if message.get("role") not in INSTRUCTING)]
+    if found and not (found == [0] and messages[0]["role"] == "system"):
+        parts: list[dict[str, Any]] = []
+        for index in found:
+            own = _parts(messages[index].get("content"))
+            parts += [{"type": "text", "text": "\n\n"}, *own] if parts and own else own
+        text_only = all(part.get("type") == "text" for part in parts)
+        system = {"role": "system", "content": "".join(part["text"] for part in parts) if text_only else parts}
+        messages = [system, *(message for message in messages if message.get("role") not in INSTRUCTING)]
+    for hint in hints:
+        if hint:
+            messages = with_system_hint(messages, hint)
+    return messages
 
 
 def _parts(content: Any) -> list[dict[str, Any]]:
@@ -84,7 +88,7 @@ def _parts(content: Any) -> list[dict[str, Any]]:
 def with_system_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
     """The hint added once: to the client's own system message if it has one, else as a new one first."""
     first = messages[0] if messages else {}
-    if first.get("role") == "system":  # one_system_message made the instructions one system message first
+    if first.get("role") == "system":  # with_instructions made the instructions one system message first
         content = first.get("content")
         if isinstance(content, str):
             if hint in content:

@@ -9,7 +9,7 @@ from app.chat.context_budget import prompt_allowance
 from app.chat.loop.asking import held_round
 from app.chat.loop.decision import CallKey
 from app.chat.loop.held import Held
-from app.chat.loop.messages import first_request, one_system_message, rounds, with_system_hint, without_traces
+from app.chat.loop.messages import first_request, rounds, with_instructions, without_traces
 from app.chat.ports import (
     ChatUpstream,
     LoopOptions,
@@ -81,9 +81,7 @@ async def _within_budget(
     """The MCP tools and client tools to offer: all of them, unless the tool budget leaves some out."""
     choice = None
     if options.tool_budget is not None and mcp_tools.openai_tools:
-        servers = {name: server for tool in mcp_tools.openai_tools
-                   if (server := mcp_tools.server_of(name := tool["function"]["name"])) is not None}
-        choice = await options.tool_budget(messages, mcp_tools.openai_tools, client_tools, servers)
+        choice = await options.tool_budget(messages, mcp_tools.openai_tools, client_tools, mcp_tools.servers())
     if (finding := find_tools_offer(options.find_tools, messages, mcp_tools, client_tools, choice)) is not None:
         stats.tools_withheld, choice, mcp_tools = finding.behind, None, finding
     if choice is not None:
@@ -107,12 +105,7 @@ async def _first_messages(
     if memory is not None and history.restored_results and options.context_tokens is not None:
         allowance = prompt_allowance(await options.context_tokens(), body, request.get("tools") or [])
         messages = memory.fit(history, allowance)
-    messages = one_system_message(messages)
-    if options.system_hint and mcp_tools.openai_tools:
-        messages = with_system_hint(messages, options.system_hint)
-    if options.sign_in_note:
-        messages = with_system_hint(messages, options.sign_in_note)
-    return messages
+    return with_instructions(messages, options.system_hint if mcp_tools.openai_tools else None, options.sign_in_note)
 
 
 def _tool_names(tools: list[dict[str, Any]]) -> set[str]:
