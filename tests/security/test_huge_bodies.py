@@ -96,8 +96,10 @@ def probing_health(gateway: Gateway, work: Callable[[], Any]) -> tuple[Any, list
 
     def probe() -> None:
         with httpx.Client(timeout=120) as client:
-            while not done.is_set():
+            while True:  # at least one, even when the work ends before the first probe is sent
                 statuses.append(client.get(f"{gateway.url}/health").status_code)
+                if done.is_set():
+                    return
 
     prober = threading.Thread(target=probe)
     prober.start()
