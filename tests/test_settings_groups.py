@@ -5,7 +5,7 @@ import os
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic_settings import CliApp
 
 from app.cli import CommandLine
@@ -77,3 +77,11 @@ def test_the_groups_defaults_are_the_flat_defaults() -> None:
         return settings.model_dump(mode="json")
 
     assert values(Settings.load(_env_file=None)) == values(Settings())
+
+
+@pytest.mark.parametrize("given", [{"upstream_url": "http://127.0.0.1:9/v1"}, {"upstream": {"uri": "http://x/v1"}}])
+def test_a_name_the_settings_do_not_have_is_refused_not_dropped(given: dict[str, Any]) -> None:
+    # A flat name given to the grouped model (`Settings(upstream_url=...)`) was silently ignored: the default
+    # upstream was used and nothing said so (bench/module_trace.py started no server because of it).
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        Settings.model_validate(given)

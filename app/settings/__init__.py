@@ -5,12 +5,13 @@ its group: the upstream's, the state store's, the server's."""
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 # A leaf: nothing from app but its groups, vocabularies and checks, so reading a setting imports no SDK and no
 # HTTP client.
 from app.settings.access import AccessSettings
 from app.settings.approvals import ApprovalSettings
+from app.settings.checks import Group
 from app.settings.flat import FLAT_NAMES, FlatSettings, FlatSettingsBase, field_of, grouped, with_every_setting
 from app.settings.mcp import McpSettings
 from app.settings.ops import OpsSettings
@@ -28,7 +29,7 @@ __all__ = [
 ]
 
 
-class Settings(BaseModel):
+class Settings(Group):
     """Gateway settings in groups. Read them with `Settings.load()` (the environment and .env, and flat names
     given in code) and pass them to `create_app`; nothing reads a global."""
 

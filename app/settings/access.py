@@ -1,11 +1,11 @@
 """The access group: the client keys the gateway takes (its callers' sign-in), and what may be read without one."""
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import Field, SecretStr
 
-from app.settings.checks import ClientKeys, PathsText, items
+from app.settings.checks import ClientKeys, Group, PathsText, items
 
 
-class AccessSettings(BaseModel):
+class AccessSettings(Group):
     """TOOLBRIDGE_API_KEYS, TOOLBRIDGE_KEYS_FILE and TOOLBRIDGE_METRICS_PUBLIC."""
 
     api_keys: ClientKeys = Field(

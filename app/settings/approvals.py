@@ -1,11 +1,12 @@
 """The approvals group: which MCP tool calls wait for the person's yes, and how long a question waits."""
 
-from pydantic import BaseModel, Field, PositiveFloat
+from pydantic import Field, PositiveFloat
 
+from app.settings.checks import Group
 from app.settings.vocabularies import ConfirmPolicy
 
 
-class ApprovalSettings(BaseModel):
+class ApprovalSettings(Group):
     """TOOLBRIDGE_CONFIRM and TOOLBRIDGE_CONFIRM_TIMEOUT."""
 
     confirm: ConfirmPolicy = Field(

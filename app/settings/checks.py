@@ -9,9 +9,17 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BeforeValidator, SecretStr
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, SecretStr
 
 from app.settings.vocabularies import parse_state_url
+
+
+class Group(BaseModel):
+    """A group of settings (and the whole): a name it does not have is an error, never silently dropped (a setting
+    given by its flat name, `Settings(upstream_url=...)`, would otherwise be ignored and the default used)."""
+
+    model_config = ConfigDict(extra="forbid")
+
 
 _TOOLSET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 

@@ -1,11 +1,11 @@
 """The MCP group: the mcp.json files, and how the gateway starts, calls and listens to the servers they list."""
 
-from pydantic import BaseModel, Field, NonNegativeFloat, PositiveFloat
+from pydantic import Field, NonNegativeFloat, PositiveFloat
 
-from app.settings.checks import PathsText
+from app.settings.checks import Group, PathsText
 
 
-class McpSettings(BaseModel):
+class McpSettings(Group):
     """TOOLBRIDGE_MCP_*, the tool calls' time limits, reloads, sampling, resources and prompts."""
 
     config: PathsText = Field(

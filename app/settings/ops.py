@@ -2,12 +2,12 @@
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from app.settings.checks import LogLevel
+from app.settings.checks import Group, LogLevel
 
 
-class OpsSettings(BaseModel):
+class OpsSettings(Group):
     """TOOLBRIDGE_UI_SHOW_VALUES, TOOLBRIDGE_OTEL and TOOLBRIDGE_LOG_*."""
 
     ui_show_values: bool = Field(

@@ -1,11 +1,11 @@
 """The server group: where the gateway listens, the address people reach it at, and what one request may take."""
 
-from pydantic import BaseModel, Field, NonNegativeFloat, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
-from app.settings.checks import WebAddress, items
+from app.settings.checks import Group, WebAddress, items
 
 
-class ServerSettings(BaseModel):
+class ServerSettings(Group):
     """TOOLBRIDGE_HOST, _PORT, _PUBLIC_URL, the browser guards and a request's bounds."""
 
     host: str = Field(default="127.0.0.1", description="Address to bind. Keep 127.0.0.1 unless you set API keys.")

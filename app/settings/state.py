@@ -1,13 +1,13 @@
 """The state group: where conversation memory and the sign-in tokens are kept, their bounds, and the gateway's
 secret that encrypts and seals them."""
 
-from pydantic import BaseModel, Field, PositiveFloat
+from pydantic import Field, PositiveFloat
 
-from app.settings.checks import FernetKey, StateUrl
+from app.settings.checks import FernetKey, Group, StateUrl
 from app.settings.vocabularies import default_state_url
 
 
-class StateSettings(BaseModel):
+class StateSettings(Group):
     """TOOLBRIDGE_STATE_* and TOOLBRIDGE_TOKEN_KEY."""
 
     url: StateUrl = Field(

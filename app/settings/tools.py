@@ -3,16 +3,16 @@ tool work and its images are shown to people."""
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 
-from app.settings.checks import Toolsets
+from app.settings.checks import Group, Toolsets
 from app.settings.vocabularies import PrefixMode, ProfileSetting, ResultFormat, ToolDiscovery, TraceMode
 
 TOOL_BUDGET_DEFAULT = 24  # the smallest that left the eval's 22 tools whole: below it both models lost tasks
 MIN_MCP_TOOLS_DEFAULT = 4  # the eval's Open WebUI tasks at an 8k context: 4 passed 6/11, 8 passed 4/11 (docs/eval.md)
 
 
-class ToolSettings(BaseModel):
+class ToolSettings(Group):
     """The tool loop's rounds, the tools' names and schemas, the budget, results, the trace and images."""
 
     max_tool_rounds: PositiveInt = Field(

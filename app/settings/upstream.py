@@ -2,12 +2,13 @@
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, HttpUrl, PositiveFloat, PositiveInt, SecretStr
+from pydantic import Field, HttpUrl, PositiveFloat, PositiveInt, SecretStr
 
+from app.settings.checks import Group
 from app.settings.vocabularies import TransportKind
 
 
-class UpstreamSettings(BaseModel):
+class UpstreamSettings(Group):
     """TOOLBRIDGE_UPSTREAM_*, the model's context and vision."""
 
     url: HttpUrl = Field(
