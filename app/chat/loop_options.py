@@ -9,11 +9,10 @@ from typing import Any
 import structlog
 
 from app.access import presented_key
+from app.chat.clients import chat_id, is_background_task
 from app.chat.memory import ConversationMemory, MemoryStores, memory_owner
-from app.chat.open_webui import chat_id, is_background_task
+from app.chat.offer import Budget, budget_for, choose_within, why_withheld
 from app.chat.ports import ALL_TOOLS, BudgetChoice, LoopOptions, ModelFacts, ToolSelection
-from app.chat.tool_budget import Budget, budget_for, choose_within
-from app.chat.tool_offer import why_withheld
 from app.openai.result_format import RenderOptions, system_hint
 from app.ops.recent_requests import RecentRequests
 from app.settings import Settings

@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from app.chat.approvals import Reply
+from app.chat.asking import Reply
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.result_format import RenderOptions
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.chat.approvals import (
+from app.chat.asking import (
     DECLINED,
     NOT_ANSWERED,
     AskedCall,

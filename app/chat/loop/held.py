@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.chat.loop.events import ToolsRan
+from app.chat.events import ToolsRan
 from app.chat.ports import ImagePart, ToolAnswers
 from app.openai.accumulate import ToolCall
 

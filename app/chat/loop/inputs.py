@@ -12,10 +12,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from app.chat.approvals import too_late
+from app.chat.asking import Accepted, Cancelled, Invalid, answer_for, asked_again, question_for, too_late
 from app.chat.loop.held import Held, NotRun
 from app.chat.ports import InputNeeded, RequestTools, ToolAnswers, ToolOutput, TurnMemory, WaitingTurn
-from app.chat.questions import Accepted, Cancelled, Invalid, answer_for, asked_again, question_for
 from app.openai.accumulate import ToolCall
 from app.openai.schemas import content_text
 

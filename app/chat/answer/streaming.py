@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 
 import structlog
 
-from app.chat.answer_parts import Delta, Ended, answer_parts
-from app.chat.loop import LoopEvent
-from app.chat.shown import PersonView
-from app.chat.trace import TraceMode
+from app.chat.answer.parts import Delta, Ended, answer_parts
+from app.chat.answer.shown import PersonView
+from app.chat.answer.trace import TraceMode
+from app.chat.events import LoopEvent
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.errors import GatewayError, error_envelope
 

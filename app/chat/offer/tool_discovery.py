@@ -18,8 +18,8 @@ from typing import Any
 
 import structlog
 
+from app.chat.offer.tool_budget import budget_for, choose_within
 from app.chat.ports import BudgetChoice, ImagePart, InputNeeded, ProgressReport, RequestTools, ToolAnswers, ToolOutput
-from app.chat.tool_budget import budget_for, choose_within
 from app.openai.result_format import RenderOptions, recorded_result
 
 log = structlog.get_logger("toolbridge.tools")

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from app.chat.answer import SIGN_IN_MARK
 from app.chat.ports import LoopOptions, SignInWaits
-from app.chat.shown import SIGN_IN_MARK
 
 # Where a person signs in (app/api/sign_in_routes.py), under the gateway's base URL; behind the key, like /ui.
 SIGN_IN_PATH = "/ui/servers/{name}/sign-in"

@@ -30,10 +30,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.chat.compact_tools import compact_tool
-from app.chat.context_budget import CHARS_PER_TOKEN, wire_chars
+from app.chat.offer.compact_tools import compact_tool
+from app.chat.offer.context_budget import CHARS_PER_TOKEN, wire_chars
+from app.chat.offer.tool_words import request_words, split_name, stem_all, tool_document
 from app.chat.ports import BudgetChoice
-from app.chat.tool_words import request_words, split_name, stem_all, tool_document
 from app.openai.schemas import content_text
 
 UNLIMITED = 1_000_000  # TOOLBRIDGE_TOOL_BUDGET=0: no count limit; the context's share still holds

@@ -5,9 +5,9 @@ warning, the status page's recent requests)."""
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from app.chat.context_budget import wire_chars
+from app.chat.offer.context_budget import wire_chars
+from app.chat.offer.tool_budget import UNLIMITED, UNLIMITED_CHARS, Budget, choose_within
 from app.chat.ports import BudgetChoice
-from app.chat.tool_budget import UNLIMITED, UNLIMITED_CHARS, Budget, choose_within
 
 
 def why_withheld(choice: BudgetChoice, budget: Budget, client_tools: Sequence[dict[str, Any]]) -> str:
