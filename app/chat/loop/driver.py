@@ -13,7 +13,6 @@ from contextlib import aclosing
 from typing import Any
 
 from app.chat.events import Finished, LoopEvent, RoundBreak, Started, ToolsRan
-from app.chat.loop.asking import waiting_calls
 from app.chat.loop.decision import (
     Action,
     Decision,
@@ -25,6 +24,7 @@ from app.chat.loop.decision import (
     split_calls,
     stopped_note,
 )
+from app.chat.loop.held import waiting_calls
 from app.chat.loop.messages import (
     assistant_message,
     forbid_calls,
@@ -32,9 +32,9 @@ from app.chat.loop.messages import (
     round_messages,
     tool_messages,
 )
-from app.chat.loop.pausing import ask_for_input, ask_person, resume, sees_images
+from app.chat.loop.pausing import ask_for_input, ask_person, resume
 from app.chat.loop.state import LoopState, RoundContext, start_state
-from app.chat.loop.tool_runs import run_tools
+from app.chat.loop.tool_runs import run_tools, sees_images
 from app.chat.offer import offer_found
 from app.chat.ports import ChatUpstream, LoopOptions, RequestStats, ToolOutput, ToolRunner, TurnMemory
 from app.openai.accumulate import ToolCall, TurnAccumulator, Usage

@@ -1,5 +1,5 @@
-"""Where the loop waits for the person: a round that needs a yes (asking.py) or answers to the server's questions
-(inputs.py) ends the response with the question and is kept; the next request takes it up before its first
+"""Where the loop waits for the person: a round that needs a yes (held.py) or answers to the server's questions
+(held.py) ends the response with the question and is kept; the next request takes it up before its first
 round (`resume`): the calls run, with the answers, or are refused, and the rounds go on from their results."""
 
 from collections.abc import AsyncGenerator, Sequence
@@ -7,14 +7,12 @@ from contextlib import aclosing
 
 from app.chat.asking import new_reference
 from app.chat.events import Finished, LoopEvent, Started, ToolsRan, ToolsWaiting
-from app.chat.loop.asking import asking_text
 from app.chat.loop.decision import same_call
-from app.chat.loop.held import Held
-from app.chat.loop.inputs import needing_input, questions_text
+from app.chat.loop.held import Held, asking_text, needing_input, questions_text
 from app.chat.loop.messages import assistant_message, image_message, tool_messages
 from app.chat.loop.state import LoopState, RoundContext
-from app.chat.loop.tool_runs import run_tools
-from app.chat.ports import LoopOptions, ToolOutput
+from app.chat.loop.tool_runs import run_tools, sees_images
+from app.chat.ports import ToolOutput
 from app.openai.accumulate import ToolCall
 from app.openai.markup import TextDelta
 
@@ -91,7 +89,7 @@ async def resume(state: LoopState, context: RoundContext) -> AsyncGenerator[Loop
         state.messages.append(image_message([image for output in ordered for image in output.images]))
     if held.reply is not None:  # answered as a new message, after the calls' results
         state.messages.append(held.reply)
-        if not held.decided:  # decided on the status page: the results are this turn's to keep (asking.py)
+        if not held.decided:  # decided on the status page: the results are this turn's to keep (held.py)
             state.first_count = len(state.messages)
 
 
@@ -117,10 +115,3 @@ async def _run_held(
         context.stats.tools_called.extend(call.name for call in run)
     if held.refused:
         yield held.not_run()
-
-
-async def sees_images(outputs: Sequence[ToolOutput], options: LoopOptions) -> bool:
-    """Whether the model is shown the images the calls returned; the model is only asked when there are some."""
-    if not any(output.images for output in outputs):
-        return False
-    return options.sees_images is not None and await options.sees_images()

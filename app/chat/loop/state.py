@@ -5,9 +5,8 @@ budget, the first request built."""
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.chat.loop.asking import held_round
 from app.chat.loop.decision import CallKey
-from app.chat.loop.held import Held
+from app.chat.loop.held import Held, held_round
 from app.chat.loop.messages import first_request, rounds, with_instructions, without_traces
 from app.chat.offer import find_tools_offer, prompt_allowance
 from app.chat.ports import (

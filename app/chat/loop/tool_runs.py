@@ -1,13 +1,14 @@
-"""One round's MCP calls run at once, their progress passed on as it comes, each timed and traced."""
+"""One round's MCP calls run at once, their progress passed on as it comes, each timed and traced; and whether
+the model is shown the images they returned."""
 
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 
 import anyio
 
 from app.chat.events import ToolProgress, ToolsRan, ToolsStarted
-from app.chat.ports import RequestTools, ToolAnswers, ToolOutput
+from app.chat.ports import LoopOptions, RequestTools, ToolAnswers, ToolOutput
 from app.openai.accumulate import ToolCall
 from app.openai.errors import GatewayError
 from app.ops.telemetry import Span, tool_failed, tool_span
@@ -57,3 +58,10 @@ async def run_tools(
 def _first(group: BaseExceptionGroup[GatewayError]) -> GatewayError:
     found = group.exceptions[0]
     return found if isinstance(found, GatewayError) else _first(found)
+
+
+async def sees_images(outputs: Sequence[ToolOutput], options: LoopOptions) -> bool:
+    """Whether the model is shown the images the calls returned; the model is only asked when there are some."""
+    if not any(output.images for output in outputs):
+        return False
+    return options.sees_images is not None and await options.sees_images()
