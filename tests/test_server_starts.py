@@ -14,7 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from app.chat.answer.trace import strip_trace
-from app.chat.offer.server_starts import NotReady, await_starting
+from app.chat.offer.missing_servers import NotReady, await_starting
 from app.chat.ports import ALL_TOOLS, ToolSelection
 from tests.conftest import READY_TIMEOUT, Gateway, running_gateway, stdio_entry, wait_for_health
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn

@@ -50,7 +50,7 @@ class ToolsWaiting:
 
 @dataclass(frozen=True)
 class ServersNotReady:
-    """MCP servers the request waited for that were not ready when it went on (app/chat/server_starts.py): their
+    """MCP servers the request waited for that were not ready when it went on (app/chat/offer/missing_servers.py): their
     tools are missing from the answer. Each as (server, why)."""
 
     servers: list[tuple[str, str]]

@@ -141,7 +141,7 @@ class BudgetChoice:
     # Why some were left out: "tool_budget" (past TOOLBRIDGE_TOOL_BUDGET), "context" (past the context's share),
     # "unmatched" (matching none of the user's words, past the floor).
     reasons: tuple[str, ...] = ()
-    # The client's tools as they are to be sent, when they were made smaller to leave room (compact_tools.py).
+    # The client's tools as they are to be sent, when they were made smaller to leave room (tool_budget.py).
     compacted_client_tools: tuple[dict[str, Any], ...] | None = None
     # The tools kept, most relevant first, when TOOLBRIDGE_TOOL_ORDER=relevance ranks them; empty: as configured.
     order: tuple[str, ...] = ()
@@ -263,7 +263,7 @@ class LoopOptions:
     # A slash command's prompt messages, standing in for the last user message (slash_commands.py).
     prompt_messages: tuple[dict[str, Any], ...] = ()
     confirm_timeout: float = 3600.0  # seconds a call waits for the person's yes (TOOLBRIDGE_CONFIRM_TIMEOUT)
-    # Told the model beside the system hint: the servers whose tools wait for a sign-in (sign_in_notice.py).
+    # Told the model beside the system hint: the servers whose tools wait for a sign-in (offer/missing_servers.py).
     sign_in_note: str | None = None
     # TOOLBRIDGE_TOOL_DISCOVERY=find_tools: how its answers are written (tool_discovery.py); None: off.
     find_tools: RenderOptions | None = None

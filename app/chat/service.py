@@ -53,7 +53,7 @@ class ChatReply:
     model: str | None  # as the client named it (a virtual model too), for the answer's `model`
     include_usage: bool
     trace: TraceMode
-    notice: str = ""  # for the person alone, after the answer: the links to sign in to servers (sign_in_notice.py)
+    notice: str = ""  # for the person alone, after the answer: the links to sign in to servers (missing_servers.py)
 
     def payloads(self, person: PersonView | None) -> AsyncGenerator[dict[str, Any] | str, None]:
         """The answer as the `data:` payloads of a stream (chunks, or one error), then DONE."""

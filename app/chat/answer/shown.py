@@ -1,6 +1,6 @@
 """What tool results address to the person, shown in the answer whatever the trace mode and whatever the
 model sees: images as markdown images, text meant for the user alone as a quote. And removed again from the
-history clients send back, with the lines that link to a server's sign-in (`sign_in_notice.py`): user-only
+history clients send back, with the lines that link to a server's sign-in (`offer/missing_servers.py`): user-only
 text was never meant for the model, and an image costs it tokens.
 
 Images are served from the gateway (`images.py`) rather than written in as data: URLs: Chatbox's URL
@@ -25,7 +25,7 @@ from app.openai.accumulate import ToolCall
 IMAGE_ALT_MARK = "🖼 "  # starts the alt text of our images: how they are found again in a history
 TEXT_MARK = "> 💬 "
 NOTE_MARK = "> 🖼 "
-SIGN_IN_MARK = "> 🔑 "  # starts the line with a server's sign-in link (sign_in_notice.py)
+SIGN_IN_MARK = "> 🔑 "  # starts the line with a server's sign-in link (offer/missing_servers.py)
 ROUTE = "images/"  # under the gateway's base URL
 
 

@@ -3,8 +3,7 @@ discovery (`find_tools`), what fits the model's context, and the servers whose t
 starting, waiting for a sign-in). Its face: the names below."""
 
 from app.chat.offer.context_budget import CHARS_PER_TOKEN, fit_restored, prompt_allowance
-from app.chat.offer.server_starts import NotReady, ServerStarts, await_starting
-from app.chat.offer.sign_in_notice import sign_in_notes
+from app.chat.offer.missing_servers import NotReady, ServerStarts, await_starting, sign_in_notes
 from app.chat.offer.tool_budget import Budget, budget_for, choose_within, load_ranker_in_background
 from app.chat.offer.tool_discovery import find_tools_offer, offer_found
 from app.chat.offer.tool_offer import describe_offer, describe_request, why_withheld

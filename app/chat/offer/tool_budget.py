@@ -14,12 +14,18 @@ the upstream's prompt cache holds), or most relevant first with TOOLBRIDGE_TOOL_
 The client's tools are never dropped, but their size counts, and they must not leave ours nothing: Open
 WebUI's 36 take more than half of an 8k context alone, which once withheld every MCP tool. So the
 TOOLBRIDGE_MIN_MCP_TOOLS most relevant MCP tools are offered whatever the room, and when the client's tools
-and those do not fit together, the client's tools are sent compact (compact_tools.py). With
+and those do not fit together, the client's tools are sent compact (`compact_tool`, below). With
 TOOLBRIDGE_RANK_CLIENT_TOOLS they are ranked with ours instead, and the budget counts them too.
 
 Only the user's own words are read: of a user message longer than RANKED_CHARS, its start and its end (a
 pasted document sits between what the user asks), and names in the most recent NAMED_CHARS of them; both
 in linear time, so that a 40 MB message costs no more than a short one.
+
+Compact client tools: Open WebUI sends 36 tools (about 23,000 characters as JSON) with every chat, more than half
+of an 8k-token context by themselves. Most of that is prose: a description of usage notes, and a description on every
+parameter. A compact tool keeps everything a call depends on (its name, the parameters' names, types, enums,
+required list and structure) and its description's first sentence; parameter descriptions go. The client still gets
+the calls the model makes by the same name, and runs them as before.
 """
 
 import functools
@@ -30,7 +36,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.chat.offer.compact_tools import compact_tool
 from app.chat.offer.context_budget import CHARS_PER_TOKEN, wire_chars
 from app.chat.offer.tool_words import request_words, split_name, stem_all, tool_document
 from app.chat.ports import BudgetChoice
@@ -232,3 +237,53 @@ def _fits(tools: Sequence[dict[str, Any]], max_chars: int) -> bool:
 
 def _size(tools: Sequence[dict[str, Any]]) -> int:
     return wire_chars(list(tools)) if tools else 0
+
+
+# A client's own tools made smaller, for a context they would otherwise crowd.
+DESCRIPTION_CHARS = 200  # of a tool's description, at most: its first sentence, cut if longer
+_FIRST_SENTENCE = re.compile(r"(.+?[.!?])(?=\s|$)", re.DOTALL)
+_ANNOTATIONS = frozenset({"description", "title", "examples", "$comment"})
+# Where a JSON Schema holds further schemas: one, a list of them, or a map of names to them.
+_ONE = frozenset({"items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames"})
+_LIST = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
+_MAP = frozenset({"properties", "$defs", "definitions", "patternProperties", "dependentSchemas"})
+
+
+def compact_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """The tool with its description cut to its first sentence and its schema's annotations left out."""
+    function = tool.get("function")
+    if not isinstance(function, dict):
+        return tool
+    compact = dict(function)
+    if isinstance(function.get("description"), str):
+        compact["description"] = first_sentence(function["description"])
+    if isinstance(function.get("parameters"), dict):
+        compact["parameters"] = without_annotations(function["parameters"])
+    return {**tool, "function": compact}
+
+
+def first_sentence(text: str, limit: int = DESCRIPTION_CHARS) -> str:
+    stripped = text.strip()
+    match = _FIRST_SENTENCE.match(stripped)
+    sentence = match.group(1) if match else stripped
+    return sentence if len(sentence) <= limit else sentence[: limit - 3].rstrip() + "..."
+
+
+def without_annotations(schema: Any) -> Any:
+    """The schema without the words written for people (descriptions, titles, examples). Only schema
+    keywords are touched: a property that is itself named `description` keeps its place."""
+    if not isinstance(schema, dict):
+        return schema
+    kept: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _ANNOTATIONS:
+            continue
+        if key in _ONE:
+            kept[key] = without_annotations(value)
+        elif key in _LIST and isinstance(value, list):
+            kept[key] = [without_annotations(item) for item in value]
+        elif key in _MAP and isinstance(value, dict):
+            kept[key] = {name: without_annotations(item) for name, item in value.items()}
+        else:  # enum, const, default, required, type...: data the call depends on, kept as they are
+            kept[key] = value
+    return kept

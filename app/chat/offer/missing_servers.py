@@ -1,22 +1,99 @@
-"""A mounted MCP server that waits for a person's sign-in (OAuth), in a chat: the model is told in one sentence
-that its tools are unavailable for now (so that it neither pretends to have them nor retries), and the person is
-shown the sign-in link once per chat, in a line of the answer the model never sees (`shown.py` removes it from
-the history again).
+"""The MCP servers whose tools a chat may lack: still starting, or waiting for a person's sign-in.
+
+Starting: MCP servers still starting when a chat comes: the first seconds after the gateway starts (tens of seconds
+for an `npx` server), or after a reload adds a server. The chat waits for those whose tools it may offer, up to
+TOOLBRIDGE_MCP_START_WAIT, so that it has their tools; each still not ready then is named in the answer's trace
+with why (trace.py), so that a model without those tools is not all the person hears. Only a server's state is
+told, never its error, which may carry its stderr (the operator finds that in the log and /health).
+
+Only a first start waits: a server that failed and is retried, or crashed and restarts, is past it (and may
+stay so for minutes).
+
+Waiting for a sign-in: a mounted MCP server that waits for a person's sign-in (OAuth), in a chat: the model is told in
+one sentence that its tools are unavailable for now (so that it neither pretends to have them nor retries), and the
+person is shown the sign-in link once per chat, in a line of the answer the model never sees (`shown.py` removes it
+from the history again).
 
 "Once per chat" without a store: the link is not shown again while the history the client sends back has it in
 an earlier assistant message. Once signed in, the server is ready: the next request offers its tools, and
 neither the note nor the link is written any more. A server whose one sign-in is shared by every key, which
 this key may not give (app/access/scope.py), gets no link: the person is told, once, that the gateway's
-operator signs it in. Pure.
+operator signs it in. Pure (the waiting for starts aside).
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
+import anyio
+import structlog
+
 from app.chat.answer import SIGN_IN_MARK
-from app.chat.ports import LoopOptions, SignInWaits
+from app.chat.ports import LoopOptions, SignInWaits, ToolSelection
+
+log = structlog.get_logger("toolbridge.chat")
+
+STARTING = "starting"
+READY = "ready"
+# What the person is told of a server the chat waited for; a server that waits for a sign-in is said otherwise
+# (below).
+_WHY = {STARTING: "is still starting", "failed": "failed to start (the gateway's operator can see why)",
+        "restarting": "is restarting after a failure"}
+
+
+class ServerStarts(Protocol):
+    def server_states(self) -> Mapping[str, str]:
+        """Each server's state, as /health names it."""
+        ...
+
+    def starting_for(self) -> Mapping[str, float]:
+        """How long each server still in its first start has been starting, in seconds."""
+        ...
+
+    async def next_change(self) -> None:
+        """Returns at the next change of a server's state or of the tools."""
+        ...
+
+
+@dataclass(frozen=True)
+class NotReady:
+    """A server a chat waited for that was not ready when it went on: its tools are missing from the answer."""
+
+    server: str
+    why: str
+
+
+async def await_starting(servers: ServerStarts, selection: ToolSelection, seconds: float) -> list[NotReady]:
+    """Waits for the servers still starting whose tools `selection` may offer, until each has been starting for
+    `seconds` (counted from its start, not the chat's: an `npx` server that takes a minute delays the chats of its
+    first `seconds` only); those of them not ready then, and why (none: nothing was starting, or all got ready)."""
+    states = servers.server_states()
+    waited = [name for name, state in states.items()
+              if state == STARTING and _may_offer(name, selection, states.keys())]
+    if not waited:  # the usual chat: the servers' ages are not asked for
+        return []
+    ages = servers.starting_for()
+    left = max(seconds - ages.get(name, 0.0) for name in waited)
+    if left > 0:
+        log.info("chat_waits_for_mcp_servers", servers=waited, at_most_seconds=round(left, 1))
+        with anyio.move_on_after(left):
+            while any(servers.server_states().get(name) == STARTING for name in waited):
+                await servers.next_change()
+    states = servers.server_states()
+    missing = [NotReady(name, _WHY[states[name]]) for name in waited if states.get(name) in _WHY]
+    if missing:
+        log.info("chat_goes_on_without_mcp_servers", servers={m.server: states[m.server] for m in missing})
+    return missing
+
+
+def _may_offer(server: str, selection: ToolSelection, servers: AbstractSet[str]) -> bool:
+    """Whether the request may offer tools of this server: a choice that names servers alone rules out the others;
+    one that names tools may hold one of this server's, which nobody knows before it has started."""
+    return server not in selection.exclude and all(server in wanted or not wanted <= servers
+                                                   for wanted in selection.include)
+
 
 # Where a person signs in (app/api/sign_in_routes.py), under the gateway's base URL; behind the key, like /ui.
 SIGN_IN_PATH = "/ui/servers/{name}/sign-in"
