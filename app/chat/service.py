@@ -60,7 +60,7 @@ class ChatReply:
     trace: TraceMode
     notice: str = ""  # for the person alone, after the answer: the links to sign in to servers (sign_in_notice.py)
 
-    def payloads(self, person: PersonView | None) -> AsyncGenerator[dict[str, Any] | str, None]:
+    def payloads(self, person: PersonView | None) -> AsyncGenerator[Mapping[str, object] | str, None]:
         """The answer as the `data:` payloads of a stream (chunks, or one error), then DONE."""
         return stream_payloads(self.events, model=self.model, include_usage=self.include_usage, trace=self.trace,
                                person=person, notice=self.notice)

@@ -9,7 +9,7 @@ gateway's shutdown grace runs out (ShutdownCutoff).
 import asyncio
 import os
 import time
-from collections.abc import AsyncGenerator, Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from typing import Any, TypeVar
 
@@ -67,7 +67,7 @@ class _ChunkFactory:
 async def stream_payloads(
     events: AsyncGenerator[LoopEvent, None], *, model: str | None, include_usage: bool, trace: TraceMode = "reasoning",
     person: PersonView | None = None, notice: str = "",
-) -> AsyncGenerator[dict[str, Any] | str, None]:
+) -> AsyncGenerator[Mapping[str, object] | str, None]:
     """The `data:` payloads of one streamed chat completion: JSON objects (chunks, or one error), then DONE.
     `person` and `notice` as answer_parts' (app/chat/answer_parts.py)."""
     chunks = _ChunkFactory(model)
@@ -154,7 +154,7 @@ class ShutdownCutoff:
 CUT_OFF_MESSAGE = "The gateway is shutting down; this answer was cut off. Send the request again."
 
 
-def chat_cut_off() -> list[dict[str, Any] | str]:
+def chat_cut_off() -> list[Mapping[str, object] | str]:
     """How a chat completion's stream ends when the shutdown cuts it off: one error event, then DONE."""
     return [error_envelope(CUT_OFF_MESSAGE, "server_error", code=SHUTTING_DOWN), DONE]
 
