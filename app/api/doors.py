@@ -9,7 +9,7 @@ Every door's routes (app/doors/*/routes.py) share all of it; a door's own module
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -24,9 +24,11 @@ from app.chat.ports import RequestStats, SignInWaits
 from app.chat.service import ChatNeeds, ChatPool, ChatReply, answer_chat
 from app.chat.shown import PersonView
 from app.chat.streaming import CUT_OFF_MESSAGE, SHUTTING_DOWN, Payload, ShutdownCutoff
+from app.chat.turn import Caller, Turn
 from app.doors.door import Door
 from app.mcp import KeyView, McpPool
 from app.openai.errors import ClientLeft, InvalidRequest, Overloaded
+from app.openai.wire import ChatBody
 from app.ops.recent_requests import DOOR
 from app.serving import ON_SHUTDOWN
 from app.settings import Settings
@@ -73,9 +75,10 @@ async def answer(raw: Request, door: Door, chat_body: dict[str, Any]) -> tuple[C
     """
     settings: Settings = raw.state.settings
     DOOR.set(door.name)  # for the status page's recent requests
-    request = await _off_loop(len(await raw.body()) > OFF_LOOP_BYTES, checked_chat_body, chat_body,
-                              door.conversation)
-    reply = await begun(raw, answer_chat(chat_body, request, chat_needs(raw, settings)))
+    await _off_loop(len(await raw.body()) > OFF_LOOP_BYTES, checked_chat_body, chat_body, door.conversation)
+    # Checked just above as a chat body sent to /v1/chat/completions is (chat_body.py's parse_chat_body).
+    turn = Turn.read(cast(ChatBody, chat_body), Caller.from_headers(raw.headers))
+    reply = await begun(raw, answer_chat(turn, chat_needs(raw, settings)))
     return reply, person_view(raw, settings)
 
 
@@ -143,7 +146,7 @@ async def _encoded(payloads: AsyncGenerator[Payload, None], encode: Callable[[Pa
 
 
 def chat_needs(raw: Request, settings: Settings) -> ChatNeeds:
-    """What the chat service needs of the lifespan's resources and of the request's headers."""
+    """What the chat service needs of the lifespan's resources, as the request's key may use them."""
     state = raw.state
     upstream: UpstreamClient = state.upstream  # typed here, so that mypy checks they keep the service's ports
     pool: McpPool = state.pool
@@ -155,7 +158,7 @@ def chat_needs(raw: Request, settings: Settings) -> ChatNeeds:
     chat_pool: ChatPool = pool if scope.everything and not scope.digest else view
     stats: RequestStats = getattr(state, "request_stats", None) or RequestStats()  # set by the request log
     return ChatNeeds(settings=settings, upstream=upstream, pool=chat_pool, memory=state.memory, stats=stats,
-                     headers=raw.headers, recent=getattr(state, "recent_requests", None),
+                     recent=getattr(state, "recent_requests", None),
                      sign_ins=_sign_ins(pool, view), base_url=base_url(raw, settings))
 
 

@@ -8,7 +8,8 @@ client still gets the calls the model makes by the same name, and runs them as b
 """
 
 import re
-from typing import Any
+
+from app.openai.wire import JSONObject, JSONValue, Tool
 
 DESCRIPTION_CHARS = 200  # of a tool's description, at most: its first sentence, cut if longer
 _FIRST_SENTENCE = re.compile(r"(.+?[.!?])(?=\s|$)", re.DOTALL)
@@ -19,16 +20,16 @@ _LIST = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
 _MAP = frozenset({"properties", "$defs", "definitions", "patternProperties", "dependentSchemas"})
 
 
-def compact_tool(tool: dict[str, Any]) -> dict[str, Any]:
+def compact_tool(tool: Tool) -> Tool:
     """The tool with its description cut to its first sentence and its schema's annotations left out."""
     function = tool.get("function")
     if not isinstance(function, dict):
         return tool
-    compact = dict(function)
-    if isinstance(function.get("description"), str):
-        compact["description"] = first_sentence(function["description"])
-    if isinstance(function.get("parameters"), dict):
-        compact["parameters"] = without_annotations(function["parameters"])
+    compact = function.copy()
+    if isinstance(description := function.get("description"), str):
+        compact["description"] = first_sentence(description)
+    if isinstance(parameters := function.get("parameters"), dict):
+        compact["parameters"] = without_annotations(parameters)
     return {**tool, "function": compact}
 
 
@@ -39,21 +40,23 @@ def first_sentence(text: str, limit: int = DESCRIPTION_CHARS) -> str:
     return sentence if len(sentence) <= limit else sentence[: limit - 3].rstrip() + "..."
 
 
-def without_annotations(schema: Any) -> Any:
+def without_annotations(schema: JSONObject) -> JSONObject:
     """The schema without the words written for people (descriptions, titles, examples). Only schema
     keywords are touched: a property that is itself named `description` keeps its place."""
-    if not isinstance(schema, dict):
-        return schema
-    kept: dict[str, Any] = {}
+    kept: JSONObject = {}
     for key, value in schema.items():
         if key in _ANNOTATIONS:
             continue
         if key in _ONE:
-            kept[key] = without_annotations(value)
+            kept[key] = _without_annotations(value)
         elif key in _LIST and isinstance(value, list):
-            kept[key] = [without_annotations(item) for item in value]
+            kept[key] = [_without_annotations(item) for item in value]
         elif key in _MAP and isinstance(value, dict):
-            kept[key] = {name: without_annotations(item) for name, item in value.items()}
+            kept[key] = {name: _without_annotations(item) for name, item in value.items()}
         else:  # enum, const, default, required, type...: data the call depends on, kept as they are
             kept[key] = value
     return kept
+
+
+def _without_annotations(schema: JSONValue) -> JSONValue:
+    return without_annotations(schema) if isinstance(schema, dict) else schema

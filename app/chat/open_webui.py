@@ -1,10 +1,10 @@
 """What the gateway knows about particular clients: Open WebUI's background tasks and user headers."""
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 from urllib.parse import unquote
 
 from app.chat.own_words import TASK_PROMPT_PREFIX, own_words
+from app.openai.wire import Message
 
 # Open WebUI asks the same model for titles, tags and follow-ups with prompts that start with TASK_PROMPT_PREFIX.
 OPENWEBUI_PREFIX = b"x-openwebui-"  # its forwarded headers' names, as ASGI gives them (lower case)
@@ -18,7 +18,7 @@ _OPENWEBUI_HEADERS = {
 }
 
 
-def is_background_task(messages: Sequence[Mapping[str, Any]]) -> bool:
+def is_background_task(messages: Sequence[Message]) -> bool:
     """An Open WebUI title/tags/follow-up request: the last user message starts with `### Task:`. A person's
     message that Open WebUI's RAG template wraps starts so too, and is none (own_words.py)."""
     for message in reversed(messages):

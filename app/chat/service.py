@@ -1,10 +1,10 @@
 """The chat service: one chat request, from its parsed body to the events of its answer.
 
-The route (app/doors/chat_completions/routes.py) hands over the body and what the request needs of the app
-(`ChatNeeds`) and gets a `ChatReply` back: the answer's events, which it streams as server-sent events or collects
-whole. Here the request is read (trace mode, the tools its user chose, the loop's options, a slash command, its memory)
-and answered by the gateway itself or by the tool loop. Written against Protocols (app/chat/ports.py), so the
-service never names the upstream's HTTP client or the MCP pool.
+The route (app/doors/chat_completions/routes.py) hands over the turn it read (`turn.py`) and what the request
+needs of the app (`ChatNeeds`) and gets a `ChatReply` back: the answer's events, which it streams as server-sent
+events or collects whole. Here the turn is read (trace mode, the tools its user chose, the loop's options, a slash
+command, its memory) and answered by the gateway itself or by the tool loop. Written against Protocols
+(app/chat/ports.py), so the service never names the upstream's HTTP client or the MCP pool.
 """
 
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
@@ -21,11 +21,9 @@ from app.chat.shown import PersonView
 from app.chat.sign_in_notice import sign_in_notes
 from app.chat.slash_commands import Answer, Expansion, PromptSource, answered, read_command, run_command
 from app.chat.streaming import collect_completion, stream_payloads
-from app.chat.toolsets import HEADER as TOOLS_HEADER
 from app.chat.toolsets import choose_tools
-from app.chat.trace import HEADER as TRACE_HEADER
 from app.chat.trace import TraceMode, trace_mode
-from app.openai.schemas import ChatCompletionRequest
+from app.chat.turn import Turn
 from app.ops.recent_requests import RecentRequests
 from app.settings import Settings
 
@@ -37,14 +35,13 @@ class ChatPool(ToolPool, PromptSource, ServerStarts, Protocol):
 
 @dataclass(frozen=True)
 class ChatNeeds:
-    """What a chat request needs of the app (the lifespan's resources) and of its HTTP request (headers)."""
+    """What a chat request needs of the app: the lifespan's resources, seen as the request's caller may use them."""
 
     settings: Settings
     upstream: ChatModel
     pool: ChatPool
     memory: MemoryStores | None
     stats: RequestStats  # filled in as the request runs; its log line reads it at the end
-    headers: Mapping[str, str]  # the trace and tools headers, the API key, Open WebUI's chat id
     recent: RecentRequests | None = None  # the last requests' tool offers, for the status page
     sign_ins: SignInWaits | None = None  # the caller's servers that wait for a person's sign-in
     base_url: Callable[[], str] = lambda: ""  # where the person's browser reaches the gateway, for links
@@ -70,7 +67,7 @@ class ChatReply:
         return collect_completion(self.events, model=self.model, trace=self.trace, person=person, notice=self.notice)
 
 
-async def answer_chat(body: dict[str, Any], request: ChatCompletionRequest, needs: ChatNeeds) -> ChatReply:
+async def answer_chat(turn: Turn, needs: ChatNeeds) -> ChatReply:
     """The answer to one chat request: a slash command the gateway answers itself, or the tool loop's, returned
     once it has begun (the upstream accepted the request).
 
@@ -78,25 +75,27 @@ async def answer_chat(body: dict[str, Any], request: ChatCompletionRequest, need
         GatewayError: the upstream refused the first request or could not be reached.
         InvalidRequest: the trace or tools header, or the body's tool metadata, names what does not exist.
     """
-    settings, headers = needs.settings, needs.headers
-    trace = trace_mode(headers.get(TRACE_HEADER), settings.tools.tool_trace)
-    body, selection = choose_tools(body, headers.get(TOOLS_HEADER), settings.tools.toolsets, needs.pool.knows)
-    options = loop_options(settings, body, needs.upstream, selection, needs.recent)
+    settings, caller = needs.settings, turn.caller
+    trace = trace_mode(caller.trace, settings.tools.tool_trace)
+    chosen = choose_tools(turn.model, turn.sent.get("metadata"), caller.tools, settings.tools.toolsets,
+                          needs.pool.knows)
+    turn, selection = turn.chosen(chosen), chosen.selection
+    options = loop_options(settings, turn, needs.upstream, selection, needs.recent)
     missing = await await_starting(needs.pool, selection, settings.mcp.start_wait) if options.offer_tools else []
-    outcome = await _slash_command(body, options, needs)
-    memory = conversation_memory(settings, needs.memory, headers)
+    outcome = await _slash_command(turn, options, needs)
+    memory = conversation_memory(settings, needs.memory, caller)
     notice = ""
     if isinstance(outcome, Answer):
-        events = answered(outcome.text, body["messages"], memory)
+        events = answered(outcome.text, list(turn.messages), memory)
     else:
         if outcome is not None:  # the prompt's messages stand in for the slash line
             options = replace(options, prompt_messages=outcome.messages)
-        note, notice = sign_in_notes(needs.sign_ins, options, body["messages"], needs.base_url)
+        note, notice = sign_in_notes(needs.sign_ins, options, turn.messages, needs.base_url)
         if note:
             options = replace(options, sign_in_note=note)
-        events = run_tool_loop(body, needs.upstream, needs.pool, options, stats=needs.stats, memory=memory)
+        events = run_tool_loop(turn, needs.upstream, needs.pool, options, stats=needs.stats, memory=memory)
     await _accepted(events)
-    return ChatReply(_told(missing, events) if missing else events, request.model, request.include_usage, trace,
+    return ChatReply(_told(missing, events) if missing else events, turn.asked_model, turn.include_usage, trace,
                      notice)
 
 
@@ -118,10 +117,10 @@ async def _told(missing: list[NotReady], events: AsyncGenerator[LoopEvent, None]
             yield event
 
 
-async def _slash_command(body: dict[str, Any], options: LoopOptions, needs: ChatNeeds) -> Answer | Expansion | None:
+async def _slash_command(turn: Turn, options: LoopOptions, needs: ChatNeeds) -> Answer | Expansion | None:
     """The last message as a slash command (TOOLBRIDGE_PROMPT_COMMANDS): answered, expanded, or None (no
     command: the message goes to the model as typed); the request's stats say which."""
-    command = read_command(body["messages"]) if needs.settings.mcp.prompt_commands else None
+    command = read_command(list(turn.messages)) if needs.settings.mcp.prompt_commands else None
     servers = options.tool_selection.admits_server
     outcome = await run_command(command, needs.pool, options.sees_images, servers) if command is not None else None
     if isinstance(outcome, Expansion):

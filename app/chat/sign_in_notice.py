@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from app.chat.ports import LoopOptions, SignInWaits
 from app.chat.shown import SIGN_IN_MARK
+from app.openai.wire import Message
 
 # Where a person signs in (app/api/sign_in_routes.py), under the gateway's base URL; behind the key, like /ui.
 SIGN_IN_PATH = "/ui/servers/{name}/sign-in"
@@ -31,7 +32,7 @@ class Waiting:
     operators: list[str] = field(default_factory=list)
 
 
-def sign_in_notes(sign_ins: SignInWaits | None, options: LoopOptions, messages: Sequence[dict[str, object]],
+def sign_in_notes(sign_ins: SignInWaits | None, options: LoopOptions, messages: Sequence[Message],
                   base_url: Callable[[], str]) -> tuple[str | None, str]:
     """What a request says of the servers it mounts that wait for a sign-in: the model's note (`model_note`) and
     the person's lines (`sign_in_lines`); None and "" when none waits, so that other requests are unchanged."""
@@ -67,7 +68,7 @@ def model_note(waiting: Waiting) -> str | None:
     return f"The tools of {', and the tools of '.join(parts)}, so do not try to call them or make up their results."
 
 
-def sign_in_lines(waiting: Waiting, messages: Sequence[dict[str, Any]], base_url: Callable[[], str]) -> str:
+def sign_in_lines(waiting: Waiting, messages: Sequence[Message], base_url: Callable[[], str]) -> str:
     """The lines the person is shown, one a server, for those no earlier answer of this chat has named so (its
     link, or that the operator signs it in); "" when there are none."""
     earlier = [text for message in messages if message.get("role") == "assistant"

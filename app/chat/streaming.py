@@ -21,6 +21,7 @@ from app.chat.shown import PersonView
 from app.chat.trace import TraceMode
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.errors import GatewayError, error_envelope
+from app.openai.wire import Message
 
 log = structlog.get_logger("toolbridge.stream")
 
@@ -175,7 +176,7 @@ async def collect_completion(
                 reasoning.append(part.reasoning)
             elif isinstance(part, Ended):
                 finished = part
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+    message: Message = {"role": "assistant", "content": "".join(content)}
     if any(reasoning):
         message["reasoning_content"] = "".join(reasoning)
     if finished.client_tool_calls:

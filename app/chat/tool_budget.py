@@ -35,6 +35,7 @@ from app.chat.context_budget import CHARS_PER_TOKEN, wire_chars
 from app.chat.ports import BudgetChoice
 from app.chat.tool_words import request_words, split_name, stem_all, tool_document
 from app.openai.schemas import content_text
+from app.openai.wire import Message, Tool, tool_name
 
 UNLIMITED = 1_000_000  # TOOLBRIDGE_TOOL_BUDGET=0: no count limit; the context's share still holds
 UNLIMITED_CHARS = 1 << 40
@@ -65,7 +66,7 @@ def budget_for(max_tools: int, context_tokens: int | None, rank_client_tools: bo
 
 
 def choose_within(
-    mcp_tools: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]], messages: Sequence[dict[str, Any]],
+    mcp_tools: Sequence[Tool], client_tools: Sequence[Tool], messages: Sequence[Message],
     budget: Budget, *, always_rank: bool = False, servers: Mapping[str, str] | None = None,
 ) -> BudgetChoice | None:
     """The tools to offer, when the budget leaves some out or the client's tools must be made compact (None when
@@ -75,8 +76,8 @@ def choose_within(
     fits = len(ranked) <= budget.max_tools and _fits([*fixed, *ranked], budget.max_chars)
     if fits and not always_rank:
         return None
-    names = [_name(tool) for tool in ranked]
-    ours = {_name(tool) for tool in mcp_tools}
+    names = [tool_name(tool) for tool in ranked]
+    ours = {tool_name(tool) for tool in mcp_tools}
     scores = _scores(ranked, _query(messages), servers or {})
     pinned = _called(messages) | (named := _named(names, _user_texts(messages)))
     order = sorted(range(len(ranked)), key=lambda i: (names[i] not in pinned, -scores[i], i))
@@ -93,12 +94,12 @@ def choose_within(
     if not withheld and compacted is None and not always_rank:
         return None
     offered = _most_relevant_first(names, scores, named, kept) if budget.relevance_order else ()
-    return BudgetChoice(frozenset(kept) | {_name(t) for t in fixed}, withheld,
+    return BudgetChoice(frozenset(kept) | {tool_name(t) for t in fixed}, withheld,
                         {name: score for name, score in zip(names, scores, strict=True)},
                         tuple(sorted(reasons)), compacted, offered if withheld or compacted is not None else ())
 
 
-def _fill(ranked: Sequence[dict[str, Any]], order: Sequence[int], scores: Sequence[float] | None, always: set[str],
+def _fill(ranked: Sequence[Tool], order: Sequence[int], scores: Sequence[float] | None, always: set[str],
           slots: int, room: int) -> tuple[set[str], set[str]]:
     """The tools kept, best first while the count and the room last (and those kept always), and why others were
     not. A tool that matches none of the user's words is not offered past the floor when others match: kept only
@@ -110,7 +111,7 @@ def _fill(ranked: Sequence[dict[str, Any]], order: Sequence[int], scores: Sequen
     unmatched = set() if scores is None or not any(score > 0 for score in scores) else {  # none: another language
         index for index, score in enumerate(scores) if score <= 0}
     for index in order:
-        name, size = _name(ranked[index]), _size([ranked[index]])
+        name, size = tool_name(ranked[index]), _size([ranked[index]])
         if name in always or (slots > 0 and size <= room and index not in unmatched):
             kept.add(name)
             slots -= 1
@@ -143,8 +144,8 @@ def _bm25s() -> Any:
     return bm25s
 
 
-def _scores(tools: Sequence[dict[str, Any]], query: str, servers: Mapping[str, str]) -> list[float]:
-    index = _index(tuple(tool_document(tool, servers.get(_name(tool))) for tool in tools))
+def _scores(tools: Sequence[Tool], query: str, servers: Mapping[str, str]) -> list[float]:
+    index = _index(tuple(tool_document(tool, servers.get(tool_name(tool))) for tool in tools))
     words = _words(request_words(query))
     if index is None or not words:  # bm25s fails on an empty query ("hi" is all stopwords)
         return [0.0] * len(tools)
@@ -170,13 +171,13 @@ def _words(text: str) -> list[str]:
     return list(words)
 
 
-def _query(messages: Sequence[dict[str, Any]]) -> str:
+def _query(messages: Sequence[Message]) -> str:
     """The recent user turns, the last one twice: what the user asks now weighs more than before."""
     users = _user_texts(messages)[:RECENT_USER_TURNS][::-1]
     return "\n".join([*users, users[-1]]) if users else ""
 
 
-def _user_texts(messages: Sequence[dict[str, Any]]) -> list[str]:
+def _user_texts(messages: Sequence[Message]) -> list[str]:
     """The user messages' words that are read, newest first: each cut to RANKED_CHARS, NAMED_CHARS in all."""
     texts: list[str] = []
     left = NAMED_CHARS
@@ -197,7 +198,7 @@ def _ends(text: str) -> str:
     return f"{text[:half]}\n{text[-half:]}"  # the line break keeps the two halves' cut words apart
 
 
-def _called(messages: Sequence[dict[str, Any]]) -> set[str]:
+def _called(messages: Sequence[Message]) -> set[str]:
     """Tools the conversation has called already (the client's history, with earlier turns restored)."""
     return {str(call["function"].get("name")) for m in messages if m.get("role") == "assistant"
             for call in m.get("tool_calls") or [] if isinstance(call, dict) and isinstance(call.get("function"), dict)}
@@ -221,14 +222,10 @@ def _named_oddly(part: str, lowered: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(part)}(?![\w-])", lowered) is not None
 
 
-def _name(tool: dict[str, Any]) -> str:
-    return str((tool.get("function") or {}).get("name") or "")
-
-
-def _fits(tools: Sequence[dict[str, Any]], max_chars: int) -> bool:
+def _fits(tools: Sequence[Tool], max_chars: int) -> bool:
     # Serialising every definition costs a request time; with no context known there is nothing to weigh.
     return max_chars >= UNLIMITED_CHARS or _size(tools) <= max_chars
 
 
-def _size(tools: Sequence[dict[str, Any]]) -> int:
+def _size(tools: Sequence[Tool]) -> int:
     return wire_chars(list(tools)) if tools else 0

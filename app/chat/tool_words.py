@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from app.openai.wire import FunctionDefinition, Tool
+
 _WORD_BOUNDARY = re.compile(r"[_\-./:]+|(?<=[a-z0-9])(?=[A-Z])")
 _ADDRESS = re.compile(r"\bhttps?://\S+|\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|dev|ai|app|co|edu|gov|uk|de|fr)\b", re.I)
 NAME_WEIGHT = 2  # a tool's name words count as often as this against its description's
@@ -62,13 +64,13 @@ SYNONYMS = {
     "which": "list get", "show": "list get", "new": "create", "make": "create", "bug": "issue",
 }
 
-def tool_document(tool: dict[str, Any], server: str | None) -> str:
+def tool_document(tool: Tool, server: str | None) -> str:
     """What a tool is found by: its name's words (twice), its server's, its description and its parameters' names."""
-    function = tool.get("function") or {}
+    function: FunctionDefinition = tool.get("function") or {"name": ""}
     name = split_name(str(function.get("name") or ""))
-    parameters = (function.get("parameters") or {}).get("properties") or {}
+    parameters = (function.get("parameters") or {}).get("properties")
     return " ".join([*[name] * NAME_WEIGHT, server_words(server), str(function.get("description") or ""),
-                     *map(str, parameters)])
+                     *map(str, parameters if isinstance(parameters, dict) else ())])
 
 
 def request_words(text: str) -> str:

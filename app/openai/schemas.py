@@ -3,12 +3,12 @@ gateway itself reads are checked here, so a malformed request is a 400 naming th
 
 import json
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from app.openai.wire import JSONObject, JSONValue
+from app.openai.wire import ContentPart, JSONObject, JSONValue
 
 
 class WireModel(BaseModel):
@@ -25,7 +25,7 @@ def content_text(content: object) -> str:
     return ""
 
 
-def image_part(mime_type: str | None, base64_data: str) -> dict[str, Any]:  # ContentPart, once its callers are typed
+def image_part(mime_type: str | None, base64_data: str) -> ContentPart:
     """An image as a chat message's content part: a `data:` URL of the base64 bytes."""
     return {"type": "image_url", "image_url": {"url": f"data:{mime_type};base64,{base64_data}"}}
 

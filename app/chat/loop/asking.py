@@ -12,8 +12,7 @@ that nothing waits any more.
 """
 
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from app.chat.approvals import (
     DECLINED,
@@ -31,10 +30,11 @@ from app.chat.loop.inputs import answered
 from app.chat.ports import RequestTools, RestoredHistory, TurnMemory, WaitingTurn
 from app.openai.accumulate import ToolCall
 from app.openai.schemas import content_text
+from app.openai.wire import Message
 
 
 async def held_round(
-    history: RestoredHistory, sent: list[dict[str, Any]], memory: TurnMemory | None, confirm_timeout: float,
+    history: RestoredHistory, sent: Sequence[Message], memory: TurnMemory | None, confirm_timeout: float,
     server_of: Callable[[str], str | None],
 ) -> tuple[RestoredHistory, Held | None]:
     """The history the rounds start from, and what to do first: None when no round waited for this reply.
@@ -76,7 +76,7 @@ async def _refusals(
     return {}
 
 
-def _stale_answer(sent: list[dict[str, Any]]) -> Held | None:
+def _stale_answer(sent: Sequence[Message]) -> Held | None:
     """A yes or no after one of our questions with no round waiting under this key: said so, nothing run."""
     if len(sent) < 2 or sent[-1].get("role") != "user" or sent[-2].get("role") != "assistant":
         return None

@@ -3,11 +3,11 @@ calls (`Held`), and what the model is told of a call that did not run (`NotRun`)
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.chat.loop.events import ToolsRan
 from app.chat.ports import ImagePart, ToolAnswers
 from app.openai.accumulate import ToolCall
+from app.openai.wire import JSONValue, Message
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class NotRun:
     retryable: bool  # a call refused for lateness or another reply may be asked about again; a declined one not
     is_error: bool = True
     images: Sequence[ImagePart] = ()
-    data: Any = None
+    data: JSONValue = None
     shown: Sequence[ImagePart | str] = ()
     input_needed: None = None
 
@@ -34,7 +34,7 @@ class Held:
 
     calls: tuple[ToolCall, ...] = ()
     refused: dict[str, NotRun] = field(default_factory=dict)  # by call id; the others run
-    reply: dict[str, Any] | None = None  # the person's message, answered after the calls' results
+    reply: Message | None = None  # the person's message, answered after the calls' results
     # Decided on the status page before `reply`: the turn's stored entry holds the calls' results, which later
     # requests give the model before the reply (memory_restore.py).
     decided: bool = False

@@ -10,14 +10,14 @@ travels with it) and the calls are sent again with it; the model sees only the c
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from app.chat.approvals import too_late
 from app.chat.loop.held import Held, NotRun
-from app.chat.ports import InputNeeded, RequestTools, ToolAnswers, ToolOutput, TurnMemory, WaitingTurn
-from app.chat.questions import Accepted, Cancelled, Invalid, answer_for, asked_again, question_for
+from app.chat.ports import ElicitAnswer, InputNeeded, RequestTools, ToolAnswers, ToolOutput, TurnMemory, WaitingTurn
+from app.chat.questions import Accepted, Answer, Cancelled, Invalid, answer_for, asked_again, question_for
 from app.openai.accumulate import ToolCall
 from app.openai.schemas import content_text
+from app.openai.wire import Message
 
 ANSWER_CAME_TWICE = ("This answer was taken up already: the tool was sent it once. Ask again if you want it "
                      "done again.")
@@ -40,12 +40,12 @@ def questions_text(content: str, asked: list[tuple[ToolCall, InputNeeded]], tool
     return f"\n\n{text}" if content.strip() else text
 
 
-async def answered(waiting: WaitingTurn, reply: dict[str, Any], memory: TurnMemory, confirm_timeout: float,
+async def answered(waiting: WaitingTurn, reply: Message, memory: TurnMemory, confirm_timeout: float,
                    server_of: Callable[[str], str | None]) -> Held:
     """The person's reply to a round's questions: asked again when it does not fit (naming the call's server,
     as the first time; ASK_AGAIN_AT_MOST times), else the calls' answers."""
     names = {call.id: call.name for call in waiting.calls}
-    results: dict[str, dict[str, dict[str, Any]]] = {}
+    results: dict[str, dict[str, ElicitAnswer]] = {}
     given_up = False
     for call_id, needed in waiting.inputs.items():
         results[call_id] = {}
@@ -65,7 +65,7 @@ async def answered(waiting: WaitingTurn, reply: dict[str, Any], memory: TurnMemo
     return Held(calls, answers=answers, reply=reply if given_up else None)
 
 
-def _as_result(answer: Any) -> dict[str, Any]:
+def _as_result(answer: Answer) -> ElicitAnswer:
     """An answer as the server's ElicitResult, in JSON."""
     if isinstance(answer, Accepted):
         return {"action": "accept", "content": answer.content}
