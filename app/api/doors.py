@@ -7,7 +7,7 @@ Every door's routes (app/doors/*/routes.py) share all of it; a door's own module
 """
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import aclosing
 from typing import Any, TypeVar, cast
 
@@ -115,7 +115,7 @@ def send_stream(raw: Request, payloads: AsyncGenerator[Payload, None], *, encode
     return EventSourceResponse(frames, sep="\n", ping=SSE_PING_SECONDS, shutdown_grace_period=grace)
 
 
-async def send_whole(raw: Request, work: Awaitable[dict[str, Any]]) -> Response:
+async def send_whole(raw: Request, work: Awaitable[Mapping[str, object]]) -> Response:
     """Sends the whole answer as JSON once `work` made it.
 
     Raises:

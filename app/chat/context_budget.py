@@ -8,7 +8,6 @@ Only results given back from earlier turns are touched, never what the user or t
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
@@ -75,7 +74,7 @@ def fit_restored(
     return Fitted(fitted, shortened, dropped)
 
 
-def wire_chars(value: Any) -> int:
+def wire_chars(value: object) -> int:
     """How many characters a value takes as JSON on the wire: what sizes against a context are counted in."""
     try:
         return len(orjson.dumps(value).decode())  # the tool budget weighs every tool of a request

@@ -15,7 +15,6 @@ unclosed tags costs one pass.
 """
 
 import re
-from typing import Any
 
 from app.openai.schemas import content_text
 
@@ -30,7 +29,7 @@ _QUERY_START = re.compile(r"\s*+<user_query>")
 _QUERY_CLOSING = "</user_query>"
 
 
-def own_words(content: Any) -> str:
+def own_words(content: object) -> str:
     """The person's words in a message's content (a string, or text parts): the text with the wrappers above left
     out, its whitespace as it was. The text itself, not a copy, when nothing wraps it."""
     text = content_text(content)

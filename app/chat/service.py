@@ -7,10 +7,10 @@ command, its memory) and answered by the gateway itself or by the tool loop. Wri
 (app/chat/ports.py), so the service never names the upstream's HTTP client or the MCP pool.
 """
 
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from app.chat.loop import LoopEvent, ServersNotReady, run_tool_loop
 from app.chat.loop_options import conversation_memory, loop_options
@@ -20,10 +20,11 @@ from app.chat.server_starts import NotReady, ServerStarts, await_starting
 from app.chat.shown import PersonView
 from app.chat.sign_in_notice import sign_in_notes
 from app.chat.slash_commands import Answer, Expansion, PromptSource, answered, read_command, run_command
-from app.chat.streaming import collect_completion, stream_payloads
+from app.chat.streaming import ChatPayload, collect_completion, stream_payloads
 from app.chat.toolsets import choose_tools
 from app.chat.trace import TraceMode, trace_mode
 from app.chat.turn import Turn
+from app.openai.wire import Completion
 from app.ops.recent_requests import RecentRequests
 from app.settings import Settings
 
@@ -57,12 +58,12 @@ class ChatReply:
     trace: TraceMode
     notice: str = ""  # for the person alone, after the answer: the links to sign in to servers (sign_in_notice.py)
 
-    def payloads(self, person: PersonView | None) -> AsyncGenerator[Mapping[str, object] | str, None]:
+    def payloads(self, person: PersonView | None) -> AsyncGenerator[ChatPayload, None]:
         """The answer as the `data:` payloads of a stream (chunks, or one error), then DONE."""
         return stream_payloads(self.events, model=self.model, include_usage=self.include_usage, trace=self.trace,
                                person=person, notice=self.notice)
 
-    def completion(self, person: PersonView | None) -> Awaitable[dict[str, Any]]:
+    def completion(self, person: PersonView | None) -> Awaitable[Completion]:
         """The answer as one `chat.completion` object."""
         return collect_completion(self.events, model=self.model, trace=self.trace, person=person, notice=self.notice)
 

@@ -12,12 +12,11 @@ operator signs it in. Pure.
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import quote
 
 from app.chat.ports import LoopOptions, SignInWaits
 from app.chat.shown import SIGN_IN_MARK
-from app.openai.wire import Message
+from app.openai.wire import Content, Message
 
 # Where a person signs in (app/api/sign_in_routes.py), under the gateway's base URL; behind the key, like /ui.
 SIGN_IN_PATH = "/ui/servers/{name}/sign-in"
@@ -93,13 +92,11 @@ def _path(server: str) -> str:
     return SIGN_IN_PATH.format(name=quote(server, safe=""))
 
 
-def _texts(content: Any) -> list[str]:
+def _texts(content: Content) -> list[str]:
     """The text of a message's content: a string, or the text parts of a list."""
     if isinstance(content, str):
         return [content]
-    if isinstance(content, list):
-        return [part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)]
-    return []
+    return [text for part in content or () if isinstance(text := part.get("text"), str)]
 
 
 def _plain(name: str) -> str:

@@ -21,12 +21,12 @@ import difflib
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from app.chat.loop import Finished, LoopEvent, Started
 from app.chat.own_words import own_words
 from app.chat.ports import ReplyMemory
-from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, has_images, openai_messages
+from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, PromptResult, has_images, openai_messages
 from app.openai.markup import TextDelta
 from app.openai.wire import Message
 
@@ -56,7 +56,7 @@ class PromptSource(Protocol):
     @property
     def prompt_book(self) -> PromptBook: ...
 
-    async def get_prompt(self, entry: PromptEntry, arguments: dict[str, str]) -> Any: ...
+    async def get_prompt(self, entry: PromptEntry, arguments: dict[str, str]) -> PromptResult: ...
 
     async def complete(self, entry: PromptEntry, argument: str, partial: str, context: dict[str, str]
                        ) -> list[str]: ...

@@ -26,9 +26,10 @@ import functools
 import logging
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import Protocol
 
 from app.chat.compact_tools import compact_tool
 from app.chat.context_budget import CHARS_PER_TOKEN, wire_chars
@@ -135,13 +136,14 @@ def load_ranker_in_background() -> None:
     threading.Thread(target=_bm25s, name="toolbridge-ranker-import", daemon=True).start()
 
 
-def _bm25s() -> Any:
+def _bm25s() -> ModuleType:
     """bm25s: it and numpy cost ~15 MB of memory, which a gateway that never ranks need not pay. Importing it sets
     its logger to DEBUG, which would log a line per ranked request: put back."""
     import bm25s
 
     logging.getLogger("bm25s").setLevel(max(logging.WARNING, logging.getLogger().level))
-    return bm25s
+    module: ModuleType = bm25s
+    return module
 
 
 def _scores(tools: Sequence[Tool], query: str, servers: Mapping[str, str]) -> list[float]:
@@ -153,16 +155,24 @@ def _scores(tools: Sequence[Tool], query: str, servers: Mapping[str, str]) -> li
 
 
 @functools.lru_cache(maxsize=INDEXES_KEPT)
-def _index(documents: tuple[str, ...]) -> Any | None:
+def _index(documents: tuple[str, ...]) -> "_Index | None":
     """The BM25 index of these tools' documents, built once per tool list: the same catalogue comes with
     every request, and tokenising and indexing 70 tools took 2.3 ms of a request's 2.8 ms of ranking.
     None when no document has a word to rank by."""
     tokens = [_words(document) for document in documents]
     if not any(tokens):
         return None
-    index = _bm25s().BM25()
+    index: _Index = _bm25s().BM25()
     index.index(tokens, show_progress=False)
     return index
+
+
+class _Index(Protocol):
+    """What a bm25s.BM25 is to us (bm25s ships no types)."""
+
+    def index(self, corpus: list[list[str]], show_progress: bool) -> object: ...
+
+    def get_scores(self, query: list[str]) -> Iterable[float]: ...
 
 
 def _words(text: str) -> list[str]:

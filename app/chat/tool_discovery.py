@@ -14,14 +14,13 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
 from app.chat.ports import BudgetChoice, ImagePart, InputNeeded, ProgressReport, RequestTools, ToolAnswers, ToolOutput
 from app.chat.tool_budget import budget_for, choose_within
 from app.openai.result_format import RenderOptions, recorded_result
-from app.openai.wire import ChatBody, FunctionDefinition, JSONObject, Message, Tool, tool_name
+from app.openai.wire import ChatBody, FunctionDefinition, JSONObject, JSONValue, Message, Tool, tool_name
 
 log = structlog.get_logger("toolbridge.tools")
 
@@ -38,7 +37,7 @@ class Answer:
 
     content: str
     is_error: bool
-    data: Any
+    data: JSONValue
     retryable: bool = False  # the same need finds the same tools: a repeat is answered from what the model has
     images: Sequence[ImagePart] = ()
     shown: Sequence[ImagePart | str] = ()
@@ -49,7 +48,7 @@ class Answer:
         return str(self.data) if self.is_error else None
 
 
-def _answer(value: Any, failed: bool, render: RenderOptions) -> Answer:
+def _answer(value: JSONValue, failed: bool, render: RenderOptions) -> Answer:
     return Answer(recorded_result(value, failed, False, render), failed, value)
 
 
@@ -105,7 +104,7 @@ class FindingTools:
         if not found:
             return _answer(f"No tool matches {need!r}: try other words.", True, self.render)
         self.pending = [*found, *(name for name in self.pending if name not in found)]
-        listed = {name: _one_line(self.definitions[name]) for name in found}
+        listed: JSONObject = {name: _one_line(self.definitions[name]) for name in found}
         return _answer({"tools": listed, "next": "Call one of these tools now."}, False, self.render)
 
     def offer_found(self) -> list[str]:

@@ -15,7 +15,7 @@ the browser" ranked `browser_navigate` ("Navigate to a URL") below tools that me
 import functools
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Protocol
 
 from app.openai.wire import FunctionDefinition, Tool
 
@@ -96,7 +96,7 @@ def split_name(name: str) -> str:
 
 
 def stem_all(words: Iterable[str]) -> list[str]:
-    return _stemmer().stemWords(list(words))  # type: ignore[no-any-return]
+    return _stemmer().stemWords(list(words))
 
 
 @functools.cache
@@ -105,7 +105,14 @@ def _stemmed_synonyms() -> dict[str, str]:
 
 
 @functools.cache
-def _stemmer() -> Any:
+def _stemmer() -> "_Stemmer":
     import Stemmer
 
-    return Stemmer.Stemmer("english")
+    stemmer: _Stemmer = Stemmer.Stemmer("english")
+    return stemmer
+
+
+class _Stemmer(Protocol):
+    """What PyStemmer's Stemmer is to us (it ships no types)."""
+
+    def stemWords(self, words: list[str]) -> list[str]: ...

@@ -152,6 +152,10 @@ def build_prompt_book(prompts_by_server: Mapping[str, Sequence[Prompt]]) -> Prom
     return PromptBook(entries, shared)
 
 
+# What `prompts/get` gives, named for the slash commands (app/chat/slash_commands.py), which hand it back here.
+PromptResult = GetPromptResult
+
+
 def has_images(result: GetPromptResult) -> bool:
     return any(isinstance(m.content, ImageContent) or (isinstance(m.content, EmbeddedResource) and isinstance(
         m.content.resource, BlobResourceContents) and (m.content.resource.mime_type or "").startswith("image/"))

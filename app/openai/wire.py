@@ -115,6 +115,7 @@ class Delta(TypedDict, total=False):
 class ChunkChoice(TypedDict):
     index: int
     delta: Delta
+    logprobs: None
     finish_reason: str | None
 
 
@@ -132,6 +133,7 @@ class Chunk(TypedDict):
 class CompletionChoice(TypedDict):
     index: int
     message: Message
+    logprobs: None
     finish_reason: str | None
 
 
