@@ -12,9 +12,7 @@ import structlog
 
 from app import __version__
 from app.access import KeyRing
-from app.chat.images import ImageStore
-from app.chat.memory import MemoryStores
-from app.chat.tool_budget import load_ranker_in_background
+from app.chat import ImageStore, MemoryStores, load_ranker_in_background
 from app.greeting import greet
 from app.mcp import (
     Complete,

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from app.chat.memory import ConversationMemory, MemoryStores
+from app.chat.memory.conversation import ConversationMemory, MemoryStores
 from app.openai.result_format import RenderOptions
 from app.state import Bounds, MemoryStore, SealedStore, SqliteStore, StateStore
 

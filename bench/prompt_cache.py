@@ -20,7 +20,7 @@ from typing import Any
 
 from mcp.types import Tool
 
-from app.chat.tool_budget import budget_for, choose_within
+from app.chat.offer.tool_budget import budget_for, choose_within
 from app.mcp.convert import ConversionOptions, build_catalogue
 from bench.eval.__main__ import _model_file as model_file
 from bench.eval.tasks import Task, load_tasks

@@ -32,7 +32,7 @@ import httpx
 import openai
 import psutil
 
-from app.chat.tool_budget import budget_for, choose_within
+from app.chat.offer.tool_budget import budget_for, choose_within
 from bench.scale_catalogue import openai_tools
 from tests.support.servers import free_port
 

@@ -121,7 +121,7 @@ def split_head(upstream: str) -> None:
 
 def cutoff_cost() -> None:
     try:
-        from app.chat.streaming import ShutdownCutoff, chat_cut_off
+        from app.chat.answer.streaming import ShutdownCutoff, chat_cut_off
     except ImportError:
         report("N15 per-chunk cost of the shutdown cut-off: (not in this version)")
         return

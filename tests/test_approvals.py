@@ -10,7 +10,7 @@ from typing import Any
 import openai
 import pytest
 
-from app.chat.approvals import DECLINED
+from app.chat.asking.approvals import DECLINED
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.replica_services import RedisServer

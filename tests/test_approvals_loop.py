@@ -9,10 +9,10 @@ from typing import Any
 import anyio
 import pytest
 
-from app.chat.approvals import DECLINED, NOT_ANSWERED, NOT_KEPT, Reply, read_reply
+from app.chat.asking.approvals import DECLINED, NOT_ANSWERED, NOT_KEPT, Reply, read_reply
 from app.chat.loop import Finished, LoopEvent, ToolsRan, ToolsWaiting, run_tool_loop
-from app.chat.memory import ConversationMemory, MemoryStores
-from app.chat.memory_keys import memory_owner
+from app.chat.memory.conversation import ConversationMemory, MemoryStores
+from app.chat.memory.keys import memory_owner
 from app.chat.ports import LoopOptions
 from app.chat.turn import Turn
 from app.openai.accumulate import ToolCall

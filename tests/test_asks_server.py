@@ -19,7 +19,7 @@ from mcp.types import (
     TextContent,
 )
 
-from app.chat.questions import Accepted, form_question, read_answer, read_url_answer, url_question
+from app.chat.asking.questions import Accepted, form_question, read_answer, read_url_answer, url_question
 from tests.conftest import SERVERS
 
 pytestmark = pytest.mark.anyio

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from app.chat.compact_tools import compact_tool, first_sentence, without_annotations
-from app.chat.context_budget import wire_chars
+from app.chat.offer.compact_tools import compact_tool, first_sentence, without_annotations
+from app.chat.offer.context_budget import wire_chars
 from bench.eval.tasks import client_tools
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.chat.context_budget import SHORTENED_CHARS, fit_restored, prompt_allowance
+from app.chat.offer.context_budget import SHORTENED_CHARS, fit_restored, prompt_allowance
 from app.openai.result_format import omitted_result, shortened_result
 
 OMITTED = omitted_result("envelope")

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from app.chat.answer_parts import CallsDone, Delta, Ended
+from app.chat.answer.parts import CallsDone, Delta, Ended
 from app.doors.messages.answer import messages_cut_off, server_sent
 from app.doors.messages.blocks import MessageBlocks
 from app.doors.messages.request import chat_body

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.chat.answer_parts import CallsDone, Delta, Ended
+from app.chat.answer.parts import CallsDone, Delta, Ended
 from app.doors.responses.answer import ResponseWriter
 from app.doors.responses.request import read_request
 from app.openai.accumulate import ToolCall, Usage

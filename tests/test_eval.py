@@ -172,7 +172,7 @@ def test_calls_are_read_from_the_details_trace() -> None:
 
 def test_a_call_that_waits_for_the_person_is_read_as_the_call_made() -> None:
     """The gateway's own waiting block, as the details trace writes it: the model's call, not yet run."""
-    from app.chat.trace import render_waiting
+    from app.chat.answer.trace import render_waiting
     from app.openai.accumulate import ToolCall
 
     waiting = render_waiting("details", [ToolCall("c1", "files__delete", '{"path": "a \\"b\\".txt"}')])

@@ -2,8 +2,8 @@
 
 import pytest
 
-import app.chat.images
-from app.chat.images import ImageStore, image_type
+import app.chat.answer.images
+from app.chat.answer.images import ImageStore, image_type
 from tests.support.mcp_servers.pictures import HTML, SVG, noise_png
 
 PNG = noise_png(1)
@@ -32,7 +32,7 @@ def test_only_the_bytes_of_allowed_raster_types_are_images(data: bytes, expected
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     now = [1000.0]
-    monkeypatch.setattr(app.chat.images, "monotonic", lambda: now[0])
+    monkeypatch.setattr(app.chat.answer.images, "monotonic", lambda: now[0])
     return now
 
 

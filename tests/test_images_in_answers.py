@@ -143,10 +143,10 @@ def test_unknown_expired_and_evicted_images_are_an_openai_404(
     assert fetched(first).status_code == 404
     assert [fetched(url).status_code for url in urls] == [200] * 5
     # Expired: past TOOLBRIDGE_IMAGE_MAX_AGE_HOURS, on the store's monotonic clock.
-    import app.chat.images
+    import app.chat.answer.images
 
-    later = app.chat.images.monotonic() + gateway.settings.tools.image_max_age_hours * 3600 + 1
-    monkeypatch.setattr(app.chat.images, "monotonic", lambda: later)
+    later = app.chat.answer.images.monotonic() + gateway.settings.tools.image_max_age_hours * 3600 + 1
+    monkeypatch.setattr(app.chat.answer.images, "monotonic", lambda: later)
     response = fetched(urls[-1])
     assert response.status_code == 404 and response.json()["error"]["code"] == "image_not_found"
 

@@ -10,10 +10,10 @@ from typing import Any
 import anyio
 import pytest
 
+from app.chat.answer.trace import render_finished
 from app.chat.loop import Finished, LoopEvent, Started, ToolProgress, ToolsRan, ToolsStarted, run_tool_loop
-from app.chat.memory import ConversationMemory, MemoryStores
+from app.chat.memory.conversation import ConversationMemory, MemoryStores
 from app.chat.ports import ALL_TOOLS, LoopOptions, RequestStats, ToolSelection
-from app.chat.trace import render_finished
 from app.chat.turn import Turn
 from app.openai.accumulate import ToolCall
 from app.openai.errors import AuthenticationFailed

@@ -11,8 +11,8 @@ import openai
 import pytest
 from structlog.testing import capture_logs
 
-import app.chat.memory_entry
-from app.chat.memory import ConversationMemory, MemoryStores
+import app.chat.memory.entry
+from app.chat.memory.conversation import ConversationMemory, MemoryStores
 from app.openai.result_format import RenderOptions
 from app.state.store import Bounds, MemoryStore
 from tests.conftest import Gateway, running_gateway, stdio_entry
@@ -271,7 +271,7 @@ def test_without_a_store_details_traces_are_still_read_back_and_mixed_turns_stil
 
 def test_a_long_text_is_keyed_in_slices_as_it_would_be_whole() -> None:
     # Sliced for the event loop's sake (see memory_keys.normal); a key that changed with the slicing would lose turns.
-    from app.chat.memory_keys import _SLICE, _WHITESPACE, normal
+    from app.chat.memory.keys import _SLICE, _WHITESPACE, normal
     text = ("é 中 \U0001f600\t" * (_SLICE // 3))[: 3 * _SLICE + 5]
     assert normal(text, assistant=False) == text.encode("utf-8", "surrogatepass").translate(None, _WHITESPACE)
 
@@ -282,7 +282,7 @@ async def test_a_prompt_past_the_entry_bound_is_left_out_and_the_turns_calls_kep
     store = MemoryStore(Bounds(max_bytes=10**8, max_age_seconds=3600))
     memory = ConversationMemory(MemoryStores(turns=store, pending=store), RenderOptions(result_format="text"))
     slash = {"role": "user", "content": "/review code=big"}
-    prompt = [{"role": "user", "content": "x" * (app.chat.memory_entry.MAX_ENTRY_BYTES + 1)}]
+    prompt = [{"role": "user", "content": "x" * (app.chat.memory.entry.MAX_ENTRY_BYTES + 1)}]
     rounds = [{"role": "assistant", "content": "", "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "echoed"}] if with_calls else []

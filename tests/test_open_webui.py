@@ -10,7 +10,7 @@ import openai
 import pytest
 from structlog.testing import capture_logs
 
-from app.chat.open_webui import is_background_task, openwebui_fields
+from app.chat.clients import is_background_task, openwebui_fields
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from app.chat.approvals import DECLINED
+from app.chat.asking.approvals import DECLINED
 from app.openai.schemas import content_text
 from tests.conftest import Gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.chat.compact_tools import compact_tool
-from app.chat.context_budget import wire_chars
-from app.chat.tool_budget import budget_for
+from app.chat.offer.compact_tools import compact_tool
+from app.chat.offer.context_budget import wire_chars
+from app.chat.offer.tool_budget import budget_for
 from app.openai.schemas import content_text
 from app.settings import TOOL_BUDGET_DEFAULT
 from bench.eval.runner import CATALOGUE, CATALOGUE_SERVER

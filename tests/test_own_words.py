@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
-from app.chat.approvals import Reply, read_reply
-from app.chat.open_webui import is_background_task
-from app.chat.own_words import own_words
-from app.chat.questions import Accepted, Declined, answer_for
+from app.chat.asking.approvals import Reply, read_reply
+from app.chat.asking.questions import Accepted, Declined, answer_for
+from app.chat.clients import is_background_task, own_words
 from app.chat.slash_commands import SlashCommand, read_command
 
 REMINDER = "<system-reminder>\nThe date is 2026-11-28. Do what has been asked.\n</system-reminder>"

@@ -9,7 +9,7 @@ from mcp.server.elicitation import render_elicitation_schema
 from mcp.types import ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult
 from pydantic import BaseModel, Field
 
-from app.chat.questions import (
+from app.chat.asking.questions import (
     Accepted,
     Answer,
     Cancelled,

@@ -13,9 +13,9 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
+from app.chat.answer.trace import strip_trace
+from app.chat.offer.server_starts import NotReady, await_starting
 from app.chat.ports import ALL_TOOLS, ToolSelection
-from app.chat.server_starts import NotReady, await_starting
-from app.chat.trace import strip_trace
 from tests.conftest import READY_TIMEOUT, Gateway, running_gateway, stdio_entry, wait_for_health
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
 from tests.test_door_parity import DOORS, each_door, user

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
+from app.chat.answer.trace import strip_trace
+from app.chat.offer.sign_in_notice import Waiting, model_note, servers_waiting, sign_in_lines
 from app.chat.ports import LoopOptions, ToolSelection
-from app.chat.sign_in_notice import Waiting, model_note, servers_waiting, sign_in_lines
-from app.chat.trace import strip_trace
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
 from tests.support.oauth_servers import OAuthPair

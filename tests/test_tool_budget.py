@@ -13,8 +13,8 @@ from mcp.types import Tool
 from structlog.testing import capture_logs
 
 from app.chat.loop_options import tool_budget_for
-from app.chat.tool_budget import Budget, _index, budget_for, choose_within
-from app.chat.tool_offer import why_withheld
+from app.chat.offer.tool_budget import Budget, _index, budget_for, choose_within
+from app.chat.offer.tool_offer import why_withheld
 from app.mcp.convert import ConversionOptions, build_catalogue
 from app.settings import Settings
 from bench.eval.tasks import load_tasks

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from app.chat.tool_discovery import FIND_TOOLS, FindingTools, offer_found
+from app.chat.offer.tool_discovery import FIND_TOOLS, FindingTools, offer_found
 from app.openai.result_format import RenderOptions
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn, last_tool_results

@@ -10,8 +10,8 @@ import httpx
 import openai
 import pytest
 
+from app.chat.offer.toolsets import choose_tools, split_model, with_virtual_models
 from app.chat.ports import ToolSelection
-from app.chat.toolsets import choose_tools, split_model, with_virtual_models
 from app.chat.turn import Caller
 from app.chat.turn import Turn as ChatTurn
 from app.openai.errors import InvalidRequest

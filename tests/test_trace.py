@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.chat.trace import (
+from app.chat.answer.trace import (
     DETAILS_RESULT_CHARS,
     RecordedCall,
     read_back,

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.chat.approvals import DECLINED
+from app.chat.asking.approvals import DECLINED
 from tests.conftest import Gateway, running_gateway
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.replica_services import RedisServer

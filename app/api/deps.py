@@ -12,8 +12,7 @@ from fastapi import Depends, Request
 from app.access import EVERYTHING, KeyRing, KeyScope
 from app.access import presented_key as bearer_or_header_key
 from app.api.guard import basic_password
-from app.chat.images import ImageStore
-from app.chat.memory import MemoryStores, memory_owner
+from app.chat import ImageStore, MemoryStores, memory_owner
 from app.mcp import KeyView, McpPool
 from app.ops.metrics import Metrics
 from app.ops.recent_calls import RecentCalls

@@ -20,11 +20,21 @@ from sse_starlette import EventSourceResponse
 
 from app.access import KeyRing, KeyScope
 from app.api.chat_body import OFF_LOOP_BYTES, checked_chat_body, parse_json
-from app.chat.ports import RequestStats, SignInWaits
-from app.chat.service import ChatNeeds, ChatPool, ChatReply, answer_chat
-from app.chat.shown import PersonView
-from app.chat.streaming import CUT_OFF_MESSAGE, SHUTTING_DOWN, Payload, ShutdownCutoff
-from app.chat.turn import Caller, Turn
+from app.chat import (
+    CUT_OFF_MESSAGE,
+    SHUTTING_DOWN,
+    Caller,
+    ChatNeeds,
+    ChatPool,
+    ChatReply,
+    Payload,
+    PersonView,
+    RequestStats,
+    ShutdownCutoff,
+    SignInWaits,
+    Turn,
+    answer_chat,
+)
 from app.doors.door import Door
 from app.mcp import KeyView, McpPool
 from app.openai.errors import ClientLeft, InvalidRequest, Overloaded

@@ -38,7 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.access import CURRENT_SCOPE, EVERYTHING, NOBODY, KeyRing, KeyScope, presented_key
 from app.access.presented import ANTHROPIC_KEY_HEADER
-from app.chat.shown import ROUTE as IMAGES_ROUTE
+from app.chat import IMAGES_ROUTE
 from app.doors.door import door_for
 from app.openai.errors import (
     AuthenticationFailed,

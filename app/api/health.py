@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from app.access import KeyRing
-from app.chat.memory import MemoryStores
+from app.chat import MemoryStores
 from app.mcp import KeyView, resolve_profile
 from app.settings import Settings
 from app.upstream import UpstreamClient

@@ -9,9 +9,7 @@ from typing import Any
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.chat.open_webui import OPENWEBUI_PREFIX, openwebui_fields
-from app.chat.ports import RequestStats
-from app.chat.shown import ROUTE as IMAGES_ROUTE
+from app.chat import IMAGES_ROUTE, OPENWEBUI_PREFIX, RequestStats, openwebui_fields
 from app.ops.metrics import Metrics
 
 log = structlog.get_logger("toolbridge.http")

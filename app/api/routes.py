@@ -21,13 +21,20 @@ from app.api.deps import (
 )
 from app.api.doors import read_body
 from app.api.health import health_report
-from app.chat.images import StoredImage
-from app.chat.loop_options import loop_options, tool_budget_for
-from app.chat.shown import ROUTE as IMAGES_ROUTE
-from app.chat.tool_offer import ToolListing, describe_offer, describe_request
-from app.chat.toolsets import HEADER as TOOLS_HEADER
-from app.chat.toolsets import choose_tools, with_virtual_models
-from app.chat.turn import Caller, Turn
+from app.chat import (
+    IMAGES_ROUTE,
+    TOOLS_HEADER,
+    Caller,
+    StoredImage,
+    ToolListing,
+    Turn,
+    choose_tools,
+    describe_offer,
+    describe_request,
+    tool_budget_for,
+    with_virtual_models,
+)
+from app.chat import request_loop_options as loop_options
 from app.doors.messages.models import ANTHROPIC_VERSION_HEADER, anthropic_model_list
 from app.openai.errors import Forbidden, RouteNotFound
 from app.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE

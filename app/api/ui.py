@@ -38,7 +38,7 @@ from app.api.deps import (
 )
 from app.api.doors import read_body
 from app.api.health import health_report
-from app.chat.memory import MemoryStores
+from app.chat import MemoryStores
 from app.mcp import KeyView, first_of
 from app.openai.errors import Conflict, InvalidRequest, Overloaded, RouteNotFound
 from app.ops.recent_calls import RecentCalls

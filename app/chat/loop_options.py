@@ -7,11 +7,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import structlog
 
+from app.chat.clients import is_background_task
 from app.chat.memory import ConversationMemory, MemoryStores, memory_owner
-from app.chat.open_webui import is_background_task
+from app.chat.offer import Budget, budget_for, choose_within, why_withheld
 from app.chat.ports import ALL_TOOLS, BudgetChoice, LoopOptions, ModelFacts, ToolSelection
-from app.chat.tool_budget import Budget, budget_for, choose_within
-from app.chat.tool_offer import why_withheld
 from app.chat.turn import Caller, Turn
 from app.openai.result_format import RenderOptions, system_hint
 from app.openai.wire import Message, Tool

@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, Required, TypedDict
 
-from app.chat.approvals import Reply
+from app.chat.asking import FormValue, Reply
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.result_format import RenderOptions
 from app.openai.wire import ChatBody, FunctionDefinition, JSONObject, JSONValue, Message, Tool
@@ -67,9 +67,6 @@ class InputNeeded:
 
     requests: dict[str, JSONObject]  # the server's opaque key: its elicitation request's params, as JSON
     state: str | None  # the server's sealed request state, sent back with the answers
-
-
-FormValue = str | int | float | bool | list[str]  # a form field's value, as MCP's elicitation allows them
 
 
 class ElicitAnswer(TypedDict, total=False):

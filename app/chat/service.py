@@ -12,17 +12,14 @@ from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from app.chat.loop import LoopEvent, ServersNotReady, run_tool_loop
+from app.chat.answer import ChatPayload, PersonView, TraceMode, collect_completion, stream_payloads, trace_mode
+from app.chat.events import LoopEvent, ServersNotReady
+from app.chat.loop import run_tool_loop
 from app.chat.loop_options import conversation_memory, loop_options
 from app.chat.memory import MemoryStores
+from app.chat.offer import NotReady, ServerStarts, await_starting, choose_tools, sign_in_notes
 from app.chat.ports import ChatModel, LoopOptions, RequestStats, SignInWaits, ToolPool
-from app.chat.server_starts import NotReady, ServerStarts, await_starting
-from app.chat.shown import PersonView
-from app.chat.sign_in_notice import sign_in_notes
 from app.chat.slash_commands import Answer, Expansion, PromptSource, answered, read_command, run_command
-from app.chat.streaming import ChatPayload, collect_completion, stream_payloads
-from app.chat.toolsets import choose_tools
-from app.chat.trace import TraceMode, trace_mode
 from app.chat.turn import Turn
 from app.openai.wire import Completion
 from app.ops.recent_requests import RecentRequests

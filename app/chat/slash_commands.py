@@ -23,8 +23,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from app.chat.loop import Finished, LoopEvent, Started
-from app.chat.own_words import own_words
+from app.chat.clients import own_words
+from app.chat.events import Finished, LoopEvent, Started
 from app.chat.ports import ReplyMemory
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, PromptResult, has_images, openai_messages
 from app.openai.markup import TextDelta

@@ -12,10 +12,9 @@ from dataclasses import dataclass, replace
 from typing import Self
 
 from app.access import presented_key
-from app.chat.open_webui import chat_id
-from app.chat.toolsets import HEADER as TOOLS_HEADER
-from app.chat.toolsets import Chosen
-from app.chat.trace import HEADER as TRACE_HEADER
+from app.chat.answer import TRACE_HEADER
+from app.chat.clients import chat_id
+from app.chat.offer import TOOLS_HEADER, Chosen
 from app.openai.wire import ChatBody, Message, Tool
 
 

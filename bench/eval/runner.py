@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from app.chat.trace import strip_trace
+from app.chat.answer.trace import strip_trace
 from app.settings import field_of
 from bench.eval.doors import ask
 from bench.eval.scoring import Score, observe, score

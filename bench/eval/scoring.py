@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from app.chat.tool_discovery import FIND_TOOLS
-from app.chat.trace import strip_trace
+from app.chat.answer.trace import strip_trace
+from app.chat.offer.tool_discovery import FIND_TOOLS
 from bench.eval.tasks import ExpectedCall, Task
 
 _BLOCK = re.compile(r'<details (?:type="tool_calls"|data-toolbridge="waiting")([^>]*)>')

@@ -29,8 +29,8 @@ import orjson
 import pytest
 
 from app.api.chat_body import MAX_MESSAGES, MAX_PARTS, MAX_TOOLS, MAX_VALUES
-from app.chat import memory
-from app.chat.memory_keys import ConversationKeys
+from app.chat.memory import conversation as memory
+from app.chat.memory.keys import ConversationKeys
 from tests.conftest import Gateway, running_gateway
 from tests.support.fake_upstream import FakeUpstream, Turn
 from tests.support.servers import ServerThread

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-import app.chat.memory
-import app.chat.memory_entry
+import app.chat.memory.conversation
+import app.chat.memory.entry
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.replica_services import RedisServer
@@ -143,15 +143,16 @@ def test_a_turn_past_the_entry_bound_is_kept_with_its_results_shortened(
     assert all(r["data"]["result"].startswith(f"many-{n}:") for n, r in enumerate(results))
     with sqlite3.connect(tmp_path / "state.db") as db:
         largest = db.execute("SELECT max(length(value)) FROM entries").fetchone()[0]
-    assert 900_000 < largest <= app.chat.memory_entry.MAX_ENTRY_BYTES  # shortened to fit, not to nothing
+    assert 900_000 < largest <= app.chat.memory.entry.MAX_ENTRY_BYTES  # shortened to fit, not to nothing
 
 
 def test_a_restore_reads_only_the_newest_turns_the_context_can_hold(
     upstream: FakeUpstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # So three 30 KB turns pass what a restore reads (the entry bound is also the least a restore reads).
-    monkeypatch.setattr(app.chat.memory_entry, "MAX_ENTRY_BYTES", 40_000)
-    monkeypatch.setattr(app.chat.memory, "MAX_ENTRY_BYTES", 40_000)  # the restore's reading room (_read_room)
+    monkeypatch.setattr(app.chat.memory.entry, "MAX_ENTRY_BYTES", 40_000)
+    # the restore's reading room (_read_room)
+    monkeypatch.setattr(app.chat.memory.conversation, "MAX_ENTRY_BYTES", 40_000)
     with running_gateway(tmp_path, SERVERS, ready=["bulky"], upstream_url=f"{upstream.url}/v1", tool_trace="off",
                          context_tokens=4000, max_result_chars=50_000) as gateway:
         client = gateway.client()

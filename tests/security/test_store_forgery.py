@@ -29,7 +29,7 @@ import pytest
 import redis
 from cryptography.fernet import Fernet
 
-from app.chat.memory_keys import memory_owner
+from app.chat.memory.keys import memory_owner
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.replica_services import RedisServer

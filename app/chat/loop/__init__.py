@@ -6,8 +6,7 @@ model is sent, `tool_runs.py` runs one round's MCP calls, `asking.py` holds a ro
 and resumes it with their reply.
 """
 
-from app.chat.loop.driver import run_tool_loop
-from app.chat.loop.events import (
+from app.chat.events import (
     Finished,
     LoopEvent,
     RoundBreak,
@@ -18,6 +17,7 @@ from app.chat.loop.events import (
     ToolsStarted,
     ToolsWaiting,
 )
+from app.chat.loop.driver import run_tool_loop
 
 __all__ = [
     "Finished", "LoopEvent", "RoundBreak", "ServersNotReady", "Started", "ToolProgress", "ToolsRan", "ToolsStarted",

@@ -14,7 +14,7 @@ that nothing waits any more.
 import time
 from collections.abc import Callable, Sequence
 
-from app.chat.approvals import (
+from app.chat.asking import (
     DECLINED,
     NOT_ANSWERED,
     AskedCall,

@@ -11,6 +11,7 @@ What follows a round is decided by `decision.py`; this module asks, acts on the 
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
+from app.chat.events import Finished, LoopEvent, RoundBreak, Started, ToolsRan
 from app.chat.loop.asking import waiting_calls
 from app.chat.loop.decision import (
     Action,
@@ -23,7 +24,6 @@ from app.chat.loop.decision import (
     split_calls,
     stopped_note,
 )
-from app.chat.loop.events import Finished, LoopEvent, RoundBreak, Started, ToolsRan
 from app.chat.loop.messages import (
     assistant_message,
     forbid_calls,
@@ -34,8 +34,8 @@ from app.chat.loop.messages import (
 from app.chat.loop.pausing import ask_for_input, ask_person, resume, sees_images
 from app.chat.loop.state import LoopState, RoundContext, start_state
 from app.chat.loop.tool_runs import run_tools
+from app.chat.offer import offer_found
 from app.chat.ports import ChatUpstream, LoopOptions, RequestStats, ToolOutput, ToolRunner, TurnMemory
-from app.chat.tool_discovery import offer_found
 from app.chat.turn import Turn
 from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
 from app.openai.markup import TextDelta

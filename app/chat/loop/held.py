@@ -4,7 +4,7 @@ calls (`Held`), and what the model is told of a call that did not run (`NotRun`)
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from app.chat.loop.events import ToolsRan
+from app.chat.events import ToolsRan
 from app.chat.ports import ImagePart, ToolAnswers
 from app.openai.accumulate import ToolCall
 from app.openai.wire import JSONValue, Message

@@ -11,10 +11,9 @@ travels with it) and the calls are sent again with it; the model sees only the c
 import time
 from collections.abc import Callable, Sequence
 
-from app.chat.approvals import too_late
+from app.chat.asking import Accepted, Answer, Cancelled, Invalid, answer_for, asked_again, question_for, too_late
 from app.chat.loop.held import Held, NotRun
 from app.chat.ports import ElicitAnswer, InputNeeded, RequestTools, ToolAnswers, ToolOutput, TurnMemory, WaitingTurn
-from app.chat.questions import Accepted, Answer, Cancelled, Invalid, answer_for, asked_again, question_for
 from app.openai.accumulate import ToolCall
 from app.openai.schemas import content_text
 from app.openai.wire import Message

@@ -4,8 +4,8 @@ and the tool choice forced or released between rounds. Pure: data in, data out."
 
 from collections.abc import Sequence
 
+from app.chat.answer import strip_trace
 from app.chat.ports import ImagePart, RestoredHistory, ToolOutput
-from app.chat.trace import strip_trace
 from app.openai.accumulate import ToolCall
 from app.openai.schemas import image_part
 from app.openai.wire import ChatBody, Content, ContentPart, Message, Tool

@@ -5,10 +5,10 @@ round (`resume`): the calls run, with the answers, or are refused, and the round
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
-from app.chat.approvals import new_reference
+from app.chat.asking import new_reference
+from app.chat.events import Finished, LoopEvent, Started, ToolsRan, ToolsWaiting
 from app.chat.loop.asking import asking_text
 from app.chat.loop.decision import same_call
-from app.chat.loop.events import Finished, LoopEvent, Started, ToolsRan, ToolsWaiting
 from app.chat.loop.held import Held
 from app.chat.loop.inputs import needing_input, questions_text
 from app.chat.loop.messages import assistant_message, image_message, tool_messages

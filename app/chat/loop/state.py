@@ -5,11 +5,11 @@ budget, the first request built."""
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from app.chat.context_budget import prompt_allowance
 from app.chat.loop.asking import held_round
 from app.chat.loop.decision import CallKey
 from app.chat.loop.held import Held
 from app.chat.loop.messages import first_request, rounds, with_instructions, without_traces
+from app.chat.offer import find_tools_offer, prompt_allowance
 from app.chat.ports import (
     ChatUpstream,
     LoopOptions,
@@ -19,7 +19,6 @@ from app.chat.ports import (
     ToolRunner,
     TurnMemory,
 )
-from app.chat.tool_discovery import find_tools_offer
 from app.chat.turn import Turn
 from app.openai.wire import ChatBody, Message, Tool, tool_name
 from app.ops.telemetry import Span

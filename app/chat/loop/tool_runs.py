@@ -6,7 +6,7 @@ from collections.abc import AsyncGenerator, Mapping
 
 import anyio
 
-from app.chat.loop.events import ToolProgress, ToolsRan, ToolsStarted
+from app.chat.events import ToolProgress, ToolsRan, ToolsStarted
 from app.chat.ports import RequestTools, ToolAnswers, ToolOutput
 from app.openai.accumulate import ToolCall
 from app.openai.errors import GatewayError

@@ -9,9 +9,7 @@ from fastapi.responses import Response
 
 from app.api.chat_body import parse_chat_body
 from app.api.doors import begun, chat_needs, person_view, read_body, send_stream, send_whole
-from app.chat.service import answer_chat
-from app.chat.streaming import chat_cut_off
-from app.chat.turn import Caller, Turn
+from app.chat import Caller, Turn, answer_chat, chat_cut_off
 from app.doors.door import FrontDoor, openai_error
 from app.openai.errors import MethodNotAllowed
 from app.settings import Settings

@@ -9,10 +9,7 @@ from typing import Any
 import orjson
 import structlog
 
-from app.chat.answer_parts import AnswerPart, answer_parts
-from app.chat.service import ChatReply
-from app.chat.shown import PersonView
-from app.chat.streaming import CUT_OFF_MESSAGE, SHUTTING_DOWN
+from app.chat import CUT_OFF_MESSAGE, SHUTTING_DOWN, AnswerPart, ChatReply, PersonView, answer_parts
 from app.doors.messages.blocks import MessageBlocks
 from app.doors.messages.errors import anthropic_error
 from app.openai.errors import GatewayError, Overloaded

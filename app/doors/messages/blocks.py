@@ -9,7 +9,7 @@ import json
 import os
 from typing import Any
 
-from app.chat.answer_parts import AnswerPart, Delta, Ended
+from app.chat import AnswerPart, Delta, Ended
 from app.openai.accumulate import ToolCall
 
 # The chat API's finish reasons in Anthropic's words. A stop sequence ends an answer as "stop" there, without

@@ -20,10 +20,7 @@ from typing import Any
 import orjson
 import structlog
 
-from app.chat.answer_parts import Delta, Ended, answer_parts
-from app.chat.service import ChatReply
-from app.chat.shown import PersonView
-from app.chat.streaming import CUT_OFF_MESSAGE
+from app.chat import CUT_OFF_MESSAGE, ChatReply, Delta, Ended, PersonView, answer_parts
 from app.openai.accumulate import ToolCall
 from app.openai.errors import GatewayError
 

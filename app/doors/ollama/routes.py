@@ -12,8 +12,7 @@ from fastapi.responses import Response
 
 from app.api.deps import SettingsDep, UpstreamDep, ViewDep
 from app.api.doors import NDJSON, answer, read_json_object, send_stream, send_whole
-from app.chat.loop_options import known_context
-from app.chat.toolsets import with_virtual_models
+from app.chat import known_context, with_virtual_models
 from app.doors.door import FrontDoor
 from app.doors.ollama.answer import Timing, answer_lines, cut_off, ollama_error, whole_answer
 from app.doors.ollama.models import listed_models, shown, tags

@@ -19,8 +19,7 @@ from typing import Any
 
 import structlog
 
-from app.chat.answer_parts import AnswerPart, CallsDone, Delta, Ended
-from app.chat.streaming import CUT_OFF_MESSAGE, SHUTTING_DOWN
+from app.chat import CUT_OFF_MESSAGE, SHUTTING_DOWN, AnswerPart, CallsDone, Delta, Ended
 from app.doors.responses.items import Event, TextItem, TextKind, function_call, item_id, mcp_call
 from app.openai.accumulate import Usage
 from app.openai.errors import GatewayError

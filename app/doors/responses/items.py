@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from app.chat.ports import ToolOutput
+from app.chat import ToolOutput
 from app.openai.accumulate import ToolCall
 
 TextKind = Literal["message", "reasoning"]

@@ -14,8 +14,7 @@ from fastapi.responses import Response
 
 from app.api.deps import OwnerDep
 from app.api.doors import answer, read_json_object, send_stream, send_whole
-from app.chat.answer_parts import answer_parts
-from app.chat.memory import MemoryStores
+from app.chat import MemoryStores, answer_parts
 from app.doors.door import FrontDoor, openai_error
 from app.doors.responses.answer import ResponseWriter, response_events, whole_response
 from app.doors.responses.request import read_request

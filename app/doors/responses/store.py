@@ -16,7 +16,7 @@ import anyio.to_thread
 import orjson
 import structlog
 
-from app.chat.memory_keys import digest
+from app.chat import digest
 from app.openai.errors import GatewayError, InvalidRequest
 from app.state import StateStore, StateStoreError
 

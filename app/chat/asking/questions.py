@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.chat.own_words import own_words
-from app.chat.question_fields import Field, Problem, Value, convert, describe, fields, sample, shown
+from app.chat.asking.question_fields import Field, Problem, Value, convert, describe, fields, sample, shown
+from app.chat.clients import own_words
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import structlog
 
+from app.chat.offer.tool_budget import budget_for, choose_within
 from app.chat.ports import BudgetChoice, ImagePart, InputNeeded, ProgressReport, RequestTools, ToolAnswers, ToolOutput
-from app.chat.tool_budget import budget_for, choose_within
 from app.openai.result_format import RenderOptions, recorded_result
 from app.openai.wire import ChatBody, FunctionDefinition, JSONObject, JSONValue, Message, Tool, tool_name
 

@@ -39,9 +39,9 @@ from typing import TypeVar, TypeVarTuple
 import anyio.to_thread
 import structlog
 
-from app.chat.approvals import Reply
-from app.chat.context_budget import CHARS_PER_TOKEN, fit_restored
-from app.chat.memory_entry import (
+from app.chat.answer import RecordedCall
+from app.chat.asking import Reply
+from app.chat.memory.entry import (
     ANSWERED,
     GATEWAY_REPLY,
     MAX_ENTRY_BYTES,
@@ -51,10 +51,10 @@ from app.chat.memory_entry import (
     decode_all,
     rough_chars,
 )
-from app.chat.memory_keys import ROOT, ConversationKeys, Lookups, memory_owner, normal
-from app.chat.memory_restore import rewrite_history
+from app.chat.memory.keys import ROOT, ConversationKeys, Lookups, memory_owner, normal
+from app.chat.memory.restore import rewrite_history
+from app.chat.offer import CHARS_PER_TOKEN, fit_restored
 from app.chat.ports import InputNeeded, RestoredHistory, WaitingTurn
-from app.chat.trace import RecordedCall
 from app.openai.result_format import RenderOptions, omitted_result, recorded_result, shortened_result
 from app.openai.wire import Message
 from app.ops.waiting_rounds import WaitingCall, WaitingRounds, verdict_key

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from app.chat.own_words import own_words
+from app.chat.clients import own_words
 from app.openai.accumulate import ToolCall
 
 

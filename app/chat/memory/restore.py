@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import structlog
 
-from app.chat.approvals import NOT_ANSWERED, NOT_KEPT, Reply, read_reply
-from app.chat.memory_entry import GATEWAY_REPLY, Entry, continues, inputs_of, waiting_of
-from app.chat.memory_keys import Lookups, call_ids
+from app.chat.answer import RecordedCall, read_back, strip_trace
+from app.chat.asking import NOT_ANSWERED, NOT_KEPT, Reply, read_reply
+from app.chat.memory.entry import GATEWAY_REPLY, Entry, continues, inputs_of, waiting_of
+from app.chat.memory.keys import Lookups, call_ids
 from app.chat.ports import InputNeeded, RestoredHistory, WaitingTurn
-from app.chat.trace import RecordedCall, read_back, strip_trace
 from app.openai.accumulate import ToolCall
 from app.openai.schemas import content_text
 from app.openai.wire import Message, ToolCallPart

@@ -15,8 +15,8 @@ import functools
 import hashlib
 from collections.abc import Sequence
 
-from app.chat.approvals import Reply, read_reply
-from app.chat.trace import strip_trace
+from app.chat.answer import strip_trace
+from app.chat.asking import Reply, read_reply
 from app.openai.schemas import content_text
 from app.openai.wire import Message
 from app.state import ANONYMOUS

@@ -15,11 +15,11 @@ from typing import TypeVar
 
 import structlog
 
-from app.chat.answer_parts import Delta as TextPart
-from app.chat.answer_parts import Ended, answer_parts
-from app.chat.loop import LoopEvent
-from app.chat.shown import PersonView
-from app.chat.trace import TraceMode
+from app.chat.answer.parts import Delta as TextPart
+from app.chat.answer.parts import Ended, answer_parts
+from app.chat.answer.shown import PersonView
+from app.chat.answer.trace import TraceMode
+from app.chat.events import LoopEvent
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.errors import ErrorEnvelope, GatewayError, error_envelope
 from app.openai.wire import Chunk, Completion, Delta, Message, ToolCallDelta

@@ -15,8 +15,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from app.chat.answer.shown import strip_shown
 from app.chat.ports import ToolOutput
-from app.chat.shown import strip_shown
 from app.openai.accumulate import ToolCall
 from app.openai.errors import InvalidRequest
 from app.openai.wire import JSONValue

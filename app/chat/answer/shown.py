@@ -18,7 +18,7 @@ import binascii
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from app.chat.images import ImageStore, image_type
+from app.chat.answer.images import ImageStore, image_type
 from app.chat.ports import ImagePart, ToolOutput
 from app.openai.accumulate import ToolCall
 

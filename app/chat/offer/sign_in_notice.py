@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
+from app.chat.answer import SIGN_IN_MARK
 from app.chat.ports import LoopOptions, SignInWaits
-from app.chat.shown import SIGN_IN_MARK
 from app.openai.wire import Content, Message
 
 # Where a person signs in (app/api/sign_in_routes.py), under the gateway's base URL; behind the key, like /ui.

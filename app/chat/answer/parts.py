@@ -11,7 +11,17 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
-from app.chat.loop import (
+from app.chat.answer.shown import PersonView
+from app.chat.answer.trace import (
+    TraceMode,
+    TraceText,
+    render_finished,
+    render_not_ready,
+    render_progress,
+    render_started,
+    render_waiting,
+)
+from app.chat.events import (
     Finished,
     LoopEvent,
     RoundBreak,
@@ -22,16 +32,6 @@ from app.chat.loop import (
     ToolsWaiting,
 )
 from app.chat.ports import ToolOutput
-from app.chat.shown import PersonView
-from app.chat.trace import (
-    TraceMode,
-    TraceText,
-    render_finished,
-    render_not_ready,
-    render_progress,
-    render_started,
-    render_waiting,
-)
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.markup import TextDelta
 

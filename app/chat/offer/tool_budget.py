@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Protocol
 
-from app.chat.compact_tools import compact_tool
-from app.chat.context_budget import CHARS_PER_TOKEN, wire_chars
+from app.chat.offer.compact_tools import compact_tool
+from app.chat.offer.context_budget import CHARS_PER_TOKEN, wire_chars
+from app.chat.offer.tool_words import request_words, split_name, stem_all, tool_document
 from app.chat.ports import BudgetChoice
-from app.chat.tool_words import request_words, split_name, stem_all, tool_document
 from app.openai.schemas import content_text
 from app.openai.wire import Message, Tool, tool_name
 

@@ -5,9 +5,9 @@ warning, the status page's recent requests)."""
 from collections.abc import Sequence
 from typing import Protocol, Required, TypedDict
 
-from app.chat.context_budget import wire_chars
+from app.chat.offer.context_budget import wire_chars
+from app.chat.offer.tool_budget import UNLIMITED, UNLIMITED_CHARS, Budget, choose_within
 from app.chat.ports import BudgetChoice, DescribedTool
-from app.chat.tool_budget import UNLIMITED, UNLIMITED_CHARS, Budget, choose_within
 from app.openai.wire import Message, Tool
 
 
