@@ -28,6 +28,7 @@ from app.mcp import (
 )
 from app.openai.accumulate import TurnAccumulator
 from app.openai.result_format import RenderOptions
+from app.openai.wire import ChatBody
 from app.ops.call_record import CallRecord, ToolCallObserver
 from app.ops.metrics import Metrics
 from app.ops.recent_calls import RecentCalls
@@ -204,7 +205,7 @@ async def open_sign_in_vault(settings: StateSettings, config: McpConfig, stack: 
 def _completer(upstream: UpstreamClient) -> Complete:
     """One whole (non-streamed) answer from the upstream, for MCP sampling requests."""
 
-    async def complete(body: dict[str, Any]) -> tuple[str, str | None, str | None]:
+    async def complete(body: ChatBody) -> tuple[str, str | None, str | None]:
         turn = TurnAccumulator()
         async with upstream.stream_chat(body) as batches:
             async for batch in batches:

@@ -1,6 +1,6 @@
 """create_app(settings): the FastAPI application, its lifespan, routes and one error mapping."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -97,7 +97,7 @@ async def _gateway_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(_error_body(request, exc), status_code=exc.status_code, headers=exc.response_headers())
 
 
-def _error_body(request: Request, error: GatewayError) -> dict[str, Any]:
+def _error_body(request: Request, error: GatewayError) -> Mapping[str, object]:
     return door_for(request.app.state.doors, request.url.path).error_body(error)
 
 

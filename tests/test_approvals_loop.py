@@ -14,6 +14,7 @@ from app.chat.loop import Finished, LoopEvent, ToolsRan, ToolsWaiting, run_tool_
 from app.chat.memory.conversation import ConversationMemory, MemoryStores
 from app.chat.memory.keys import memory_owner
 from app.chat.ports import LoopOptions
+from app.chat.turn import Turn
 from app.openai.accumulate import ToolCall
 from app.openai.markup import TextDelta
 from app.openai.result_format import RenderOptions
@@ -38,7 +39,8 @@ async def turn(
                                 chat_id=chat_id, owner=memory_owner(key))
     body = {"model": "m", "messages": messages}
     with anyio.fail_after(5):
-        events = run_tool_loop(body, model, tools, LoopOptions(**({"max_tool_rounds": 5} | options)), memory=memory)
+        events = run_tool_loop(Turn.read(body), model, tools, LoopOptions(**({"max_tool_rounds": 5} | options)),
+                               memory=memory)
         return [event async for event in events]
 
 

@@ -14,6 +14,7 @@ from app.chat.answer.trace import render_finished
 from app.chat.loop import Finished, LoopEvent, Started, ToolProgress, ToolsRan, ToolsStarted, run_tool_loop
 from app.chat.memory.conversation import ConversationMemory, MemoryStores
 from app.chat.ports import ALL_TOOLS, LoopOptions, RequestStats, ToolSelection
+from app.chat.turn import Turn
 from app.openai.accumulate import ToolCall
 from app.openai.errors import AuthenticationFailed
 from app.openai.markup import TextDelta
@@ -125,7 +126,7 @@ async def run(
         body["tools"] = [CLIENT_TOOL]
     loop_options = LoopOptions(**({"max_tool_rounds": 5} | options))
     with anyio.fail_after(5):
-        events = run_tool_loop(body, model, tools, loop_options, stats=stats,
+        events = run_tool_loop(Turn.read(body), model, tools, loop_options, stats=stats,
                                memory=memory(store) if remember else None)
         return [event async for event in events]
 
@@ -239,7 +240,7 @@ async def test_a_model_that_keeps_calling_is_stopped_after_the_last_round_and_to
 async def test_a_forced_first_call_is_not_forced_again(forced: Any) -> None:
     model = Model([[call("fetch")], "ok"])
     body = {"model": "m", "messages": [{"role": "user", "content": "go"}], "tool_choice": forced}
-    async for _ in run_tool_loop(body, model, Tools(), LoopOptions(max_tool_rounds=5)):
+    async for _ in run_tool_loop(Turn.read(body), model, Tools(), LoopOptions(max_tool_rounds=5)):
         pass
     assert [r.get("tool_choice") for r in model.requests] == [forced, None]
 

@@ -12,6 +12,8 @@ import pytest
 
 from app.chat.offer.toolsets import choose_tools, split_model, with_virtual_models
 from app.chat.ports import ToolSelection
+from app.chat.turn import Caller
+from app.chat.turn import Turn as ChatTurn
 from app.openai.errors import InvalidRequest
 from tests.conftest import BASIC_TOOLS, Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
@@ -191,14 +193,17 @@ def test_virtual_model_names(model: str | None, expected: tuple[str | None, str 
      ToolSelection((frozenset({"fs"}), frozenset({"time"})))),
 ])
 def test_what_a_request_chooses(body: dict, header: str | None, expected: ToolSelection) -> None:
-    upstream_body, selection = choose_tools(body, header, {"files": ["fs", "fetch"]}, KNOWN)
-    assert selection == expected
+    turn = ChatTurn.read({**body, "messages": [{"role": "user", "content": "hi"}]}, Caller(tools=header))
+    chosen = choose_tools(turn.model, turn.sent.get("metadata"), header, {"files": ["fs", "fetch"]}, KNOWN)
+    upstream_body = turn.chosen(chosen).sent
+    assert chosen.selection == expected
     assert upstream_body["model"] == "m" and "metadata" not in upstream_body
+    assert turn.sent == {**body, "messages": [{"role": "user", "content": "hi"}]}  # what the client sent, kept
 
 
 def test_a_metadata_choice_must_be_text() -> None:
     with pytest.raises(InvalidRequest):
-        choose_tools({"metadata": {"toolbridge_tools": ["fs"]}}, None, {}, KNOWN)
+        choose_tools(None, {"toolbridge_tools": ["fs"]}, None, {}, KNOWN)
 
 
 @pytest.mark.parametrize(("selection", "name", "server", "admitted"), [

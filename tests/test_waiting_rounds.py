@@ -14,6 +14,7 @@ from app.chat.loop import LoopEvent, ToolsWaiting, run_tool_loop
 from app.chat.memory.conversation import ConversationMemory, MemoryStores
 from app.chat.memory.keys import memory_owner
 from app.chat.ports import LoopOptions
+from app.chat.turn import Turn
 from app.openai.result_format import RenderOptions
 from app.ops.waiting_rounds import WaitingCall, WaitingRounds, verdict_key
 from app.state.store import MemoryStore
@@ -72,7 +73,7 @@ class Chat:
         stores = MemoryStores(turns=self.store, pending=self.store, waiting=self.rounds)
         memory = ConversationMemory(stores, RenderOptions(result_format="text"), owner=memory_owner("alice"))
         with anyio.fail_after(5):
-            events = run_tool_loop({"model": "m", "messages": messages}, model, self.tools,
+            events = run_tool_loop(Turn.read({"model": "m", "messages": messages}), model, self.tools,
                                    LoopOptions(max_tool_rounds=5), memory=memory)
             return [event async for event in events]
 

@@ -32,7 +32,7 @@ import math
 import sys
 from collections.abc import Iterator
 from email.message import Message
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from fastapi.exceptions import RequestValidationError
@@ -40,6 +40,7 @@ from pydantic import ValidationError
 
 from app.openai.errors import InvalidRequest
 from app.openai.schemas import ChatCompletionRequest
+from app.openai.wire import ChatBody
 
 # Past this, a body is read in a worker thread: below it, parsing and checking it takes a few milliseconds.
 OFF_LOOP_BYTES = 256 * 1024
@@ -50,7 +51,7 @@ _DIGITS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
 _LONG_RUN = b"0" * 19
 
 
-def parse_chat_body(body: bytes, content_type: str | None) -> tuple[dict[str, Any], ChatCompletionRequest]:
+def parse_chat_body(body: bytes, content_type: str | None) -> tuple[ChatBody, ChatCompletionRequest]:
     """The body as sent, and the checked model of it.
 
     Raises:
@@ -59,7 +60,10 @@ def parse_chat_body(body: bytes, content_type: str | None) -> tuple[dict[str, An
             read (an integer of more than 4,300 digits), or more than a request carries (`check_values`).
     """
     parsed = parse_json(body, content_type)
-    return parsed, checked_chat_body(parsed)
+    request = checked_chat_body(parsed)
+    # ChatCompletionRequest checked every field a ChatBody declares that the gateway reads (the messages and their
+    # roles and content, the tools, stream, stream_options); the rest is the upstream's, sent on as it came.
+    return cast(ChatBody, parsed), request
 
 
 def checked_chat_body(body: Any, field: str = "messages") -> ChatCompletionRequest:

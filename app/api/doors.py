@@ -7,9 +7,9 @@ Every door's routes (app/doors/*/routes.py) share all of it; a door's own module
 """
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -23,6 +23,7 @@ from app.api.chat_body import OFF_LOOP_BYTES, checked_chat_body, parse_json
 from app.chat import (
     CUT_OFF_MESSAGE,
     SHUTTING_DOWN,
+    Caller,
     ChatNeeds,
     ChatPool,
     ChatReply,
@@ -31,11 +32,13 @@ from app.chat import (
     RequestStats,
     ShutdownCutoff,
     SignInWaits,
+    Turn,
     answer_chat,
 )
 from app.doors.door import Door
 from app.mcp import KeyView, McpPool
 from app.openai.errors import ClientLeft, InvalidRequest, Overloaded
+from app.openai.wire import ChatBody
 from app.ops.recent_requests import DOOR
 from app.serving import ON_SHUTDOWN
 from app.settings import Settings
@@ -82,9 +85,10 @@ async def answer(raw: Request, door: Door, chat_body: dict[str, Any]) -> tuple[C
     """
     settings: Settings = raw.state.settings
     DOOR.set(door.name)  # for the status page's recent requests
-    request = await _off_loop(len(await raw.body()) > OFF_LOOP_BYTES, checked_chat_body, chat_body,
-                              door.conversation)
-    reply = await begun(raw, answer_chat(chat_body, request, chat_needs(raw, settings)))
+    await _off_loop(len(await raw.body()) > OFF_LOOP_BYTES, checked_chat_body, chat_body, door.conversation)
+    # Checked just above as a chat body sent to /v1/chat/completions is (chat_body.py's parse_chat_body).
+    turn = Turn.read(cast(ChatBody, chat_body), Caller.from_headers(raw.headers))
+    reply = await begun(raw, answer_chat(turn, chat_needs(raw, settings)))
     return reply, person_view(raw, settings)
 
 
@@ -121,7 +125,7 @@ def send_stream(raw: Request, payloads: AsyncGenerator[Payload, None], *, encode
     return EventSourceResponse(frames, sep="\n", ping=SSE_PING_SECONDS, shutdown_grace_period=grace)
 
 
-async def send_whole(raw: Request, work: Awaitable[dict[str, Any]]) -> Response:
+async def send_whole(raw: Request, work: Awaitable[Mapping[str, object]]) -> Response:
     """Sends the whole answer as JSON once `work` made it.
 
     Raises:
@@ -152,7 +156,7 @@ async def _encoded(payloads: AsyncGenerator[Payload, None], encode: Callable[[Pa
 
 
 def chat_needs(raw: Request, settings: Settings) -> ChatNeeds:
-    """What the chat service needs of the lifespan's resources and of the request's headers."""
+    """What the chat service needs of the lifespan's resources, as the request's key may use them."""
     state = raw.state
     upstream: UpstreamClient = state.upstream  # typed here, so that mypy checks they keep the service's ports
     pool: McpPool = state.pool
@@ -164,7 +168,7 @@ def chat_needs(raw: Request, settings: Settings) -> ChatNeeds:
     chat_pool: ChatPool = pool if scope.everything and not scope.digest else view
     stats: RequestStats = getattr(state, "request_stats", None) or RequestStats()  # set by the request log
     return ChatNeeds(settings=settings, upstream=upstream, pool=chat_pool, memory=state.memory, stats=stats,
-                     headers=raw.headers, recent=getattr(state, "recent_requests", None),
+                     recent=getattr(state, "recent_requests", None),
                      sign_ins=_sign_ins(pool, view), base_url=base_url(raw, settings))
 
 

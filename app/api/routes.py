@@ -24,16 +24,17 @@ from app.api.health import health_report
 from app.chat import (
     IMAGES_ROUTE,
     TOOLS_HEADER,
+    Caller,
     StoredImage,
+    ToolListing,
+    Turn,
     choose_tools,
     describe_offer,
     describe_request,
     tool_budget_for,
     with_virtual_models,
 )
-from app.chat import (
-    request_loop_options as loop_options,
-)
+from app.chat import request_loop_options as loop_options
 from app.doors.messages.models import ANTHROPIC_VERSION_HEADER, anthropic_model_list
 from app.openai.errors import Forbidden, RouteNotFound
 from app.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -42,33 +43,36 @@ from app.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 router = APIRouter()
 
 
-@router.get("/tools")
+@router.get("/tools", response_model=None)  # ToolListing: sent as built, not re-validated
 async def list_tools(
     pool: ViewDep, settings: SettingsDep, upstream: UpstreamDep, model: str | None = None, q: str | None = None,
     tools_header: Annotated[str | None, Header(alias=TOOLS_HEADER)] = None,
-) -> dict[str, Any]:
+) -> ToolListing:
     """The MCP tools a request is offered (for `model`, a virtual one naming a toolset, and the tools header
     when given), each with the server and MCP tool it maps to; with `q`, the text of a user's message, each
     with its relevance and whether the tool budget would offer it."""
-    body, selection = choose_tools({"model": model}, tools_header, settings.tools.toolsets, pool.knows)
-    budget = await tool_budget_for(settings, upstream, body.get("model"))
+    chosen = choose_tools(model, None, tools_header, settings.tools.toolsets, pool.knows)
+    selection = chosen.selection
+    budget = await tool_budget_for(settings, upstream, chosen.model)
     return describe_offer(pool.tools_for_request(selection=selection).catalogue, q, budget)
 
 
-@router.post("/tools")
-async def tools_for_chat(raw: Request, pool: ViewDep, settings: SettingsDep, upstream: UpstreamDep) -> dict[str, Any]:
+@router.post("/tools", response_model=None)
+async def tools_for_chat(raw: Request, pool: ViewDep, settings: SettingsDep, upstream: UpstreamDep) -> ToolListing:
     """What a chat request with this body is offered: its own tools (`client`, as they would be sent) and the
     MCP tools, each with its relevance and whether the tool budget keeps it; the names withheld, and `why`.
     The body is a chat completion's, checked the same way; nothing is sent upstream. Earlier turns' calls
     that memory would give back are not looked up, so a tool called before may show as withheld here."""
     sent, _ = await read_body(raw, parse_chat_body)
-    body, selection = choose_tools(sent, raw.headers.get(TOOLS_HEADER), settings.tools.toolsets, pool.knows)
-    client_tools = [tool for tool in body.get("tools") or [] if isinstance(tool, dict)]
-    names = frozenset(str((tool.get("function") or {}).get("name")) for tool in client_tools)
-    offered = loop_options(settings, body, upstream, selection).offer_tools
+    turn = Turn.read(sent, Caller.from_headers(raw.headers))
+    chosen = choose_tools(turn.model, sent.get("metadata"), turn.caller.tools, settings.tools.toolsets, pool.knows)
+    turn, selection = turn.chosen(chosen), chosen.selection
+    client_tools = list(turn.client_tools)
+    names = frozenset(str(tool.get("function", {}).get("name")) for tool in client_tools)
+    offered = loop_options(settings, turn, upstream, selection).offer_tools
     catalogue = pool.tools_for_request(offered=offered, client_tools=names, selection=selection).catalogue
-    budget = await tool_budget_for(settings, upstream, body.get("model"))
-    return describe_request(catalogue, body["messages"], client_tools, budget)
+    budget = await tool_budget_for(settings, upstream, turn.model)
+    return describe_request(catalogue, list(turn.messages), client_tools, budget)
 
 
 @router.get("/prompts")
@@ -78,7 +82,7 @@ async def list_prompts(
 ) -> dict[str, Any]:
     """The MCP servers' prompts, each with the slash command that runs it in chat; for `model` (a virtual one
     naming a toolset) and the tools header when given, those of the servers they choose, as a chat has them."""
-    _, selection = choose_tools({"model": model}, tools_header, settings.tools.toolsets, pool.knows)
+    selection = choose_tools(model, None, tools_header, settings.tools.toolsets, pool.knows).selection
     book = pool.prompt_book.select(selection.admits_server)
     return {"object": "list", "data": [entry.describe() for entry in book.listed()]}
 
@@ -90,7 +94,7 @@ async def list_resources(
 ) -> dict[str, Any]:
     """Each MCP server's resources and URI templates as last listed, and the tool that reads them; for `model` and
     the tools header, as `/prompts`."""
-    _, selection = choose_tools({"model": model}, tools_header, settings.tools.toolsets, pool.knows)
+    selection = choose_tools(model, None, tools_header, settings.tools.toolsets, pool.knows).selection
     return {"object": "list", "data": [{"server": name, **listing} for name, listing in pool.resources().items()
                                        if selection.admits_server(name)]}
 

@@ -36,6 +36,7 @@ from app.chat.loop_options import loop_options as request_loop_options
 from app.chat.memory import MemoryStores, digest, memory_owner
 from app.chat.offer import (
     TOOLS_HEADER,
+    ToolListing,
     choose_tools,
     describe_offer,
     describe_request,
@@ -44,12 +45,13 @@ from app.chat.offer import (
 )
 from app.chat.ports import RequestStats, SignInWaits, ToolOutput
 from app.chat.service import ChatNeeds, ChatPool, ChatReply, answer_chat
+from app.chat.turn import Caller, Turn
 
 __all__ = [
-    "CUT_OFF_MESSAGE", "IMAGES_ROUTE", "OPENWEBUI_PREFIX", "SHUTTING_DOWN", "TOOLS_HEADER", "AnswerPart", "CallsDone",
-    "ChatNeeds", "ChatPool", "ChatReply", "Delta", "Ended", "ImageStore", "MemoryStores", "Payload", "PersonView",
-    "RequestStats", "ShutdownCutoff", "SignInWaits", "StoredImage", "ToolOutput", "answer_chat", "answer_parts",
-    "chat_cut_off", "choose_tools", "describe_offer", "describe_request", "digest", "known_context",
-    "load_ranker_in_background", "memory_owner", "openwebui_fields", "request_loop_options", "tool_budget_for",
-    "with_virtual_models",
+    "CUT_OFF_MESSAGE", "IMAGES_ROUTE", "OPENWEBUI_PREFIX", "SHUTTING_DOWN", "TOOLS_HEADER", "AnswerPart", "Caller",
+    "CallsDone", "ChatNeeds", "ChatPool", "ChatReply", "Delta", "Ended", "ImageStore", "MemoryStores", "Payload",
+    "PersonView", "RequestStats", "ShutdownCutoff", "SignInWaits", "StoredImage", "ToolListing", "ToolOutput", "Turn",
+    "answer_chat", "answer_parts", "chat_cut_off", "choose_tools", "describe_offer", "describe_request", "digest",
+    "known_context", "load_ranker_in_background", "memory_owner", "openwebui_fields", "request_loop_options",
+    "tool_budget_for", "with_virtual_models",
 ]

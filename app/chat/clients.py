@@ -19,10 +19,10 @@ unclosed tags costs one pass.
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 from urllib.parse import unquote
 
 from app.openai.schemas import content_text
+from app.openai.wire import Message
 
 REMINDER_OPENING = "<system-reminder>"
 REMINDER_CLOSING = "</system-reminder>"
@@ -35,7 +35,7 @@ _QUERY_START = re.compile(r"\s*+<user_query>")
 _QUERY_CLOSING = "</user_query>"
 
 
-def own_words(content: Any) -> str:
+def own_words(content: object) -> str:
     """The person's words in a message's content (a string, or text parts): the text with the wrappers above left
     out, its whitespace as it was. The text itself, not a copy, when nothing wraps it."""
     text = content_text(content)
@@ -86,7 +86,7 @@ _OPENWEBUI_HEADERS = {
 }
 
 
-def is_background_task(messages: Sequence[Mapping[str, Any]]) -> bool:
+def is_background_task(messages: Sequence[Message]) -> bool:
     """An Open WebUI title/tags/follow-up request: the last user message starts with `### Task:`. A person's
     message that Open WebUI's RAG template wraps starts so too, and is none (`own_words`)."""
     for message in reversed(messages):

@@ -4,16 +4,16 @@ the model is shown the images tools return, which tools its user selected, the m
 conversation's memory."""
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
 
 import structlog
 
-from app.access import presented_key
-from app.chat.clients import chat_id, is_background_task
+from app.chat.clients import is_background_task
 from app.chat.memory import ConversationMemory, MemoryStores, memory_owner
 from app.chat.offer import Budget, budget_for, choose_within, why_withheld
 from app.chat.ports import ALL_TOOLS, BudgetChoice, LoopOptions, ModelFacts, ToolSelection
+from app.chat.turn import Caller, Turn
 from app.openai.result_format import RenderOptions, system_hint
+from app.openai.wire import Message, Tool
 from app.ops.recent_requests import RecentRequests
 from app.settings import Settings
 
@@ -24,16 +24,16 @@ DEFAULT_CONTEXT_TOKENS = 8192  # to fit restored results in, when neither the up
 
 # The tools to offer when the budget leaves some out: (history, MCP tools, client tools, each MCP tool's server)
 # -> choice, or None.
-ToolBudget = Callable[[list[dict[str, Any]], Sequence[dict[str, Any]], Sequence[dict[str, Any]], Mapping[str, str]],
+ToolBudget = Callable[[list[Message], Sequence[Tool], Sequence[Tool], Mapping[str, str]],
                       Awaitable[BudgetChoice | None]]
 
 
 def loop_options(
-    settings: Settings, body: dict[str, Any], upstream: ModelFacts, selection: ToolSelection = ALL_TOOLS,
+    settings: Settings, turn: Turn, upstream: ModelFacts, selection: ToolSelection = ALL_TOOLS,
     recent: RecentRequests | None = None,
 ) -> LoopOptions:
-    background_task = settings.tools.skip_tools_for_tasks and is_background_task(body["messages"])
-    model = body.get("model")
+    background_task = settings.tools.skip_tools_for_tasks and is_background_task(turn.messages)
+    model = turn.model
 
     async def sees_images() -> bool:
         if settings.upstream.vision == "auto":
@@ -63,7 +63,7 @@ def _tool_budget(
     in a log line and kept among the recent requests."""
 
     async def tool_budget(
-        messages: list[dict[str, Any]], mcp_tools: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]],
+        messages: Sequence[Message], mcp_tools: Sequence[Tool], client_tools: Sequence[Tool],
         servers: Mapping[str, str],
     ) -> BudgetChoice | None:
         budget = await tool_budget_for(settings, upstream, model)
@@ -79,7 +79,7 @@ def _tool_budget(
     return tool_budget
 
 
-def _say_withheld(choice: BudgetChoice, budget: Budget, client_tools: Sequence[dict[str, Any]]) -> str:
+def _say_withheld(choice: BudgetChoice, budget: Budget, client_tools: Sequence[Tool]) -> str:
     """Why tools were withheld, in words, and logged as a warning: a person wonders why the model "cannot
     see" a tool; this line says."""
     why = why_withheld(choice, budget, client_tools)
@@ -107,12 +107,12 @@ async def tool_budget_for(settings: Settings, upstream: ModelFacts, model: str |
 
 
 def conversation_memory(
-    settings: Settings, stores: MemoryStores | None, headers: Mapping[str, str]
+    settings: Settings, stores: MemoryStores | None, caller: Caller
 ) -> ConversationMemory:
     """The request's memory: the API key's own (every caller's when no keys are set), narrowed to Open
     WebUI's chat when it names one."""
-    owner = memory_owner(presented_key(headers) if settings.access.authenticates else None)
-    return ConversationMemory(stores, _rendering(settings), chat_id=chat_id(headers), owner=owner)
+    owner = memory_owner(caller.api_key if settings.access.authenticates else None)
+    return ConversationMemory(stores, _rendering(settings), chat_id=caller.chat_id, owner=owner)
 
 
 def _rendering(settings: Settings) -> RenderOptions:

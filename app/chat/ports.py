@@ -5,17 +5,18 @@ Protocols; tests implement them with plain Python (tests/test_loop.py)."""
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Literal, Protocol, Required, TypedDict
 
-from app.chat.asking import Reply
+from app.chat.asking import FormValue, Reply
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.result_format import RenderOptions
+from app.openai.wire import ChatBody, FunctionDefinition, JSONObject, JSONValue, Message, Tool
 
 
 class ChatUpstream(Protocol):
     def stream_chat(
-        self, body: dict[str, Any]
-    ) -> AbstractAsyncContextManager[AsyncIterator[list[dict[str, Any]]]]:
+        self, body: ChatBody
+    ) -> AbstractAsyncContextManager[AsyncIterator[list[JSONObject]]]:
         """The answer's chunks, in batches: those that arrived together."""
 
 
@@ -41,7 +42,9 @@ class ToolOutput(Protocol):
     def retryable(self) -> bool: ...
 
     @property
-    def data(self) -> Any: ...
+    def data(self) -> JSONValue:
+        """The result's structured content, or its text: what the client's trace shows."""
+        ...
 
     @property
     def error_message(self) -> str | None: ...
@@ -62,15 +65,22 @@ class ToolOutput(Protocol):
 class InputNeeded:
     """A call's `InputRequiredResult` as plain JSON: kept while the person answers, on any replica."""
 
-    requests: dict[str, dict[str, Any]]  # the server's opaque key: its elicitation request's params, as JSON
+    requests: dict[str, JSONObject]  # the server's opaque key: its elicitation request's params, as JSON
     state: str | None  # the server's sealed request state, sent back with the answers
+
+
+class ElicitAnswer(TypedDict, total=False):
+    """The person's answer to a server's question, as MCP's ElicitResult in JSON."""
+
+    action: Required[Literal["accept", "decline", "cancel"]]
+    content: dict[str, FormValue]  # the form's values by property name (accept)
 
 
 @dataclass(frozen=True)
 class ToolAnswers:
     """What a call is sent again with: the person's answers to its questions, and the server's state."""
 
-    responses: dict[str, dict[str, Any]]  # the same keys: an ElicitResult as JSON (action, and content)
+    responses: dict[str, ElicitAnswer]  # the same keys as the questions
     state: str | None
 
 
@@ -82,7 +92,7 @@ class RequestTools(Protocol):
     reaches the next request, so the model is never offered one list and called with another."""
 
     @property
-    def openai_tools(self) -> Sequence[dict[str, Any]]: ...
+    def openai_tools(self) -> Sequence[Tool]: ...
 
     async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None,
                         answers: ToolAnswers | None = None) -> ToolOutput:
@@ -142,9 +152,26 @@ class BudgetChoice:
     # "unmatched" (matching none of the user's words, past the floor).
     reasons: tuple[str, ...] = ()
     # The client's tools as they are to be sent, when they were made smaller to leave room (tool_budget.py).
-    compacted_client_tools: tuple[dict[str, Any], ...] | None = None
+    compacted_client_tools: tuple[Tool, ...] | None = None
     # The tools kept, most relevant first, when TOOLBRIDGE_TOOL_ORDER=relevance ranks them; empty: as configured.
     order: tuple[str, ...] = ()
+
+
+class DescribedTool(TypedDict, total=False):
+    """A tool as `/tools` lists it: as offered (`type`, `function`), the MCP server and tool it maps to, and what the
+    listing adds for a request (its relevance, whether it is offered and where, a client's own)."""
+
+    type: Required[str]
+    function: Required[FunctionDefinition | None]  # None: a client's tool of another type
+    server: str
+    tool: str
+    asks_first: bool
+    original_description: str  # the server's, where the model is offered it shortened
+    original_parameters: object  # the server's schema, before the profile's rewrite, listed as it came
+    client: bool
+    score: float
+    offered: bool
+    position: int
 
 
 class ToolRunner(Protocol):
@@ -171,7 +198,7 @@ class WaitingTurn:
 class RestoredHistory:
     """A client's history with earlier turns' MCP calls and results given back (`memory.py`)."""
 
-    messages: list[dict[str, Any]]
+    messages: list[Message]
     restored_results: list[int]  # where the `tool` messages given back are, oldest first
     turns: int  # assistant turns that got their calls back
     waiting: WaitingTurn | None = None  # the last turn waits for the person's reply, which ends the history
@@ -181,27 +208,27 @@ class TurnMemory(Protocol):
     """What the loop asks of conversation memory: give a history back its earlier turns' calls (and the
     prompts their slash lines ran), fit them into the context, and remember what this request did."""
 
-    async def restore(self, messages: list[dict[str, Any]],
+    async def restore(self, messages: Sequence[Message],
                       context_tokens: Callable[[], Awaitable[int]] | None = None) -> RestoredHistory: ...
 
-    def fit(self, history: RestoredHistory, allowance: int) -> list[dict[str, Any]]: ...
+    def fit(self, history: RestoredHistory, allowance: int) -> Sequence[Message]: ...
 
-    async def remember_turn(self, rounds: list[dict[str, Any]], final_content: str, shown: str,
-                            prompt: Sequence[dict[str, Any]] = ()) -> None: ...
+    async def remember_turn(self, rounds: list[Message], final_content: str, shown: str,
+                            prompt: Sequence[Message] = ()) -> None: ...
 
     async def remember_mixed_turn(
-        self, rounds: list[dict[str, Any]], assistant: dict[str, Any], results: list[dict[str, Any]],
-        client_call_ids: list[str], prompt: Sequence[dict[str, Any]] = (),
+        self, rounds: list[Message], assistant: Message, results: list[Message],
+        client_call_ids: list[str], prompt: Sequence[Message] = (),
     ) -> None: ...
 
     async def remember_waiting_turn(
-        self, rounds: list[dict[str, Any]], assistant: dict[str, Any], asks: list[str], shown: str,
-        prompt: Sequence[dict[str, Any]] = (), *, servers: Mapping[str, str | None] | None = None,
-        reference: str = "", after: Sequence[dict[str, Any]] = (), inputs: Mapping[str, InputNeeded] | None = None,
+        self, rounds: list[Message], assistant: Message, asks: list[str], shown: str,
+        prompt: Sequence[Message] = (), *, servers: Mapping[str, str | None] | None = None,
+        reference: str = "", after: Sequence[Message] = (), inputs: Mapping[str, InputNeeded] | None = None,
         continues: bool = False,
     ) -> None: ...
 
-    async def remember_reply(self, messages: list[dict[str, Any]], text: str) -> None:
+    async def remember_reply(self, messages: Sequence[Message], text: str) -> None:
         """The gateway answered the message that ends `messages` itself: the next request leaves both out."""
         ...
 
@@ -226,7 +253,7 @@ class TurnMemory(Protocol):
 class ReplyMemory(Protocol):
     """What a slash command the gateway answers itself asks of memory: to know its answer again."""
 
-    async def remember_reply(self, messages: list[dict[str, Any]], text: str) -> None: ...
+    async def remember_reply(self, messages: Sequence[Message], text: str) -> None: ...
 
 
 @dataclass
@@ -255,13 +282,13 @@ class LoopOptions:
     # The tools to offer when the budget leaves some out: (history, MCP tools, client tools, each MCP tool's
     # server) -> choice, or None.
     tool_budget: (
-        Callable[[list[dict[str, Any]], Sequence[dict[str, Any]], Sequence[dict[str, Any]], Mapping[str, str]],
+        Callable[[list[Message], Sequence[Tool], Sequence[Tool], Mapping[str, str]],
                  Awaitable[BudgetChoice | None]] | None
     ) = None
     # The model's context window in tokens, asked only when earlier turns' results were restored.
     context_tokens: Callable[[], Awaitable[int]] | None = None
     # A slash command's prompt messages, standing in for the last user message (slash_commands.py).
-    prompt_messages: tuple[dict[str, Any], ...] = ()
+    prompt_messages: tuple[Message, ...] = ()
     confirm_timeout: float = 3600.0  # seconds a call waits for the person's yes (TOOLBRIDGE_CONFIRM_TIMEOUT)
     # Told the model beside the system hint: the servers whose tools wait for a sign-in (offer/missing_servers.py).
     sign_in_note: str | None = None

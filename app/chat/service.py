@@ -1,26 +1,27 @@
 """The chat service: one chat request, from its parsed body to the events of its answer.
 
-The route (app/doors/chat_completions/routes.py) hands over the body and what the request needs of the app
-(`ChatNeeds`) and gets a `ChatReply` back: the answer's events, which it streams as server-sent events or collects
-whole. Here the request is read (trace mode, the tools its user chose, the loop's options, a slash command, its memory)
-and answered by the gateway itself or by the tool loop. Written against Protocols (app/chat/ports.py), so the
-service never names the upstream's HTTP client or the MCP pool.
+The route (app/doors/chat_completions/routes.py) hands over the turn it read (`turn.py`) and what the request
+needs of the app (`ChatNeeds`) and gets a `ChatReply` back: the answer's events, which it streams as server-sent
+events or collects whole. Here the turn is read (trace mode, the tools its user chose, the loop's options, a slash
+command, its memory) and answered by the gateway itself or by the tool loop. Written against Protocols
+(app/chat/ports.py), so the service never names the upstream's HTTP client or the MCP pool.
 """
 
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
-from app.chat.answer import TRACE_HEADER, PersonView, TraceMode, collect_completion, stream_payloads, trace_mode
+from app.chat.answer import ChatPayload, PersonView, TraceMode, collect_completion, stream_payloads, trace_mode
 from app.chat.events import LoopEvent, ServersNotReady
 from app.chat.loop import run_tool_loop
 from app.chat.loop_options import conversation_memory, loop_options
 from app.chat.memory import MemoryStores
-from app.chat.offer import TOOLS_HEADER, NotReady, ServerStarts, await_starting, choose_tools, sign_in_notes
+from app.chat.offer import NotReady, ServerStarts, await_starting, choose_tools, sign_in_notes
 from app.chat.ports import ChatModel, LoopOptions, RequestStats, SignInWaits, ToolPool
 from app.chat.slash_commands import Answer, Expansion, PromptSource, answered, read_command, run_command
-from app.openai.schemas import ChatCompletionRequest
+from app.chat.turn import Turn
+from app.openai.wire import Completion
 from app.ops.recent_requests import RecentRequests
 from app.settings import Settings
 
@@ -32,14 +33,13 @@ class ChatPool(ToolPool, PromptSource, ServerStarts, Protocol):
 
 @dataclass(frozen=True)
 class ChatNeeds:
-    """What a chat request needs of the app (the lifespan's resources) and of its HTTP request (headers)."""
+    """What a chat request needs of the app: the lifespan's resources, seen as the request's caller may use them."""
 
     settings: Settings
     upstream: ChatModel
     pool: ChatPool
     memory: MemoryStores | None
     stats: RequestStats  # filled in as the request runs; its log line reads it at the end
-    headers: Mapping[str, str]  # the trace and tools headers, the API key, Open WebUI's chat id
     recent: RecentRequests | None = None  # the last requests' tool offers, for the status page
     sign_ins: SignInWaits | None = None  # the caller's servers that wait for a person's sign-in
     base_url: Callable[[], str] = lambda: ""  # where the person's browser reaches the gateway, for links
@@ -55,17 +55,17 @@ class ChatReply:
     trace: TraceMode
     notice: str = ""  # for the person alone, after the answer: the links to sign in to servers (missing_servers.py)
 
-    def payloads(self, person: PersonView | None) -> AsyncGenerator[dict[str, Any] | str, None]:
+    def payloads(self, person: PersonView | None) -> AsyncGenerator[ChatPayload, None]:
         """The answer as the `data:` payloads of a stream (chunks, or one error), then DONE."""
         return stream_payloads(self.events, model=self.model, include_usage=self.include_usage, trace=self.trace,
                                person=person, notice=self.notice)
 
-    def completion(self, person: PersonView | None) -> Awaitable[dict[str, Any]]:
+    def completion(self, person: PersonView | None) -> Awaitable[Completion]:
         """The answer as one `chat.completion` object."""
         return collect_completion(self.events, model=self.model, trace=self.trace, person=person, notice=self.notice)
 
 
-async def answer_chat(body: dict[str, Any], request: ChatCompletionRequest, needs: ChatNeeds) -> ChatReply:
+async def answer_chat(turn: Turn, needs: ChatNeeds) -> ChatReply:
     """The answer to one chat request: a slash command the gateway answers itself, or the tool loop's, returned
     once it has begun (the upstream accepted the request).
 
@@ -73,25 +73,27 @@ async def answer_chat(body: dict[str, Any], request: ChatCompletionRequest, need
         GatewayError: the upstream refused the first request or could not be reached.
         InvalidRequest: the trace or tools header, or the body's tool metadata, names what does not exist.
     """
-    settings, headers = needs.settings, needs.headers
-    trace = trace_mode(headers.get(TRACE_HEADER), settings.tools.tool_trace)
-    body, selection = choose_tools(body, headers.get(TOOLS_HEADER), settings.tools.toolsets, needs.pool.knows)
-    options = loop_options(settings, body, needs.upstream, selection, needs.recent)
+    settings, caller = needs.settings, turn.caller
+    trace = trace_mode(caller.trace, settings.tools.tool_trace)
+    chosen = choose_tools(turn.model, turn.sent.get("metadata"), caller.tools, settings.tools.toolsets,
+                          needs.pool.knows)
+    turn, selection = turn.chosen(chosen), chosen.selection
+    options = loop_options(settings, turn, needs.upstream, selection, needs.recent)
     missing = await await_starting(needs.pool, selection, settings.mcp.start_wait) if options.offer_tools else []
-    outcome = await _slash_command(body, options, needs)
-    memory = conversation_memory(settings, needs.memory, headers)
+    outcome = await _slash_command(turn, options, needs)
+    memory = conversation_memory(settings, needs.memory, caller)
     notice = ""
     if isinstance(outcome, Answer):
-        events = answered(outcome.text, body["messages"], memory)
+        events = answered(outcome.text, list(turn.messages), memory)
     else:
         if outcome is not None:  # the prompt's messages stand in for the slash line
             options = replace(options, prompt_messages=outcome.messages)
-        note, notice = sign_in_notes(needs.sign_ins, options, body["messages"], needs.base_url)
+        note, notice = sign_in_notes(needs.sign_ins, options, turn.messages, needs.base_url)
         if note:
             options = replace(options, sign_in_note=note)
-        events = run_tool_loop(body, needs.upstream, needs.pool, options, stats=needs.stats, memory=memory)
+        events = run_tool_loop(turn, needs.upstream, needs.pool, options, stats=needs.stats, memory=memory)
     await _accepted(events)
-    return ChatReply(_told(missing, events) if missing else events, request.model, request.include_usage, trace,
+    return ChatReply(_told(missing, events) if missing else events, turn.asked_model, turn.include_usage, trace,
                      notice)
 
 
@@ -113,10 +115,10 @@ async def _told(missing: list[NotReady], events: AsyncGenerator[LoopEvent, None]
             yield event
 
 
-async def _slash_command(body: dict[str, Any], options: LoopOptions, needs: ChatNeeds) -> Answer | Expansion | None:
+async def _slash_command(turn: Turn, options: LoopOptions, needs: ChatNeeds) -> Answer | Expansion | None:
     """The last message as a slash command (TOOLBRIDGE_PROMPT_COMMANDS): answered, expanded, or None (no
     command: the message goes to the model as typed); the request's stats say which."""
-    command = read_command(body["messages"]) if needs.settings.mcp.prompt_commands else None
+    command = read_command(list(turn.messages)) if needs.settings.mcp.prompt_commands else None
     servers = options.tool_selection.admits_server
     outcome = await run_command(command, needs.pool, options.sees_images, servers) if command is not None else None
     if isinstance(outcome, Expansion):

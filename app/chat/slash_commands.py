@@ -19,15 +19,16 @@ is taken whole as a bare value, its words unread.
 
 import difflib
 import re
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from app.chat.clients import own_words
 from app.chat.events import Finished, LoopEvent, Started
 from app.chat.ports import ReplyMemory
-from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, has_images, openai_messages
+from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, PromptResult, has_images, openai_messages
 from app.openai.markup import TextDelta
+from app.openai.wire import Message
 
 LIST_COMMANDS = frozenset({"prompts", "help"})
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
@@ -55,7 +56,7 @@ class PromptSource(Protocol):
     @property
     def prompt_book(self) -> PromptBook: ...
 
-    async def get_prompt(self, entry: PromptEntry, arguments: dict[str, str]) -> Any: ...
+    async def get_prompt(self, entry: PromptEntry, arguments: dict[str, str]) -> PromptResult: ...
 
     async def complete(self, entry: PromptEntry, argument: str, partial: str, context: dict[str, str]
                        ) -> list[str]: ...
@@ -85,11 +86,11 @@ class Answer:
 class Expansion:
     """The prompt's messages, to stand in for the slash line."""
 
-    messages: tuple[dict[str, Any], ...]
+    messages: tuple[Message, ...]
     command: str  # the prompt's command, for the log line
 
 
-def read_command(messages: list[dict[str, Any]]) -> SlashCommand | None:
+def read_command(messages: Sequence[Message]) -> SlashCommand | None:
     """The slash command the last message is, if it is a user message that is nothing else, past what the client
     wrapped around it (own_words.py: Claude Code's reminders)."""
     last = messages[-1] if messages else None
@@ -191,7 +192,7 @@ async def run_command(
 
 
 async def answered(
-    text: str, messages: list[dict[str, Any]], memory: ReplyMemory | None
+    text: str, messages: Sequence[Message], memory: ReplyMemory | None
 ) -> AsyncGenerator[LoopEvent, None]:
     """The gateway's own answer as the loop's events, so it streams or returns like any other; remembered
     first, so that the next turn leaves it and its slash line out of what the model sees."""

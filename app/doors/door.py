@@ -2,13 +2,13 @@
 clients read an error in. The registry (app/doors/registry.py) lists the doors; the app mounts each door's routes
 and answers every error, the guards' refusals included, in the shape of the door that owns the request's path."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.openai.errors import GatewayError
 
-ErrorShape = Callable[[GatewayError], dict[str, Any]]
+ErrorShape = Callable[[GatewayError], Mapping[str, object]]
 
 
 class Door(Protocol):
@@ -36,7 +36,7 @@ class Door(Protocol):
         """Its routes: a FastAPI router, made by its `routes` module (the HTTP layer's part of the door)."""
         ...
 
-    def error_body(self, error: GatewayError) -> dict[str, Any]:
+    def error_body(self, error: GatewayError) -> Mapping[str, object]:
         """The body that tells the door's client about `error` (its headers are the error's own)."""
         ...
 
@@ -51,7 +51,7 @@ class FrontDoor:
     errors: ErrorShape
     conversation: str = "messages"
 
-    def error_body(self, error: GatewayError) -> dict[str, Any]:
+    def error_body(self, error: GatewayError) -> Mapping[str, object]:
         return self.errors(error)
 
 
@@ -66,6 +66,6 @@ def door_for(doors: Sequence[Door], path: str) -> Door:
     return next((door for door in doors if owns(door, path)), doors[0])
 
 
-def openai_error(error: GatewayError) -> dict[str, Any]:
+def openai_error(error: GatewayError) -> Mapping[str, object]:
     """`{"error": {"message", "type", "param", "code"}}`, OpenAI's envelope (Chat Completions, Responses)."""
     return error.envelope()

@@ -14,16 +14,18 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
 from jsonschema.protocols import Validator
 from mcp.types import Tool
 
+from app.chat.ports import DescribedTool
 from app.mcp.approval import ServerConfirm, asks_first
 from app.mcp.arguments import compile_validator
 from app.mcp.resources import READ_RESOURCE
 from app.mcp.schema import to_profile
+from app.openai.wire import FunctionDefinition, tool_name
+from app.openai.wire import Tool as OpenAITool
 from app.settings.vocabularies import ConfirmPolicy, PrefixMode, Profile, ProfileSetting
 
 MAX_NAME_LENGTH = 64  # OpenAI: ^[a-zA-Z0-9_-]{1,64}$
@@ -63,7 +65,7 @@ class ToolRoute:
 class Catalogue:
     """The MCP tools as the model sees them, converted once whenever a tool list changes."""
 
-    openai_tools: tuple[dict[str, Any], ...] = ()
+    openai_tools: tuple[OpenAITool, ...] = ()
     routes: Mapping[str, ToolRoute] = field(default_factory=dict)
 
     def owns(self, name: str) -> bool:
@@ -107,11 +109,8 @@ class Catalogue:
                 new = hashed_name(new, route.server, route.tool)
             renamed[name] = new
             used.add(new)
-        tools = tuple(
-            {**tool, "function": {**tool["function"], "name": renamed[tool["function"]["name"]]}}
-            if tool["function"]["name"] in renamed else tool
-            for tool in self.openai_tools
-        )
+        tools = tuple(_renamed(tool, renamed[name]) if (name := tool_name(tool)) in renamed else tool
+                      for tool in self.openai_tools)
         return Catalogue(tools, {renamed.get(name, name): route for name, route in self.routes.items()})
 
     def select(self, keep: Callable[[str, ToolRoute], bool]) -> "Catalogue":
@@ -129,12 +128,13 @@ class Catalogue:
         tools = sorted(self.openai_tools, key=lambda tool: place.get(tool["function"]["name"], len(place)))
         return Catalogue(tuple(tools), self.routes)
 
-    def describe(self) -> list[dict[str, Any]]:
+    def describe(self) -> list[DescribedTool]:
         """The injected tools with the server and tool each one maps back to."""
         described = []
         for tool in self.openai_tools:
             route = self.routes[tool["function"]["name"]]
-            entry = {"server": route.server, "tool": route.tool, "asks_first": route.asks_first, **tool}
+            entry: DescribedTool = {"server": route.server, "tool": route.tool, "asks_first": route.asks_first,
+                                    "type": tool["type"], "function": tool["function"]}
             if route.description and not tool["function"].get("description", "").startswith(route.description):
                 entry["original_description"] = route.description  # shortened for the model
             if route.validator is not None:  # the server's schema, before the profile's rewrite
@@ -193,7 +193,7 @@ def build_catalogue(
     ]
     names = _names(usable, options.prefix)
     taken = Counter(names)
-    openai_tools: list[dict[str, Any]] = []
+    openai_tools: list[OpenAITool] = []
     routes: dict[str, ToolRoute] = {}
     for (server, tool), name in zip(usable, names, strict=True):
         if taken[name] > 1:  # e.g. "a.b" and "a_b" sanitise alike: both get a hash
@@ -216,10 +216,14 @@ def build_catalogue(
     return Catalogue(openai_tools=tuple(openai_tools), routes=routes)
 
 
-def to_openai_tool(name: str, tool: Tool, profile: Profile = "lmstudio") -> dict[str, Any]:
+def _renamed(tool: OpenAITool, name: str) -> OpenAITool:
+    return {**tool, "function": {**tool["function"], "name": name}}
+
+
+def to_openai_tool(name: str, tool: Tool, profile: Profile = "lmstudio") -> OpenAITool:
     """An OpenAI function tool. `parameters` is always an object schema with `properties`."""
     parameters, strict = to_profile(tool.input_schema, profile)
-    function: dict[str, Any] = {
+    function: FunctionDefinition = {
         "name": name,
         "description": _description(tool),
         "parameters": parameters,

@@ -86,11 +86,11 @@ class KeyView:
         return shown
 
     def server_states(self) -> dict[str, str]:
-        """The states of the servers this key may use (app/chat/server_starts.py)."""
+        """The states of the servers this key may use (app/chat/offer/missing_servers.py)."""
         return {name: state for name, state in self.pool.server_states().items() if self.scope.may_use_server(name)}
 
     def starting_for(self) -> dict[str, float]:
-        """How long each server this key may use has been in its first start (app/chat/server_starts.py)."""
+        """How long each server this key may use has been in its first start (app/chat/offer/missing_servers.py)."""
         return {name: age for name, age in self.pool.starting_for().items() if self.scope.may_use_server(name)}
 
     def may_sign_in(self, name: str) -> bool:

@@ -4,11 +4,12 @@ runs the calls, each named as in this request's catalogue."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from app.chat.ports import ProgressReport, ToolAnswers
 from app.mcp.convert import Catalogue
 from app.mcp.results import ToolOutcome
+from app.openai.wire import Tool as OpenAITool
 
 
 class ToolRunner(Protocol):
@@ -25,7 +26,7 @@ class PinnedTools:
     pool: ToolRunner
     catalogue: Catalogue
     # The catalogue's, kept as a field: the loop reads it several times a round, a property call each time.
-    openai_tools: Sequence[dict[str, Any]] = field(init=False, repr=False, compare=False)
+    openai_tools: Sequence[OpenAITool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "openai_tools", self.catalogue.openai_tools)

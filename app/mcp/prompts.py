@@ -28,6 +28,7 @@ from mcp.types import (
 
 from app.mcp.watching import list_pages
 from app.openai.schemas import image_part
+from app.openai.wire import ContentPart, Message
 
 LISTED_AT_MOST = 1000
 
@@ -151,27 +152,31 @@ def build_prompt_book(prompts_by_server: Mapping[str, Sequence[Prompt]]) -> Prom
     return PromptBook(entries, shared)
 
 
+# What `prompts/get` gives, named for the slash commands (app/chat/slash_commands.py), which hand it back here.
+PromptResult = GetPromptResult
+
+
 def has_images(result: GetPromptResult) -> bool:
     return any(isinstance(m.content, ImageContent) or (isinstance(m.content, EmbeddedResource) and isinstance(
         m.content.resource, BlobResourceContents) and (m.content.resource.mime_type or "").startswith("image/"))
         for m in result.messages)
 
 
-def openai_messages(result: GetPromptResult, images: bool) -> list[dict[str, Any]]:
+def openai_messages(result: GetPromptResult, images: bool) -> list[Message]:
     """The prompt's messages as OpenAI chat messages: text as text, embedded resources as their text,
     images as image parts when the model sees images (else described). Consecutive messages of one role
     are joined, since many local models' chat templates require the roles to alternate."""
-    messages: list[dict[str, Any]] = []
+    joined: list[tuple[str, list[ContentPart]]] = []
     for message in result.messages:
         part = _part(message.content, images and message.role == "user")  # only user turns may hold images
-        if messages and messages[-1]["role"] == message.role:
-            messages[-1]["content"].append(part)
+        if joined and joined[-1][0] == message.role:
+            joined[-1][1].append(part)
         else:
-            messages.append({"role": message.role, "content": [part]})
-    return [_flattened(message) for message in messages]
+            joined.append((message.role, [part]))
+    return [_flattened(role, parts) for role, parts in joined]
 
 
-def _part(content: Any, images: bool) -> dict[str, Any]:
+def _part(content: Any, images: bool) -> ContentPart:
     if isinstance(content, TextContent):
         return {"type": "text", "text": content.text}
     if isinstance(content, ImageContent):
@@ -193,9 +198,8 @@ def _part(content: Any, images: bool) -> dict[str, Any]:
     return {"type": "text", "text": str(content)}
 
 
-def _flattened(message: dict[str, Any]) -> dict[str, Any]:
+def _flattened(role: str, parts: list[ContentPart]) -> Message:
     """Text only: one string (what every chat template reads); with images: the parts."""
-    parts = message["content"]
     if all(part["type"] == "text" for part in parts):
-        return {"role": message["role"], "content": "\n\n".join(part["text"] for part in parts)}
-    return message
+        return {"role": role, "content": "\n\n".join(part.get("text", "") for part in parts)}
+    return {"role": role, "content": parts}

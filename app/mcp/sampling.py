@@ -16,14 +16,15 @@ from mcp.types import (
 )
 
 from app.openai.schemas import image_part
+from app.openai.wire import ChatBody, ContentPart, Message
 
 # Asks the upstream with an OpenAI chat body; returns (text, finish_reason, model).
-Complete = Callable[[dict[str, Any]], Awaitable[tuple[str, str | None, str | None]]]
+Complete = Callable[[ChatBody], Awaitable[tuple[str, str | None, str | None]]]
 
 
-def to_chat_request(params: CreateMessageRequestParams, default_model: str | None) -> dict[str, Any]:
+def to_chat_request(params: CreateMessageRequestParams, default_model: str | None) -> ChatBody:
     """The OpenAI chat body for a sampling request: the server's model hint wins over the configured model."""
-    messages: list[dict[str, Any]] = []
+    messages: list[Message] = []
     if params.system_prompt:
         messages.append({"role": "system", "content": params.system_prompt})
     for message in params.messages:
@@ -31,10 +32,10 @@ def to_chat_request(params: CreateMessageRequestParams, default_model: str | Non
         parts = [_part(block) for block in blocks]
         kept = [part for part in parts if part is not None]
         if all(part["type"] == "text" for part in kept):
-            messages.append({"role": message.role, "content": "".join(part["text"] for part in kept)})
+            messages.append({"role": message.role, "content": "".join(part.get("text", "") for part in kept)})
         else:
             messages.append({"role": message.role, "content": kept})
-    body: dict[str, Any] = {"messages": messages, "max_tokens": params.max_tokens}
+    body: ChatBody = {"messages": messages, "max_tokens": params.max_tokens}
     hints = params.model_preferences.hints if params.model_preferences and params.model_preferences.hints else []
     model = next((hint.name for hint in hints if hint.name), None) or default_model
     if model:
@@ -68,7 +69,7 @@ def sampling_handler(server: str, complete: Complete, default_model: str | None,
     return sample
 
 
-def _part(block: Any) -> dict[str, Any] | None:
+def _part(block: Any) -> ContentPart | None:
     if isinstance(block, TextContent):
         return {"type": "text", "text": block.text}
     if isinstance(block, ImageContent):

@@ -10,9 +10,9 @@ import json
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.openai.markup import ContentSplitter, TextDelta
+from app.openai.wire import JSONObject, JSONValue, ToolCallPart, UsageCounts
 
 
 @dataclass
@@ -21,7 +21,7 @@ class ToolCall:
     name: str
     arguments: str
 
-    def to_message_part(self) -> dict[str, Any]:
+    def to_message_part(self) -> ToolCallPart:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
 
@@ -43,7 +43,7 @@ class Usage:
         self.completion_tokens += other.completion_tokens
         self.total_tokens += other.total_tokens
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> UsageCounts:
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
@@ -63,20 +63,27 @@ class TurnAccumulator:
         self._calls: dict[int, _DraftCall] = {}
         self._text_call_ids: list[str] = []
 
-    def add(self, chunk: dict[str, Any]) -> TextDelta:
-        if chunk.get("model") and self.model is None:
-            self.model = chunk["model"]
-        if isinstance(chunk.get("usage"), dict):
-            self.usage = _read_usage(chunk["usage"])
-        choices = chunk.get("choices") or []
-        if not choices:
+    def add(self, chunk: JSONObject) -> TextDelta:
+        """Folds in one chunk, as the upstream sent it (nothing has checked its shape: what is not where it should
+        be counts as absent)."""
+        model, usage, choices = chunk.get("model"), chunk.get("usage"), chunk.get("choices")
+        if model and isinstance(model, str) and self.model is None:
+            self.model = model
+        if isinstance(usage, dict):
+            self.usage = _read_usage(usage)
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        if not isinstance(choice, dict):
             return TextDelta()
-        choice = choices[0]
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
+        finish_reason = choice.get("finish_reason")
+        if finish_reason and isinstance(finish_reason, str):
+            self.finish_reason = finish_reason
         delta = choice.get("delta") or choice.get("message") or {}
-        for part in delta.get("tool_calls") or []:
-            self._add_call_part(part)
+        if not isinstance(delta, dict):
+            return TextDelta()
+        calls = delta.get("tool_calls")
+        for part in calls if isinstance(calls, list) else ():
+            if isinstance(part, dict):
+                self._add_call_part(part)
         content = delta.get("content")
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         split = self._splitter.feed(content) if isinstance(content, str) and content else TextDelta()
@@ -112,23 +119,25 @@ class TurnAccumulator:
                 calls.append(ToolCall(self._text_call_ids[number], text_call.name, text_call.arguments))
         return calls
 
-    def _add_call_part(self, part: dict[str, Any]) -> None:
-        index = part.get("index")
+    def _add_call_part(self, part: JSONObject) -> None:
+        index, call_id = part.get("index"), part.get("id")
         if not isinstance(index, int):
-            index = self._index_without_one(part.get("id"))
+            index = self._index_without_one(call_id)
         draft = self._calls.setdefault(index, _DraftCall())
-        if part.get("id") and not draft.id:
-            draft.id = str(part["id"])
-        function = part.get("function") or {}
-        if function.get("name") and not draft.name:
-            draft.name = function["name"]
-        arguments = function.get("arguments")
+        if call_id and not draft.id:
+            draft.id = str(call_id)
+        function = part.get("function")
+        if not isinstance(function, dict):
+            return
+        name, arguments = function.get("name"), function.get("arguments")
+        if name and isinstance(name, str) and not draft.name:
+            draft.name = name
         if isinstance(arguments, str):
             draft.arguments.append(arguments)
         elif isinstance(arguments, dict):  # some servers send parsed arguments
             draft.arguments.append(json.dumps(arguments))
 
-    def _index_without_one(self, call_id: Any) -> int:
+    def _index_without_one(self, call_id: JSONValue) -> int:
         # Some servers omit `index`: a new id starts a new call, anything else continues the last one.
         if not self._calls:
             return 0
@@ -142,7 +151,7 @@ def _new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-def _read_usage(raw: dict[str, Any]) -> Usage:
+def _read_usage(raw: JSONObject) -> Usage:
     def number(key: str) -> int:
         value = raw.get(key)
         return value if isinstance(value, int) else 0
@@ -151,5 +160,5 @@ def _read_usage(raw: dict[str, Any]) -> Usage:
     return Usage(prompt, completion, number("total_tokens") or prompt + completion)
 
 
-def _text(value: Any) -> str:
+def _text(value: JSONValue) -> str:
     return value if isinstance(value, str) else ""

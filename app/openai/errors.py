@@ -28,7 +28,9 @@ Code retries a 502 or a 401 ten times). Overloaded (429/503) and a timeout keep 
 import html
 import json
 import re
-from typing import Any
+from typing import TypedDict
+
+from app.openai.wire import JSONValue
 
 # An upstream error message is shown to the client: at most this much of it.
 SHOULD_RETRY = "x-should-retry"
@@ -38,6 +40,19 @@ UPSTREAM_MESSAGE_CHARS = 500
 _TAG = re.compile(r"</?[a-zA-Z!?][^<>]*>")
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 _INVISIBLE = re.compile(r"<(script|style|head)[^>]*>.*?</\1>", re.IGNORECASE | re.DOTALL)
+
+
+class ErrorObject(TypedDict):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorEnvelope(TypedDict):
+    """The OpenAI error body."""
+
+    error: ErrorObject
 
 
 class GatewayError(Exception):
@@ -64,7 +79,7 @@ class GatewayError(Exception):
         """The headers the error's answer carries: its own, and `x-should-retry: false` where a retry cannot help."""
         return self.headers if self.retry_helps else {**self.headers, SHOULD_RETRY: "false"}
 
-    def envelope(self) -> dict[str, Any]:
+    def envelope(self) -> ErrorEnvelope:
         """The OpenAI error body: `{"error": {"message", "type", "param", "code"}}`."""
         return error_envelope(self.message, self.error_type, param=self.param, code=self.code)
 
@@ -205,7 +220,7 @@ class UpstreamStatusError(UpstreamError):
 
 def error_envelope(
     message: str, error_type: str, *, param: str | None = None, code: str | None = None
-) -> dict[str, Any]:
+) -> ErrorEnvelope:
     return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
 
 
@@ -230,7 +245,7 @@ def _parse_upstream_error(body: bytes) -> tuple[str, str | None, str | None, str
     return _plain(text), None, None, None
 
 
-def upstream_message(error: Any) -> str:
+def upstream_message(error: JSONValue) -> str:
     """An upstream's error as words: an OpenAI error object's message (or detail), a bare string, an HTML page's
     title; bounded. For error bodies and for errors sent inside a stream alike."""
     if isinstance(error, dict):

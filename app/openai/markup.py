@@ -11,7 +11,8 @@ by holding back any tail that could start a tag.
 import json
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
+
+from app.openai.wire import JSONValue
 
 _BLOCKS = {"<think>": ("</think>", "reasoning"), "<tool_call>": ("</tool_call>", "call"),
            "[TOOL_REQUEST]": ("[END_TOOL_REQUEST]", "call")}
@@ -121,15 +122,16 @@ class ContentSplitter:
 
 def _parse_call(text: str) -> TextCall | None:
     try:
-        payload: Any = json.loads(text.strip())
+        payload: JSONValue = json.loads(text.strip())
     except ValueError:
         return None
     if isinstance(payload, list) and len(payload) == 1:
         payload = payload[0]
-    if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
+    name = payload.get("name") if isinstance(payload, dict) else None
+    if not isinstance(payload, dict) or not isinstance(name, str):
         return None
     arguments = payload.get("arguments", payload.get("parameters", {}))
-    return TextCall(payload["name"], arguments if isinstance(arguments, str) else json.dumps(arguments))
+    return TextCall(name, arguments if isinstance(arguments, str) else json.dumps(arguments))
 
 
 def _first_opening(data: str) -> tuple[str | None, int]:

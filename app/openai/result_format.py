@@ -13,9 +13,10 @@ module, and the chat wing (memory, the system hint) writes results again without
 """
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from app.openai.wire import JSONObject, JSONValue
 from app.settings.vocabularies import ResultFormat
 
 _SYSTEM_HINTS = {
@@ -45,7 +46,7 @@ def system_hint(result_format: ResultFormat) -> str:
     return _SYSTEM_HINTS[result_format]
 
 
-def recorded_result(value: Any, failed: bool, cut: bool, options: RenderOptions) -> str:
+def recorded_result(value: JSONValue, failed: bool, cut: bool, options: RenderOptions) -> str:
     """An earlier call's result as the model saw it, rebuilt from what a client kept of it (the value its
     trace showed): the same envelope or text, and a note when only the start of it was kept."""
     if options.result_format == "text":
@@ -53,7 +54,7 @@ def recorded_result(value: Any, failed: bool, cut: bool, options: RenderOptions)
         return cap_text(f"Error: {text}" if failed else text, options.max_chars)
     if failed:
         return write_envelope("error", {"message": value}, options, {})
-    meta = {"truncated": {"hint": "Only the start of this earlier result was kept."}} if cut else {}
+    meta: JSONObject = {"truncated": {"hint": "Only the start of this earlier result was kept."}} if cut else {}
     return write_envelope("success", value, options, meta)
 
 
@@ -77,9 +78,9 @@ def omitted_result(result_format: ResultFormat) -> str:
     return compact_json({"status": "omitted", "meta": {"note": note}}) if result_format == "envelope" else note
 
 
-def write_envelope(status: str, data: Any, options: RenderOptions, meta: dict[str, Any]) -> str:
+def write_envelope(status: str, data: JSONValue, options: RenderOptions, meta: Mapping[str, JSONValue]) -> str:
     """The envelope as the model reads it, cut to `options.max_chars` when longer (said in meta.truncated)."""
-    envelope = {"status": status, "data": data, **({"meta": meta} if meta else {})}
+    envelope: JSONObject = {"status": status, "data": data, **({"meta": dict(meta)} if meta else {})}
     text = compact_json(envelope)
     return text if len(text) <= options.max_chars else _cut(envelope, options.max_chars)
 
@@ -92,59 +93,68 @@ def cap_text(text: str, limit: int) -> str:
     return text[: max(0, limit - len(marker))] + marker
 
 
-def compact_json(value: Any) -> str:
+def compact_json(value: object) -> str:
     """JSON as the model gets it: no spaces, no escapes for non-ASCII text (each costs tokens)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _cut(envelope: dict[str, Any], limit: int) -> str:
+def _cut(envelope: JSONObject, limit: int) -> str:
     """Cuts whole list items where the data has them, else characters; always valid JSON within `limit`."""
     data = envelope["data"]
     if isinstance(data, list):
-        return _fit_items(envelope, limit, key=None)
+        return _fit_items(envelope, data, limit, within=None)
     if isinstance(data, dict):
-        lists = [k for k, v in data.items() if isinstance(v, list) and v]
+        lists = {key: value for key, value in data.items() if isinstance(value, list) and value}
         if lists:
-            return _fit_items(envelope, limit, key=max(lists, key=lambda k: len(compact_json(data[k]))))
-        texts = [k for k, v in data.items() if isinstance(v, str)]
+            longest = max(lists, key=lambda key: len(compact_json(lists[key])))
+            return _fit_items(envelope, lists[longest], limit, within=(data, longest))
+        texts = {key: value for key, value in data.items() if isinstance(value, str)}
         if texts:
-            return _fit_chars(envelope, limit, key=max(texts, key=lambda k: len(data[k])))
-    return _fit_chars(envelope, limit, key=None)
+            longest = max(texts, key=lambda key: len(texts[key]))
+            return _fit_chars(envelope, texts[longest], limit, within=(data, longest))
+    return _fit_chars(envelope, data if isinstance(data, str) else compact_json(data), limit, within=None)
 
 
-def _fit_items(envelope: dict[str, Any], limit: int, key: str | None) -> str:
-    items = envelope["data"] if key is None else envelope["data"][key]
+# Where a cut list or text sits: the data object and its key; None: it is the data itself.
+Within = tuple[JSONObject, str] | None
 
+
+def _fit_items(envelope: JSONObject, items: list[JSONValue], limit: int, within: Within) -> str:
     def build(kept: int) -> str:
-        data = items[:kept] if key is None else {**envelope["data"], key: items[:kept]}
-        truncated = {"kept_items": kept, "total_items": len(items), "hint": CUT_HINT}
-        if key is not None:
-            truncated["list"] = key
-        return compact_json({**envelope, "data": data, "meta": {**envelope.get("meta", {}), "truncated": truncated}})
+        data: JSONValue = items[:kept] if within is None else {**within[0], within[1]: items[:kept]}
+        truncated: JSONObject = {"kept_items": kept, "total_items": len(items), "hint": CUT_HINT}
+        if within is not None:
+            truncated["list"] = within[1]
+        return _with_cut(envelope, data, truncated)
 
     best = _largest_fitting(len(items) - 1, lambda kept: len(build(kept)) <= limit)
     if best is None:
-        return _fit_chars({**envelope, "data": compact_json(envelope["data"])}, limit, key=None)
+        return _fit_chars(envelope, compact_json(envelope["data"]), limit, within=None)
     return build(best)
 
 
-def _fit_chars(envelope: dict[str, Any], limit: int, key: str | None) -> str:
+def _fit_chars(envelope: JSONObject, text: str, limit: int, within: Within) -> str:
     """Cuts the data's text (or its longest text field, keeping the object) to the largest part that fits."""
-    data = envelope["data"]
-    text = (data if isinstance(data, str) else compact_json(data)) if key is None else data[key]
 
     def build(kept: int) -> str:
-        truncated: dict[str, Any] = {"kept_chars": kept, "total_chars": len(text), "hint": CUT_HINT}
-        if key is not None:
-            truncated["field"] = key
-        cut = text[:kept] if key is None else {**data, key: text[:kept]}
-        return compact_json({**envelope, "data": cut, "meta": {**envelope.get("meta", {}), "truncated": truncated}})
+        truncated: JSONObject = {"kept_chars": kept, "total_chars": len(text), "hint": CUT_HINT}
+        if within is not None:
+            truncated["field"] = within[1]
+        cut: JSONValue = text[:kept] if within is None else {**within[0], within[1]: text[:kept]}
+        return _with_cut(envelope, cut, truncated)
 
     best = _largest_fitting(len(text), lambda kept: len(build(kept)) <= limit)
     return build(best or 0)[:limit] if best is None else build(best)
 
 
-def _largest_fitting(upper: int, fits: Any) -> int | None:
+def _with_cut(envelope: JSONObject, data: JSONValue, truncated: JSONObject) -> str:
+    """The envelope with its data cut, meta.truncated saying how."""
+    meta = envelope.get("meta")
+    return compact_json({**envelope, "data": data, "meta": {**(meta if isinstance(meta, dict) else {}),
+                                                            "truncated": truncated}})
+
+
+def _largest_fitting(upper: int, fits: Callable[[int], bool]) -> int | None:
     """Binary search for the largest n in [0, upper] with fits(n); serialisation makes length non-linear."""
     if upper < 0 or not fits(0):
         return None

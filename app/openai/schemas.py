@@ -3,10 +3,12 @@ gateway itself reads are checked here, so a malformed request is a 400 naming th
 
 import json
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
+
+from app.openai.wire import ContentPart, JSONObject, JSONValue
 
 
 class WireModel(BaseModel):
@@ -14,32 +16,32 @@ class WireModel(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def content_text(content: Any) -> str:
+def content_text(content: object) -> str:
     """A message's text: the string itself, or its text parts joined (images and other parts left out)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+        return "".join(text for part in content if isinstance(part, dict) and isinstance(text := part.get("text"), str))
     return ""
 
 
-def image_part(mime_type: str | None, base64_data: str) -> dict[str, Any]:
+def image_part(mime_type: str | None, base64_data: str) -> ContentPart:
     """An image as a chat message's content part: a `data:` URL of the base64 bytes."""
     return {"type": "image_url", "image_url": {"url": f"data:{mime_type};base64,{base64_data}"}}
 
 
 def rewrite_model_list(
-    body: bytes, rewrite: Callable[[list[Any]], list[Any]],
-    answer: Callable[[dict[str, Any], list[Any]], dict[str, Any]] | None = None,
+    body: bytes, rewrite: Callable[[list[JSONValue]], list[JSONValue]],
+    answer: Callable[[JSONObject, list[JSONValue]], JSONObject] | None = None,
 ) -> bytes:
     """A `/models` answer with its `data` list rewritten (and, with `answer`, the whole answer made of the answer
     as sent and the rewritten list); the body as it was when it is not such a list."""
     try:
-        models = json.loads(body)
+        models: JSONValue = json.loads(body)
     except ValueError:
         return body
     entries = models.get("data") if isinstance(models, dict) else None
-    if not isinstance(entries, list):
+    if not isinstance(models, dict) or not isinstance(entries, list):
         return body
     rewritten = rewrite(entries)
     return json.dumps(answer(models, rewritten) if answer else {**models, "data": rewritten}).encode()
@@ -47,11 +49,11 @@ def rewrite_model_list(
 
 class ChatMessage(WireModel):
     role: StrictStr
-    content: Any = None
+    content: object = None  # checked below: text, null or parts
 
     @field_validator("content")
     @classmethod
-    def _text_or_parts(cls, value: Any) -> Any:
+    def _text_or_parts(cls, value: object) -> object:
         """A string, null, or a list of parts each with a string `type` (and a string `text` for text parts).
         Kept as the client sent it: parts of types the gateway does not know go on untouched."""
         if value is None or isinstance(value, str):
@@ -69,7 +71,7 @@ class ChatMessage(WireModel):
 class FunctionDefinition(WireModel):
     name: StrictStr
     description: StrictStr | None = None
-    parameters: dict[str, Any] | None = None
+    parameters: dict[str, object] | None = None  # a JSON Schema, sent on as given
 
 
 class ToolDefinition(WireModel):
@@ -87,9 +89,9 @@ class ChatCompletionRequest(WireModel):
     model: StrictStr | None = None
     messages: list[ChatMessage] = Field(min_length=1)
     stream: StrictBool = False
-    stream_options: dict[str, Any] | None = None
+    stream_options: dict[str, object] | None = None
     tools: list[ToolDefinition] | None = None
-    tool_choice: Any = None
+    tool_choice: object = None
 
     @property
     def include_usage(self) -> bool:

@@ -64,10 +64,10 @@ class FunctionDefinition(TypedDict, total=False):
     strict: bool
 
 
-class Tool(TypedDict):
-    """A function tool as a request offers it."""
+class Tool(TypedDict, total=False):
+    """A tool as a request offers it: a function (with `function`), or another type a client sent, carried on."""
 
-    type: Literal["function"]
+    type: Required[str]
     function: FunctionDefinition
 
 
@@ -87,6 +87,9 @@ class ChatBody(TypedDict, total=False):
     parallel_tool_calls: bool
     max_tokens: int
     max_completion_tokens: int
+    temperature: float
+    stop: str | list[str]
+    metadata: JSONValue  # OpenAI's: strings by name; `toolbridge_tools` chooses tools (app/chat/toolsets.py)
 
 
 class UsageCounts(TypedDict):
@@ -112,6 +115,7 @@ class Delta(TypedDict, total=False):
 class ChunkChoice(TypedDict):
     index: int
     delta: Delta
+    logprobs: None
     finish_reason: str | None
 
 
@@ -129,6 +133,7 @@ class Chunk(TypedDict):
 class CompletionChoice(TypedDict):
     index: int
     message: Message
+    logprobs: None
     finish_reason: str | None
 
 
@@ -141,3 +146,9 @@ class Completion(TypedDict):
     model: str
     choices: list[CompletionChoice]
     usage: NotRequired[UsageCounts]
+
+
+def tool_name(tool: Tool) -> str:
+    """A tool's function name; "" for a tool of another type."""
+    function = tool.get("function")
+    return function.get("name", "") if function is not None else ""

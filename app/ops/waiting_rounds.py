@@ -3,7 +3,7 @@ list, each round with a short random id the page answers by (`POST /ui/waiting/{
 
 A round's memory key (where its turn waits in the state store) stays here: the page sees only the id, and a
 verdict is written beside the turn, under `verdict_key`, where the chat's next message reads it
-(app/chat/loop/asking.py). Each round belongs to the memory owner that asked it (a digest of the API key,
+(app/chat/loop/held.py). Each round belongs to the memory owner that asked it (a digest of the API key,
 "" without keys): the page lists and decides only its caller's own. A round leaves the list when the chat takes
 it up, when it is older than TOOLBRIDGE_CONFIRM_TIMEOUT, or when the same owner's newer rounds push it out: each
 owner has a share of its own, so no key can push another's rounds off the page.

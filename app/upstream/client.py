@@ -20,6 +20,7 @@ import orjson
 
 from app.openai.errors import InvalidRequest, UpstreamError, UpstreamStatusError
 from app.openai.schemas import rewrite_model_list
+from app.openai.wire import ChatBody, JSONObject
 from app.settings.vocabularies import TransportKind
 from app.state import StateStore
 from app.upstream.capabilities import Capabilities, ServerKind
@@ -98,7 +99,7 @@ class UpstreamClient:
         await self._http.aclose()
 
     @asynccontextmanager
-    async def stream_chat(self, body: dict[str, Any]) -> AsyncIterator[AsyncIterator[list[dict[str, Any]]]]:
+    async def stream_chat(self, body: ChatBody) -> AsyncIterator[AsyncIterator[list[JSONObject]]]:
         """Opens a streamed chat completion and yields its chunks as dicts, in batches: the chunks that
         arrived in one read.
 
@@ -224,7 +225,7 @@ class UpstreamClient:
         return url
 
 
-def _json_bytes(body: dict[str, Any]) -> bytes:
+def _json_bytes(body: ChatBody) -> bytes:
     """The body as strict JSON. Python's parser accepted lone surrogates from the client; no server can
     read them back, so they are the client's error, found where the body is encoded anyway. (NaN and
     Infinity were refused when the body was read: app/api/chat_body.py.)"""

@@ -9,6 +9,7 @@ from app.chat.answer.shown import SIGN_IN_MARK, PersonView
 from app.chat.answer.streaming import (
     CUT_OFF_MESSAGE,
     SHUTTING_DOWN,
+    ChatPayload,
     Payload,
     ShutdownCutoff,
     chat_cut_off,
@@ -20,7 +21,7 @@ from app.chat.answer.trace import RecordedCall, TraceMode, read_back, strip_trac
 
 __all__ = [
     "CUT_OFF_MESSAGE", "IMAGES_ROUTE", "SHUTTING_DOWN", "SIGN_IN_MARK", "TRACE_HEADER", "AnswerPart", "CallsDone",
-    "Delta", "Ended", "ImageStore", "Payload", "PersonView", "RecordedCall", "ShutdownCutoff", "StoredImage",
-    "TraceMode", "answer_parts", "chat_cut_off", "collect_completion", "read_back", "stream_payloads", "strip_trace",
-    "trace_mode",
+    "ChatPayload", "Delta", "Ended", "ImageStore", "Payload", "PersonView", "RecordedCall", "ShutdownCutoff",
+    "StoredImage", "TraceMode", "answer_parts", "chat_cut_off", "collect_completion", "read_back", "stream_payloads",
+    "strip_trace", "trace_mode",
 ]

@@ -11,16 +11,18 @@ import os
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import structlog
 
-from app.chat.answer.parts import Delta, Ended, answer_parts
+from app.chat.answer.parts import Delta as TextPart
+from app.chat.answer.parts import Ended, answer_parts
 from app.chat.answer.shown import PersonView
 from app.chat.answer.trace import TraceMode
 from app.chat.events import LoopEvent
 from app.openai.accumulate import ToolCall, Usage
-from app.openai.errors import GatewayError, error_envelope
+from app.openai.errors import ErrorEnvelope, GatewayError, error_envelope
+from app.openai.wire import Chunk, Completion, Delta, Message, ToolCallDelta
 
 log = structlog.get_logger("toolbridge.stream")
 
@@ -31,6 +33,9 @@ SHUTTING_DOWN = "shutting_down"
 # written before the server cuts the connection (a third of the grace when that is shorter).
 CUTOFF_MARGIN = 0.5
 
+# A `data:` payload of a chat completion's stream: a chunk, an error, or "[DONE]".
+ChatPayload = Chunk | ErrorEnvelope | str
+
 
 class _ChunkFactory:
     """The chunks of one streamed completion: one id, one creation time, one model name on each."""
@@ -40,7 +45,7 @@ class _ChunkFactory:
         self.created = int(time.time())
         self.model = model or "unknown"
 
-    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    def chunk(self, delta: Delta, finish_reason: str | None = None) -> Chunk:
         return (
             {
                 "id": self.id,
@@ -51,7 +56,7 @@ class _ChunkFactory:
             }
         )
 
-    def usage_chunk(self, usage: Usage) -> dict[str, Any]:
+    def usage_chunk(self, usage: Usage) -> Chunk:
         return (
             {
                 "id": self.id,
@@ -67,7 +72,7 @@ class _ChunkFactory:
 async def stream_payloads(
     events: AsyncGenerator[LoopEvent, None], *, model: str | None, include_usage: bool, trace: TraceMode = "reasoning",
     person: PersonView | None = None, notice: str = "",
-) -> AsyncGenerator[dict[str, Any] | str, None]:
+) -> AsyncGenerator[ChatPayload, None]:
     """The `data:` payloads of one streamed chat completion: JSON objects (chunks, or one error), then DONE.
     `person` and `notice` as answer_parts' (app/chat/answer_parts.py)."""
     chunks = _ChunkFactory(model)
@@ -75,7 +80,7 @@ async def stream_payloads(
     try:
         async with aclosing(answer_parts(events, trace=trace, person=person, notice=notice)) as parts:
             async for part in parts:
-                if isinstance(part, Delta):
+                if isinstance(part, TextPart):
                     yield chunks.chunk(_text_delta(part))
                 elif isinstance(part, Ended):
                     if part.client_tool_calls:
@@ -103,7 +108,7 @@ class ShutdownCutoff:
     def __init__(self, grace: float, on_cut: Callable[[], object] | None = None) -> None:
         self._delay = max(0.0, grace - min(CUTOFF_MARGIN, grace / 3))
         self.on_cut = on_cut  # what cancels the work running now, if that is not a stream's `payloads`
-        self._task: asyncio.Task[Any] | None = None
+        self._task: asyncio.Task[object] | None = None
         self._waiting = False  # the stream's task waits for its next payload: an interruption lands there
         self._timer: asyncio.TimerHandle | None = None
         self.cut = False
@@ -154,7 +159,7 @@ class ShutdownCutoff:
 CUT_OFF_MESSAGE = "The gateway is shutting down; this answer was cut off. Send the request again."
 
 
-def chat_cut_off() -> list[dict[str, Any] | str]:
+def chat_cut_off() -> list[ChatPayload]:
     """How a chat completion's stream ends when the shutdown cuts it off: one error event, then DONE."""
     return [error_envelope(CUT_OFF_MESSAGE, "server_error", code=SHUTTING_DOWN), DONE]
 
@@ -162,7 +167,7 @@ def chat_cut_off() -> list[dict[str, Any] | str]:
 async def collect_completion(
     events: AsyncGenerator[LoopEvent, None], *, model: str | None, trace: TraceMode = "reasoning",
     person: PersonView | None = None, notice: str = "",
-) -> dict[str, Any]:
+) -> Completion:
     """The whole `chat.completion` object for a non-streaming request; `notice` as `stream_payloads`'."""
     chunks = _ChunkFactory(model)
     content: list[str] = []
@@ -170,18 +175,18 @@ async def collect_completion(
     finished = Ended("stop", None)
     async with aclosing(answer_parts(events, trace=trace, person=person, notice=notice)) as parts:
         async for part in parts:
-            if isinstance(part, Delta):
+            if isinstance(part, TextPart):
                 content.append(part.content)
                 reasoning.append(part.reasoning)
             elif isinstance(part, Ended):
                 finished = part
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+    message: Message = {"role": "assistant", "content": "".join(content)}
     if any(reasoning):
         message["reasoning_content"] = "".join(reasoning)
     if finished.client_tool_calls:
         message["tool_calls"] = [call.to_message_part() for call in finished.client_tool_calls]
         message["content"] = message["content"] or None
-    completion: dict[str, Any] = {
+    completion: Completion = {
         "id": chunks.id,
         "object": "chat.completion",
         "created": chunks.created,
@@ -193,8 +198,8 @@ async def collect_completion(
     return completion
 
 
-def _text_delta(part: Delta) -> dict[str, Any]:
-    delta: dict[str, Any] = {}
+def _text_delta(part: TextPart) -> Delta:
+    delta: Delta = {}
     if part.reasoning:
         delta["reasoning_content"] = part.reasoning
     if part.content:
@@ -202,7 +207,7 @@ def _text_delta(part: Delta) -> dict[str, Any]:
     return delta
 
 
-def _tool_call_deltas(calls: list[ToolCall]) -> list[dict[str, Any]]:
+def _tool_call_deltas(calls: list[ToolCall]) -> list[ToolCallDelta]:
     return [
         {"index": index, **call.to_message_part()}
         for index, call in enumerate(calls)

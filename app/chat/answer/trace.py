@@ -13,12 +13,13 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from app.chat.answer.shown import strip_shown
 from app.chat.ports import ToolOutput
 from app.openai.accumulate import ToolCall
 from app.openai.errors import InvalidRequest
+from app.openai.wire import JSONValue
 from app.settings.vocabularies import TraceMode as TraceMode  # spelled with the settings; streaming reads it here
 
 TRACE_MODES: tuple[TraceMode, ...] = get_args(TraceMode)
@@ -149,7 +150,7 @@ class RecordedCall:
     id: str
     name: str
     arguments: str
-    result: Any  # what the block showed: the data, or the error's message when `failed`
+    result: JSONValue  # what the block showed: the data, or the error's message when `failed`
     failed: bool
     cut: bool  # the block held only the first DETAILS_RESULT_CHARS characters of the result
 
@@ -208,7 +209,7 @@ def _recorded_call(block: str) -> RecordedCall:
     opening = block[: block.index(">") + 1]
     attributes = {name: html.unescape(value) for name, value in _ATTRIBUTE.findall(opening)}
     try:
-        result: Any = json.loads(attributes.get("result", "null"))
+        result: JSONValue = json.loads(attributes.get("result", "null"))
     except ValueError:
         result = attributes.get("result", "")
     cut = isinstance(result, str) and len(result) == DETAILS_RESULT_CHARS + 1 and result.endswith("…")
@@ -216,7 +217,8 @@ def _recorded_call(block: str) -> RecordedCall:
     failed = attributes.get("status") == _FAILED_STATUS or (labelled and not cut)  # older blocks: the label alone
     return RecordedCall(
         id=attributes.get("id", ""), name=attributes.get("name", ""), arguments=attributes.get("arguments") or "{}",
-        result=result.removeprefix(_FAILED_PREFIX) if failed and labelled else result, failed=failed, cut=cut,
+        result=result.removeprefix(_FAILED_PREFIX) if failed and labelled and isinstance(result, str) else result,
+        failed=failed, cut=cut,
     )
 
 
@@ -257,7 +259,7 @@ def _attribute(value: str) -> str:
     return html.escape(value, quote=True).replace("\n", "&#10;").replace("\r", "&#13;")
 
 
-def _result_value(output: ToolOutput, label_errors: bool = True) -> Any:
+def _result_value(output: ToolOutput, label_errors: bool = True) -> JSONValue:
     """The result as Open WebUI's widget shows it best: the data itself (pretty-printed), or the error."""
     if output.is_error:
         message = output.error_message or output.content

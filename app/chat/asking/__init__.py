@@ -15,10 +15,27 @@ from app.chat.asking.approvals import (
     read_reply,
     too_late,
 )
-from app.chat.asking.questions import Accepted, Cancelled, Invalid, answer_for, asked_again, question_for
+from app.chat.asking.question_fields import Value as FormValue
+from app.chat.asking.questions import Accepted, Answer, Cancelled, Invalid, answer_for, asked_again, question_for
 
 __all__ = [
-    "DECLINED", "NOT_ANSWERED", "NOT_KEPT", "Accepted", "AskedCall", "Cancelled", "Invalid", "Reply", "answer_for",
-    "asked_again", "looks_like_question", "new_reference", "no_longer_waiting", "question", "question_for",
-    "read_reply", "too_late",
+    "DECLINED",
+    "NOT_ANSWERED",
+    "NOT_KEPT",
+    "Accepted",
+    "Answer",
+    "AskedCall",
+    "Cancelled",
+    "FormValue",
+    "Invalid",
+    "Reply",
+    "answer_for",
+    "asked_again",
+    "looks_like_question",
+    "new_reference",
+    "no_longer_waiting",
+    "question",
+    "question_for",
+    "read_reply",
+    "too_late",
 ]

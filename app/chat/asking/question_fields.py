@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-Value = str | int | float | bool | list[str]
+Value = str | int | float | bool | list[str]  # a form field's value, as MCP's elicitation allows them
 
 _TRUE = frozenset({"yes", "y", "true", "t", "1", "on", "ok", "sure", "yep", "yeah"})
 _FALSE = frozenset({"no", "n", "false", "f", "0", "off", "nope"})

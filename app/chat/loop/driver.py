@@ -10,7 +10,6 @@ What follows a round is decided by `decision.py`; this module asks, acts on the 
 
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import Any
 
 from app.chat.events import Finished, LoopEvent, RoundBreak, Started, ToolsRan
 from app.chat.loop.decision import (
@@ -37,13 +36,15 @@ from app.chat.loop.state import LoopState, RoundContext, start_state
 from app.chat.loop.tool_runs import run_tools, sees_images
 from app.chat.offer import offer_found
 from app.chat.ports import ChatUpstream, LoopOptions, RequestStats, ToolOutput, ToolRunner, TurnMemory
+from app.chat.turn import Turn
 from app.openai.accumulate import ToolCall, TurnAccumulator, Usage
 from app.openai.markup import TextDelta
+from app.openai.wire import ChatBody
 from app.ops.telemetry import end_chat_span, start_chat_span
 
 
 async def run_tool_loop(
-    body: dict[str, Any],
+    turn: Turn,
     upstream: ChatUpstream,
     tools: ToolRunner,
     options: LoopOptions,
@@ -57,8 +58,8 @@ async def run_tool_loop(
         GatewayError: from the upstream; before `Started` when the first request fails.
     """
     stats = stats if stats is not None else RequestStats()
-    state = await start_state(body, tools, options, stats, memory)
-    span = start_chat_span(body.get("model"), bool(body.get("stream")))
+    state = await start_state(turn, tools, options, stats, memory)
+    span = start_chat_span(turn.model, turn.stream)
     finished: Finished | None = None
     failure: BaseException | None = None
     try:
@@ -97,7 +98,7 @@ async def _rounds(state: LoopState, context: RoundContext) -> AsyncGenerator[Loo
         if is_last_round(number, max_rounds, state.answering_now):
             forbid_calls(state.request)
         turn = TurnAccumulator(state.offer.offered_names)
-        asked = {**state.request, "messages": state.messages}
+        asked: ChatBody = {**state.request, "messages": state.messages}
         async for event in _shown(_ask(context.upstream, asked, turn, first=number == 1 and state.held is None), state):
             yield event
         _count(context.stats, number, turn)
@@ -124,7 +125,7 @@ async def _rounds(state: LoopState, context: RoundContext) -> AsyncGenerator[Loo
 
 
 async def _ask(
-    upstream: ChatUpstream, request: dict[str, Any], turn: TurnAccumulator, *, first: bool
+    upstream: ChatUpstream, request: ChatBody, turn: TurnAccumulator, *, first: bool
 ) -> AsyncIterator[Started | TextDelta]:
     """One round: the upstream's answer folded into `turn`, its visible text passed on as it comes."""
     async with upstream.stream_chat(request) as batches:

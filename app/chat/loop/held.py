@@ -22,12 +22,12 @@ calls are sent again with it; the model sees only the calls and their final resu
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.chat.asking import (
     DECLINED,
     NOT_ANSWERED,
     Accepted,
+    Answer,
     AskedCall,
     Cancelled,
     Invalid,
@@ -43,6 +43,7 @@ from app.chat.asking import (
 )
 from app.chat.events import ToolsRan
 from app.chat.ports import (
+    ElicitAnswer,
     ImagePart,
     InputNeeded,
     RequestTools,
@@ -54,6 +55,7 @@ from app.chat.ports import (
 )
 from app.openai.accumulate import ToolCall
 from app.openai.schemas import content_text
+from app.openai.wire import JSONValue, Message
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class NotRun:
     retryable: bool  # a call refused for lateness or another reply may be asked about again; a declined one not
     is_error: bool = True
     images: Sequence[ImagePart] = ()
-    data: Any = None
+    data: JSONValue = None
     shown: Sequence[ImagePart | str] = ()
     input_needed: None = None
 
@@ -80,7 +82,7 @@ class Held:
 
     calls: tuple[ToolCall, ...] = ()
     refused: dict[str, NotRun] = field(default_factory=dict)  # by call id; the others run
-    reply: dict[str, Any] | None = None  # the person's message, answered after the calls' results
+    reply: Message | None = None  # the person's message, answered after the calls' results
     # Decided on the status page before `reply`: the turn's stored entry holds the calls' results, which later
     # requests give the model before the reply (memory_restore.py).
     decided: bool = False
@@ -97,7 +99,7 @@ class Held:
 
 
 async def held_round(
-    history: RestoredHistory, sent: list[dict[str, Any]], memory: TurnMemory | None, confirm_timeout: float,
+    history: RestoredHistory, sent: Sequence[Message], memory: TurnMemory | None, confirm_timeout: float,
     server_of: Callable[[str], str | None],
 ) -> tuple[RestoredHistory, Held | None]:
     """The history the rounds start from, and what to do first: None when no round waited for this reply.
@@ -139,7 +141,7 @@ async def _refusals(
     return {}
 
 
-def _stale_answer(sent: list[dict[str, Any]]) -> Held | None:
+def _stale_answer(sent: Sequence[Message]) -> Held | None:
     """A yes or no after one of our questions with no round waiting under this key: said so, nothing run."""
     if len(sent) < 2 or sent[-1].get("role") != "user" or sent[-2].get("role") != "assistant":
         return None
@@ -185,12 +187,12 @@ def questions_text(content: str, asked: list[tuple[ToolCall, InputNeeded]], tool
     return f"\n\n{text}" if content.strip() else text
 
 
-async def answered(waiting: WaitingTurn, reply: dict[str, Any], memory: TurnMemory, confirm_timeout: float,
+async def answered(waiting: WaitingTurn, reply: Message, memory: TurnMemory, confirm_timeout: float,
                    server_of: Callable[[str], str | None]) -> Held:
     """The person's reply to a round's questions: asked again when it does not fit (naming the call's server,
     as the first time; ASK_AGAIN_AT_MOST times), else the calls' answers."""
     names = {call.id: call.name for call in waiting.calls}
-    results: dict[str, dict[str, dict[str, Any]]] = {}
+    results: dict[str, dict[str, ElicitAnswer]] = {}
     given_up = False
     for call_id, needed in waiting.inputs.items():
         results[call_id] = {}
@@ -210,7 +212,7 @@ async def answered(waiting: WaitingTurn, reply: dict[str, Any], memory: TurnMemo
     return Held(calls, answers=answers, reply=reply if given_up else None)
 
 
-def _as_result(answer: Any) -> dict[str, Any]:
+def _as_result(answer: Answer) -> ElicitAnswer:
     """An answer as the server's ElicitResult, in JSON."""
     if isinstance(answer, Accepted):
         return {"action": "accept", "content": answer.content}

@@ -34,7 +34,7 @@ holds in memory_entry.py, and the history's rewrite in memory_restore.py.
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar, TypeVarTuple
 
 import anyio.to_thread
 import structlog
@@ -45,6 +45,8 @@ from app.chat.memory.entry import (
     ANSWERED,
     GATEWAY_REPLY,
     MAX_ENTRY_BYTES,
+    StoredMessage,
+    Waiting,
     bounded_entry,
     decode_all,
     rough_chars,
@@ -54,6 +56,7 @@ from app.chat.memory.restore import rewrite_history
 from app.chat.offer import CHARS_PER_TOKEN, fit_restored
 from app.chat.ports import InputNeeded, RestoredHistory, WaitingTurn
 from app.openai.result_format import RenderOptions, omitted_result, recorded_result, shortened_result
+from app.openai.wire import Message
 from app.ops.waiting_rounds import WaitingCall, WaitingRounds, verdict_key
 from app.state import ANONYMOUS, StateStore, StateStoreError
 
@@ -62,6 +65,7 @@ __all__ = ["ConversationMemory", "MemoryStores", "memory_owner"]
 log = structlog.get_logger("toolbridge.memory")
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 # A history past either is keyed and rewritten in a worker thread: both take about 10 µs a message on the loop.
 KEYS_OFF_LOOP_CHARS = 1 << 20
 KEYS_OFF_LOOP_MESSAGES = 500
@@ -96,11 +100,11 @@ class ConversationMemory:
         self._keys = ConversationKeys(owner, chat_id)
         self._chat_id = chat_id
         self._chain = ROOT  # of the history as the client sent it, set by `restore`
-        self._sent: list[dict[str, Any]] = []  # the history as the client sent it, set by `restore`
+        self._sent: Sequence[Message] = ()  # the history as the client sent it, set by `restore`
         self._lookups: Lookups = {}  # its assistant messages' keys, set by `restore`
         self._conversation: str | None = None  # Open WebUI's chat, for "always": asked only with a chat id
 
-    async def restore(self, messages: list[dict[str, Any]],
+    async def restore(self, messages: Sequence[Message],
                       context_tokens: Callable[[], Awaitable[int]] | None = None) -> RestoredHistory:
         """The history with every earlier turn's MCP calls and results in place, the prompts its slash lines
         ran in their place, the gateway's own answers and their lines left out, and traces removed. Stored
@@ -133,10 +137,11 @@ class ConversationMemory:
         if self._conversation is None:
             first = self._sent[:next((i + 1 for i, m in enumerate(self._sent) if m.get("role") == "user"),
                                      len(self._sent))]
-            self._conversation = await _off_loop(_long(first), self._keys.conversation, first)
+            self._conversation = conversation = await _off_loop(_long(first), self._keys.conversation, first)
+            return conversation
         return self._conversation
 
-    def fit(self, history: RestoredHistory, allowance: int) -> list[dict[str, Any]]:
+    def fit(self, history: RestoredHistory, allowance: int) -> Sequence[Message]:
         """The restored history within `allowance` characters: the oldest restored results shortened (the
         envelope's own cut), then left out with a note; the rest untouched."""
         fitted = fit_restored(history.messages, history.restored_results, allowance, self._shorten,
@@ -146,8 +151,8 @@ class ConversationMemory:
                      allowance_chars=allowance)
         return fitted.messages
 
-    async def remember_turn(self, rounds: list[dict[str, Any]], final_content: str, shown: str,
-                            prompt: Sequence[dict[str, Any]] = ()) -> None:
+    async def remember_turn(self, rounds: list[Message], final_content: str, shown: str,
+                            prompt: Sequence[Message] = ()) -> None:
         """A turn that answered after MCP tools or an MCP prompt: `rounds` (assistant and tool messages), then
         its final text; `shown` is all the text the client was shown, which it will send back; `prompt` the
         prompt's messages that stood in for the slash line."""
@@ -161,23 +166,23 @@ class ConversationMemory:
         await self._put(self._stores.turns, {turn_key: entry, answer_key: ANSWERED})
 
     async def remember_mixed_turn(
-        self, rounds: list[dict[str, Any]], assistant: dict[str, Any], results: list[dict[str, Any]],
-        client_call_ids: list[str], prompt: Sequence[dict[str, Any]] = (),
+        self, rounds: list[Message], assistant: Message, results: list[Message],
+        client_call_ids: list[str], prompt: Sequence[Message] = (),
     ) -> None:
         """A turn that called the client's tools and ours: the client gets its calls; when it comes back, the
         assistant message gets all of them again, with our results after it."""
         if self._stores is None:
             return
-        message = {"content": assistant["content"], "tool_calls": assistant["tool_calls"]}
+        message: StoredMessage = {"content": assistant.get("content"), "tool_calls": assistant.get("tool_calls", [])}
         entry = await bounded_entry(rounds, message, results, prompt, self._shorten)
         if entry is None:
             return
         await self._put(self._stores.pending, {self._keys.mixed(self._chain, client_call_ids): entry})
 
     async def remember_waiting_turn(
-        self, rounds: list[dict[str, Any]], assistant: dict[str, Any], asks: list[str], shown: str,
-        prompt: Sequence[dict[str, Any]] = (), *, servers: Mapping[str, str | None] | None = None,
-        reference: str = "", after: Sequence[dict[str, Any]] = (), inputs: Mapping[str, InputNeeded] | None = None,
+        self, rounds: list[Message], assistant: Message, asks: list[str], shown: str,
+        prompt: Sequence[Message] = (), *, servers: Mapping[str, str | None] | None = None,
+        reference: str = "", after: Sequence[Message] = (), inputs: Mapping[str, InputNeeded] | None = None,
         continues: bool = False,
     ) -> None:
         """A turn whose calls wait for the person's yes: kept where mixed turns wait (with replicas, in the
@@ -188,8 +193,10 @@ class ConversationMemory:
         before, asking again (`assistant` holds just them; `rounds` the results of the others)."""
         if self._stores is None:
             return
-        message = {"content": assistant["content"], "tool_calls": assistant["tool_calls"]}
-        waiting: dict[str, Any] = {"asks": asks, "at": time.time()} | ({"continues": True} if continues else {})
+        message: StoredMessage = {"content": assistant.get("content"), "tool_calls": assistant.get("tool_calls", [])}
+        waiting: Waiting = {"asks": asks, "at": time.time()}
+        if continues:
+            waiting["continues"] = True
         if inputs:
             waiting["inputs"] = {call_id: {"requests": needed.requests, "state": needed.state}
                                  for call_id, needed in inputs.items()}
@@ -200,7 +207,7 @@ class ConversationMemory:
         await self._put(self._stores.pending, {key: entry})
         if self._stores.waiting is not None and not inputs:
             named = [(str(c["function"]["name"]), str(c["function"]["arguments"]))
-                     for c in assistant["tool_calls"] if c["id"] in asks]
+                     for c in assistant.get("tool_calls", []) if c["id"] in asks]
             self._stores.waiting.add(key, self._owner, [WaitingCall(name, (servers or {}).get(name), arguments)
                                                         for name, arguments in named], reference)
 
@@ -253,7 +260,7 @@ class ConversationMemory:
             await self._put(self._stores.pending, {self._keys.always(grant, name): ANSWERED
                                                    for grant in await self._grants(granting=True) for name in names})
 
-    async def remember_reply(self, messages: list[dict[str, Any]], text: str) -> None:
+    async def remember_reply(self, messages: Sequence[Message], text: str) -> None:
         """The gateway answered the slash line that ends `messages` itself: marked, under the key its answer
         will have in the next request's history, so that the line and the answer are left out then."""
         if self._stores is None or self._stores.turns is None:
@@ -303,11 +310,11 @@ def _read_room(context_chars: int | None) -> int:
     return MAX_ENTRY_BYTES if context_chars is None else max(MAX_ENTRY_BYTES, context_chars)
 
 
-def _long(messages: list[dict[str, Any]]) -> bool:
+def _long(messages: Sequence[Message]) -> bool:
     """Whether a history is long enough to be keyed and rewritten in a worker thread: there, the event loop gets
     its turns in between (the keys' text is read in slices for that)."""
     return len(messages) > KEYS_OFF_LOOP_MESSAGES or rough_chars(messages) > KEYS_OFF_LOOP_CHARS
 
 
-async def _off_loop(long: bool, work: Callable[..., T], *args: Any) -> T:
+async def _off_loop(long: bool, work: Callable[[*Ts], T], *args: *Ts) -> T:
     return await anyio.to_thread.run_sync(work, *args) if long else work(*args)

@@ -10,12 +10,13 @@ An entry that does not decode is as good as none: the turn is then restored from
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Required, TypedDict, cast
 
 import anyio.to_thread
 import structlog
 
 from app.chat.ports import InputNeeded
+from app.openai.wire import Content, ContentPart, JSONObject, JSONValue, Message, ToolCallPart
 
 log = structlog.get_logger("toolbridge.memory")
 
@@ -29,9 +30,42 @@ SHORTEST_RESULT_CHARS = 1000  # what a result shortened to fit an entry keeps at
 DECODE_INLINE_BYTES = 64 * 1024  # found entries past this size are decoded in a worker thread, off the loop
 
 
-async def bounded_entry(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]],
-                        prompt: Sequence[dict[str, Any]], shorten: Shorten,
-                        waiting: dict[str, Any] | None = None) -> bytes | None:
+class StoredMessage(TypedDict, total=False):
+    """A turn's assistant message as an entry keeps it: what the model wrote, laid over the message as the client
+    sends it back (its role, and whatever else the client keeps)."""
+
+    content: Content
+    tool_calls: list[ToolCallPart]
+
+
+class StoredInput(TypedDict):
+    """A call's questions as a waiting entry keeps them (an `InputNeeded`)."""
+
+    requests: dict[str, JSONObject]
+    state: str | None
+
+
+class Waiting(TypedDict, total=False):
+    asks: Required[list[str]]  # the ids of the calls that wait for the yes (or an answer)
+    at: Required[float]  # when it asked, seconds since the epoch
+    continues: bool  # the turn only asks again: see `continues`
+    inputs: dict[str, StoredInput]  # by call id: the calls that came back with the server's questions
+
+
+class Entry(TypedDict, total=False):
+    """A turn as memory keeps it."""
+
+    v: Required[int]
+    before: Required[list[Message]]  # its rounds: assistant messages with calls, and their `tool` results
+    message: Required[StoredMessage]
+    after: Required[list[Message]]  # a mixed turn's own results; a waiting turn's finished calls' results
+    prompt: list[Message]  # the MCP prompt's messages its slash line ran
+    waiting: Waiting  # its calls wait for the person
+
+
+async def bounded_entry(before: list[Message], message: StoredMessage, after: list[Message],
+                        prompt: Sequence[Message], shorten: Shorten,
+                        waiting: Waiting | None = None) -> bytes | None:
     """The entry, within MAX_ENTRY_BYTES (its results shortened if need be), encoded in a worker thread
     when large: a turn's results may be megabytes. None when even shortened results do not fit (logged).
     A prompt that does not fit beside the calls (their results shortened) is left out: the slash line then
@@ -41,8 +75,8 @@ async def bounded_entry(before: list[dict[str, Any]], message: dict[str, Any], a
     if before or after or not kept:  # without its prompt, an entry is worth keeping for its calls only
         tries.append([])
     for with_prompt in tries:
-        parts = [*before, message, *after, *with_prompt]
-        if rough_chars(parts) <= DECODE_INLINE_BYTES:  # a thread hop costs more
+        chars = rough_chars([*before, *after, *with_prompt]) + _chars(message.get("content"))
+        if chars <= DECODE_INLINE_BYTES:  # a thread hop costs more
             entry = _within_entry_bound(before, message, after, shorten, with_prompt, waiting)
         else:
             entry = await anyio.to_thread.run_sync(_within_entry_bound, before, message, after, shorten,
@@ -58,22 +92,24 @@ async def bounded_entry(before: list[dict[str, Any]], message: dict[str, Any], a
     return None
 
 
-def _stored_prompt(prompt: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def _stored_prompt(prompt: Sequence[Message]) -> list[Message]:
     """A prompt's messages as an entry keeps them: images described, as a turn's tool images are not kept
     either (a picture would take the entry's room; the model saw it when the prompt ran)."""
-    kept = []
+    kept: list[Message] = []
     for message in prompt:
         content = message.get("content")
         if isinstance(content, list):
-            content = [part if part.get("type") != "image_url" else
-                       {"type": "text", "text": "[an image shown with the prompt, not kept]"} for part in content]
+            content = [part if part.get("type") != "image_url" else _NOT_KEPT_IMAGE for part in content]
         kept.append({**message, "content": content})
     return kept
 
 
-def _encode(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]],
-            prompt: list[dict[str, Any]], waiting: dict[str, Any] | None = None) -> bytes:
-    entry: dict[str, Any] = {"v": ENTRY_VERSION, "before": before, "message": message, "after": after}
+_NOT_KEPT_IMAGE: ContentPart = {"type": "text", "text": "[an image shown with the prompt, not kept]"}
+
+
+def _encode(before: list[Message], message: StoredMessage, after: list[Message],
+            prompt: list[Message], waiting: Waiting | None = None) -> bytes:
+    entry: Entry = {"v": ENTRY_VERSION, "before": before, "message": message, "after": after}
     if prompt:  # optional, so that entries without one read the same in every version
         entry["prompt"] = prompt
     if waiting:  # the turn's calls wait for the person's yes (approvals.py): which ones, since when
@@ -81,21 +117,22 @@ def _encode(before: list[dict[str, Any]], message: dict[str, Any], after: list[d
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _within_entry_bound(before: list[dict[str, Any]], message: dict[str, Any], after: list[dict[str, Any]],
-                        shorten: Shorten, prompt: list[dict[str, Any]] | None = None,
-                        waiting: dict[str, Any] | None = None) -> bytes | None:
+def _within_entry_bound(before: list[Message], message: StoredMessage, after: list[Message],
+                        shorten: Shorten, prompt: list[Message] | None = None,
+                        waiting: Waiting | None = None) -> bytes | None:
     """The encoded entry if it fits MAX_ENTRY_BYTES; else with every result shortened to an equal share of
     the room (less until it fits, down to SHORTEST_RESULT_CHARS); else None."""
     prompt = prompt or []
     entry = _encode(before, message, after, prompt, waiting)
-    results = [part for part in (*before, *after)
-               if part.get("role") == "tool" and isinstance(part.get("content"), str)]
+    results = {id(part): (part, content) for part in (*before, *after)
+               if part.get("role") == "tool" and isinstance(content := part.get("content"), str)}
     if len(entry) <= MAX_ENTRY_BYTES or not results:
         return entry if len(entry) <= MAX_ENTRY_BYTES else None
-    rest = len(entry) - sum(len(part["content"].encode()) for part in results)
+    rest = len(entry) - sum(len(content.encode()) for _, content in results.values())
     limit = max(SHORTEST_RESULT_CHARS, (MAX_ENTRY_BYTES - rest) // len(results))
     while True:
-        cut = {id(part): {**part, "content": shorten(part["content"], limit)} for part in results}
+        cut: dict[int, Message] = {key: {**part, "content": shorten(content, limit)}
+                                   for key, (part, content) in results.items()}
         entry = _encode([cut.get(id(p), p) for p in before], message, [cut.get(id(p), p) for p in after], prompt,
                         waiting)
         if len(entry) <= MAX_ENTRY_BYTES:
@@ -106,17 +143,17 @@ def _within_entry_bound(before: list[dict[str, Any]], message: dict[str, Any], a
         limit = max(SHORTEST_RESULT_CHARS, min(limit - 1, int(limit * 0.97 * MAX_ENTRY_BYTES / len(entry))))
 
 
-def rough_chars(messages: list[dict[str, Any]]) -> int:
+def rough_chars(messages: Sequence[Message]) -> int:
     """About how many characters the messages' texts and call arguments take, without encoding them."""
     total = 0
     for message in messages:
         total += _chars(message.get("content"))
         for call in message.get("tool_calls") or []:
-            total += _chars(call.get("function", {}).get("arguments") if isinstance(call, dict) else None)
+            total += _chars(call.get("function", {}).get("arguments"))
     return total
 
 
-def _chars(value: Any) -> int:
+def _chars(value: object) -> int:
     """The characters of the strings in a value (a content's parts, a call's arguments), its lists and objects
     walked: writing it out with str() copied a 30 MB image's data URL on the event loop."""
     if isinstance(value, str):
@@ -127,7 +164,7 @@ def _chars(value: Any) -> int:
         if isinstance(item, str):
             total += len(item)
         elif isinstance(item, dict):
-            pending.extend(item.values())
+            pending.extend(item.values())  # a content part's, or an image's URL
         elif isinstance(item, list):
             pending.extend(item)
         elif item is not None:
@@ -135,9 +172,9 @@ def _chars(value: Any) -> int:
     return total
 
 
-async def decode_all(found: dict[str, bytes]) -> dict[str, dict[str, Any]]:
+async def decode_all(found: dict[str, bytes]) -> dict[str, Entry]:
     """The entries that decode; in a worker thread when they are large, so a restore never stalls the loop."""
-    def decode() -> dict[str, dict[str, Any]]:
+    def decode() -> dict[str, Entry]:
         return {key: entry for key, value in found.items() if (entry := _decode(value)) is not None}
 
     if sum(len(value) for value in found.values()) <= DECODE_INLINE_BYTES:
@@ -145,11 +182,11 @@ async def decode_all(found: dict[str, bytes]) -> dict[str, dict[str, Any]]:
     return await anyio.to_thread.run_sync(decode)
 
 
-def _decode(value: bytes | None) -> dict[str, Any] | None:
+def _decode(value: bytes | None) -> Entry | None:
     if value is None or value == ANSWERED:
         return None
     try:
-        entry = json.loads(value)
+        entry: JSONValue = json.loads(value)
     except ValueError:
         return None
     if not isinstance(entry, dict) or entry.get("v") != ENTRY_VERSION:
@@ -160,29 +197,34 @@ def _decode(value: bytes | None) -> dict[str, Any] | None:
     prompt = entry.get("prompt")
     if prompt is not None and not (isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt)):
         entry.pop("prompt")  # the turn's calls still stand; the slash line stays as typed
-    if "waiting" in entry and waiting_of(entry) is None:
+    if "waiting" in entry and _waiting_of(entry.get("waiting")) is None:
         return None  # a held call that cannot be read is never run
-    return entry
+    # Only this gateway wrote it (the store's seal opens nothing else: app/state/seal.py), as `_encode` does, and
+    # what a later reader relies on is checked above: an Entry.
+    return cast(Entry, entry)
 
 
-def inputs_of(entry: dict[str, Any]) -> dict[str, InputNeeded]:
+def inputs_of(entry: Entry) -> dict[str, InputNeeded]:
     """A waiting turn's calls that came back with the server's questions, by call id (none for approvals)."""
-    inputs = (entry.get("waiting") or {}).get("inputs")
+    inputs = entry.get("waiting", {}).get("inputs")
     if not isinstance(inputs, dict):
         return {}
     return {call_id: InputNeeded(needed["requests"], needed.get("state")) for call_id, needed in inputs.items()
             if isinstance(needed, dict) and isinstance(needed.get("requests"), dict)}
 
 
-def continues(entry: dict[str, Any]) -> bool:
+def continues(entry: Entry) -> bool:
     """A waiting turn that only asks the person again: calls of the waiting turn before it, taken up with the
     person's answers, came back with the server's next question (its `message` holds just those calls)."""
-    return bool((entry.get("waiting") or {}).get("continues"))
+    return bool(entry.get("waiting", {}).get("continues"))
 
 
-def waiting_of(entry: dict[str, Any]) -> tuple[frozenset[str], float] | None:
+def waiting_of(entry: Entry) -> tuple[frozenset[str], float] | None:
     """A waiting turn's entry: the ids of the calls that wait for the yes, and when it asked; None for others."""
-    waiting = entry.get("waiting")
+    return _waiting_of(entry.get("waiting"))
+
+
+def _waiting_of(waiting: object) -> tuple[frozenset[str], float] | None:
     if not isinstance(waiting, dict):
         return None
     asks, asked_at = waiting.get("asks"), waiting.get("at")

@@ -13,11 +13,12 @@ memory is never shared that way. Keys are digests; nothing here keeps or logs a 
 
 import functools
 import hashlib
-from typing import Any
+from collections.abc import Sequence
 
 from app.chat.answer import strip_trace
 from app.chat.asking import Reply, read_reply
 from app.openai.schemas import content_text
+from app.openai.wire import Message
 from app.state import ANONYMOUS
 
 # Each assistant message's index: its key, and its answer's key (None for a mixed turn).
@@ -63,7 +64,7 @@ class ConversationKeys:
     def __init__(self, owner: str, chat_id: str | None) -> None:
         self._scope = digest("owner", owner or "anonymous", "chat", chat_id or "")
 
-    def lookups(self, messages: list[dict[str, Any]], chain: str) -> tuple[Lookups, str]:
+    def lookups(self, messages: Sequence[Message], chain: str) -> tuple[Lookups, str]:
         """Each assistant message's key, and its text's key, by index; and the chain of the whole history,
         continued from `chain`."""
         lookups: Lookups = {}
@@ -101,7 +102,7 @@ class ConversationKeys:
         (`exchanges`), or with Open WebUI's chat id, the chat (`conversation`)."""
         return "always:" + digest(self._scope, grant, tool)
 
-    def exchanges(self, messages: list[dict[str, Any]], lookups: Lookups, since: int = 0) -> list[str]:
+    def exchanges(self, messages: Sequence[Message], lookups: Lookups, since: int = 0) -> list[str]:
         """The exchanges from `since` on that granted "always": a question of the gateway (its turn's key, which
         digests the whole history before it) and the person's "always" right after it. A grant holds while the
         history carries its exchange: a new chat that opens the same way has none."""
@@ -115,7 +116,7 @@ class ConversationKeys:
                 found.append(digest("exchange", key, normal(text, assistant=False)))
         return found
 
-    def conversation(self, messages: list[dict[str, Any]]) -> str:
+    def conversation(self, messages: Sequence[Message]) -> str:
         """Open WebUI's chat (its chat id is in the scope), where "always" holds in the whole chat, as that chat's
         system messages and first user message."""
         parts: list[bytes] = []
@@ -128,7 +129,7 @@ class ConversationKeys:
         return digest(*parts)
 
 
-def call_ids(message: dict[str, Any]) -> list[str]:
+def call_ids(message: Message) -> list[str]:
     return [str(call["id"]) for call in message.get("tool_calls") or [] if isinstance(call, dict) and call.get("id")]
 
 

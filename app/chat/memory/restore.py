@@ -13,27 +13,27 @@ calls' results; any other reply stays, after the calls' results when the turn af
 was decided on the status page), else after results saying the calls did not run.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
 from app.chat.answer import RecordedCall, read_back, strip_trace
 from app.chat.asking import NOT_ANSWERED, NOT_KEPT, Reply, read_reply
-from app.chat.memory.entry import GATEWAY_REPLY, continues, inputs_of, waiting_of
+from app.chat.memory.entry import GATEWAY_REPLY, Entry, continues, inputs_of, waiting_of
 from app.chat.memory.keys import Lookups, call_ids
 from app.chat.ports import InputNeeded, RestoredHistory, WaitingTurn
 from app.openai.accumulate import ToolCall
 from app.openai.schemas import content_text
+from app.openai.wire import Message, ToolCallPart
 
 log = structlog.get_logger("toolbridge.memory")
 
 Recorded = Callable[[RecordedCall], str]  # a traced call's result as the model read it then
 
 
-def rewrite_history(messages: list[dict[str, Any]], lookups: Lookups, found: dict[str, bytes],
-                    entries: dict[str, dict[str, Any]], recorded: Recorded) -> tuple[RestoredHistory, int]:
+def rewrite_history(messages: Sequence[Message], lookups: Lookups, found: dict[str, bytes],
+                    entries: dict[str, Entry], recorded: Recorded) -> tuple[RestoredHistory, int]:
     """The history with its earlier turns restored; and how many turns had entries there was no room to read
     (`found` holds b"" for those)."""
     rewrite = _Rewrite(found, entries, recorded)
@@ -53,7 +53,7 @@ def rewrite_history(messages: list[dict[str, Any]], lookups: Lookups, found: dic
     return RestoredHistory(rewrite.messages, rewrite.results, rewrite.turns, rewrite.waiting), rewrite.no_room
 
 
-def _reply_at(messages: list[dict[str, Any]], index: int, lookups: Lookups, found: dict[str, bytes]) -> int:
+def _reply_at(messages: Sequence[Message], index: int, lookups: Lookups, found: dict[str, bytes]) -> int:
     """Where the person's reply to the turn at `index` is: the next message, past any message the gateway
     answered itself (an answer it could not read, asked again): both are left out, as the model never saw them."""
     at = index + 1
@@ -67,7 +67,7 @@ def _reply_at(messages: list[dict[str, Any]], index: int, lookups: Lookups, foun
 class ReplyAt:
     """The message that follows a turn as its reply (past what the gateway answered itself), and where."""
 
-    message: dict[str, Any] | None
+    message: Message | None
     at: int  # its index in the history as sent
     asked_again: int = 0  # the gateway's own answers before it: an answer it could not read, asked again
 
@@ -83,9 +83,9 @@ class _Rewrite:
     """One history's rewrite as it goes: the messages so far, where the restored results are among them,
     and how many turns were restored or had no room."""
 
-    def __init__(self, found: dict[str, bytes], entries: dict[str, dict[str, Any]], recorded: Recorded) -> None:
+    def __init__(self, found: dict[str, bytes], entries: dict[str, Entry], recorded: Recorded) -> None:
         self._found, self._entries, self._recorded = found, entries, recorded
-        self.messages: list[dict[str, Any]] = []
+        self.messages: list[Message] = []
         self.results: list[int] = []
         self.turns = self.no_room = 0
         self.waiting: WaitingTurn | None = None
@@ -93,7 +93,7 @@ class _Rewrite:
         self._owed: list[str] = []  # ids of a decided turn's calls, whose results the next turn's entry holds
         self._placed: set[str] = set()  # ids of those results already given before the reply (status page)
 
-    def other(self, message: dict[str, Any], index: int) -> None:
+    def other(self, message: Message, index: int) -> None:
         """A message of another role than the assistant's: passed as sent, unless it answered a question."""
         if index == self._skip_at:
             self._skip_at = None
@@ -102,8 +102,8 @@ class _Rewrite:
             self.settle()
         self.messages.append(message)
 
-    def turn(self, message: dict[str, Any], keys: tuple[str, str | None], slash_line: bool,
-             reply: ReplyAt, *, last: bool, ahead: dict[str, Any] | None = None) -> None:
+    def turn(self, message: Message, keys: tuple[str, str | None], slash_line: bool,
+             reply: ReplyAt, *, last: bool, ahead: Entry | None = None) -> None:
         key, answer_key = keys
         if self._found.get(key) == GATEWAY_REPLY:  # left out with its line; a decided turn's debts stand
             if slash_line:
@@ -121,7 +121,7 @@ class _Rewrite:
             self._unstored(message, key, answer_key)
         self._pay(owed, start)
 
-    def _continued(self, key: str, entry: dict[str, Any], owed: list[str], reply: ReplyAt, *, last: bool) -> list[str]:
+    def _continued(self, key: str, entry: Entry, owed: list[str], reply: ReplyAt, *, last: bool) -> list[str]:
         """A turn that only asked the person again (the model never saw it): the results of the calls that
         finished, and the calls that asked again still owed theirs, by the turn after the reply. Returns the
         ids owed that are to be paid now."""
@@ -129,22 +129,20 @@ class _Rewrite:
         assert waiting is not None  # an unreadable waiting entry is never read (memory_entry.decode)
         for part in entry["before"]:
             self._append(part)
-        calls = tuple(ToolCall(str(c["id"]), str(c["function"]["name"]), str(c["function"]["arguments"]))
-                      for c in entry["message"].get("tool_calls") or [])
+        calls = _calls(entry["message"].get("tool_calls") or [])
         self._questioned(key, calls, waiting[1], inputs_of(entry), reply, last=last)
         asked_again = {call.id for call in calls}
         return [call_id for call_id in owed if call_id not in asked_again]
 
-    def _held(self, key: str, entry: dict[str, Any], reply: ReplyAt, *, last: bool,
-              ahead: dict[str, Any] | None) -> None:
+    def _held(self, key: str, entry: Entry, reply: ReplyAt, *, last: bool,
+              ahead: Entry | None) -> None:
         """A turn that asked the person: waiting for the reply that ends the history, or decided earlier (by the
         reply, or on the status page: then the next turn's entry, `ahead`, holds the results, given here)."""
         waiting = waiting_of(entry)
         if waiting is None:
             return
         held = self._held_message(entry)
-        calls = tuple(ToolCall(str(c["id"]), str(c["function"]["name"]), str(c["function"]["arguments"]))
-                      for c in held.get("tool_calls") or [])
+        calls = _calls(held.get("tool_calls") or [])
         if inputs := inputs_of(entry):
             self._questioned(key, tuple(c for c in calls if c.id in inputs), waiting[1], inputs, reply, last=last)
             return
@@ -161,7 +159,7 @@ class _Rewrite:
             for call in calls:
                 self._append({"role": "tool", "tool_call_id": call.id, "content": NOT_ANSWERED})
 
-    def _held_message(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def _held_message(self, entry: Entry) -> Message:
         """The held turn's assistant message with its calls, among the messages just added from its entry."""
         after = len(entry["after"])
         return self.messages[-1 - after]
@@ -182,7 +180,8 @@ class _Rewrite:
         """Results for a decided turn's calls that the turn after it does not hold (its entry is gone): the
         model must not see calls without results."""
         given = {m.get("tool_call_id") for m in self.messages[start:] if m.get("role") == "tool"}
-        missing = [{"role": "tool", "tool_call_id": i, "content": NOT_KEPT} for i in owed if i not in given]
+        missing: list[Message] = [{"role": "tool", "tool_call_id": call_id, "content": NOT_KEPT}
+                                  for call_id in owed if call_id not in given]
         if missing:
             self.messages[start:start] = missing
             self.results = [i + len(missing) if i >= start else i for i in self.results]
@@ -194,7 +193,7 @@ class _Rewrite:
         owed, self._owed = self._owed, []
         self._pay(owed, len(self.messages))
 
-    def _from_entry(self, message: dict[str, Any], entry: dict[str, Any], slash_line: bool) -> None:
+    def _from_entry(self, message: Message, entry: Entry, slash_line: bool) -> None:
         self.turns += 1
         if entry.get("prompt") and slash_line:
             self.messages[-1:] = entry["prompt"]
@@ -206,7 +205,7 @@ class _Rewrite:
         for part in entry["after"]:
             self._append(part)
 
-    def _unstored(self, message: dict[str, Any], key: str, answer_key: str | None) -> None:
+    def _unstored(self, message: Message, key: str, answer_key: str | None) -> None:
         """A turn with no entry to read: from its trace if it has one; else why not, when the store says."""
         from_trace = turn_from_trace(message, self._recorded)
         if len(from_trace) > 1:
@@ -221,21 +220,26 @@ class _Rewrite:
         for part in from_trace:
             self._append(part)
 
-    def _append(self, message: dict[str, Any]) -> None:
+    def _append(self, message: Message) -> None:
         if message.get("role") == "tool":
             self.results.append(len(self.messages))
         self.messages.append(message)
 
 
-def _results_of(calls: tuple[ToolCall, ...], entry: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+def _results_of(calls: tuple[ToolCall, ...], entry: Entry | None) -> dict[str, Message]:
     """The results of a held turn's calls that the entry of the turn after it holds (by call id): a turn that
     answered a message after the round was decided on the status page keeps them."""
     ids = {call.id for call in calls}
-    return {part["tool_call_id"]: part for part in (entry or {}).get("before", [])
-            if isinstance(part, dict) and part.get("role") == "tool" and part.get("tool_call_id") in ids}
+    return {call_id: part for part in (entry["before"] if entry is not None else [])
+            if part.get("role") == "tool" and (call_id := part.get("tool_call_id", "")) in ids}
 
 
-def turn_from_trace(message: dict[str, Any], recorded: Recorded) -> list[dict[str, Any]]:
+def _calls(parts: list[ToolCallPart]) -> tuple[ToolCall, ...]:
+    return tuple(ToolCall(str(part["id"]), str(part["function"]["name"]), str(part["function"]["arguments"]))
+                 for part in parts)
+
+
+def turn_from_trace(message: Message, recorded: Recorded) -> list[Message]:
     """An assistant message with no stored entry: the rounds its details trace recorded, then its text;
     or the message with its trace removed."""
     content = message.get("content")
@@ -246,7 +250,7 @@ def turn_from_trace(message: dict[str, Any], recorded: Recorded) -> list[dict[st
         stripped = strip_trace(content)
         return [message if stripped == content else {**message, "content": stripped}]
     own = set(call_ids(message))  # a mixed turn's own calls, if it kept them
-    messages: list[dict[str, Any]] = []
+    messages: list[Message] = []
     text = ""
     for part in parts:
         if isinstance(part, str):
@@ -255,8 +259,7 @@ def turn_from_trace(message: dict[str, Any], recorded: Recorded) -> list[dict[st
         traced = [call for call in part if call.id not in own]
         if not traced:
             continue
-        calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                 for c in traced]
+        calls = [ToolCall(call.id, call.name, call.arguments).to_message_part() for call in traced]
         messages.append({"role": "assistant", "content": strip_trace(text).strip(), "tool_calls": calls})
         messages += [{"role": "tool", "tool_call_id": c.id, "content": recorded(c)} for c in traced]
         text = ""

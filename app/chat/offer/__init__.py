@@ -6,13 +6,13 @@ from app.chat.offer.context_budget import CHARS_PER_TOKEN, fit_restored, prompt_
 from app.chat.offer.missing_servers import NotReady, ServerStarts, await_starting, sign_in_notes
 from app.chat.offer.tool_budget import Budget, budget_for, choose_within, load_ranker_in_background
 from app.chat.offer.tool_discovery import find_tools_offer, offer_found
-from app.chat.offer.tool_offer import describe_offer, describe_request, why_withheld
+from app.chat.offer.tool_offer import ToolListing, describe_offer, describe_request, why_withheld
 from app.chat.offer.toolsets import HEADER as TOOLS_HEADER
-from app.chat.offer.toolsets import choose_tools, with_virtual_models
+from app.chat.offer.toolsets import Chosen, choose_tools, with_virtual_models
 
 __all__ = [
-    "CHARS_PER_TOKEN", "TOOLS_HEADER", "Budget", "NotReady", "ServerStarts", "await_starting", "budget_for",
-    "choose_tools", "choose_within", "describe_offer", "describe_request", "find_tools_offer", "fit_restored",
-    "load_ranker_in_background", "offer_found", "prompt_allowance", "sign_in_notes", "why_withheld",
+    "CHARS_PER_TOKEN", "TOOLS_HEADER", "Budget", "Chosen", "NotReady", "ServerStarts", "ToolListing", "await_starting",
+    "budget_for", "choose_tools", "choose_within", "describe_offer", "describe_request", "find_tools_offer",
+    "fit_restored", "load_ranker_in_background", "offer_found", "prompt_allowance", "sign_in_notes", "why_withheld",
     "with_virtual_models",
 ]

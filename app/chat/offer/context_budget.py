@@ -8,9 +8,10 @@ Only results given back from earlier turns are touched, never what the user or t
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
+
+from app.openai.wire import ChatBody, Message, Tool
 
 CHARS_PER_TOKEN = 3
 ANSWER_RESERVE_TOKENS = 2048  # at most; a quarter of a smaller context
@@ -19,12 +20,12 @@ SHORTENED_CHARS = 1000  # what a shortened result keeps at least, before results
 
 @dataclass(frozen=True)
 class Fitted:
-    messages: list[dict[str, Any]]
+    messages: Sequence[Message]
     shortened: int
     dropped: int
 
 
-def prompt_allowance(context_tokens: int, body: dict[str, Any], tools: Sequence[dict[str, Any]]) -> int:
+def prompt_allowance(context_tokens: int, body: ChatBody, tools: Sequence[Tool]) -> int:
     """The characters the messages may take: the context, less room for the answer and the tool list."""
     asked = body.get("max_completion_tokens") or body.get("max_tokens")
     reserve = asked if isinstance(asked, int) and asked > 0 else min(ANSWER_RESERVE_TOKENS, context_tokens // 4)
@@ -32,7 +33,7 @@ def prompt_allowance(context_tokens: int, body: dict[str, Any], tools: Sequence[
 
 
 def fit_restored(
-    messages: list[dict[str, Any]], restored: Sequence[int], allowance: int,
+    messages: Sequence[Message], restored: Sequence[int], allowance: int,
     shorten: Callable[[str, int], str], omitted: str,
 ) -> Fitted:
     """The messages within `allowance` characters if shortening or leaving out the restored tool results
@@ -73,7 +74,7 @@ def fit_restored(
     return Fitted(fitted, shortened, dropped)
 
 
-def wire_chars(value: Any) -> int:
+def wire_chars(value: object) -> int:
     """How many characters a value takes as JSON on the wire: what sizes against a context are counted in."""
     try:
         return len(orjson.dumps(value).decode())  # the tool budget weighs every tool of a request

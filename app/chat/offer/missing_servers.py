@@ -24,7 +24,7 @@ operator signs it in. Pure (the waiting for starts aside).
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import quote
 
 import anyio
@@ -32,6 +32,7 @@ import structlog
 
 from app.chat.answer import SIGN_IN_MARK
 from app.chat.ports import LoopOptions, SignInWaits, ToolSelection
+from app.openai.wire import Content, Message
 
 log = structlog.get_logger("toolbridge.chat")
 
@@ -108,7 +109,7 @@ class Waiting:
     operators: list[str] = field(default_factory=list)
 
 
-def sign_in_notes(sign_ins: SignInWaits | None, options: LoopOptions, messages: Sequence[dict[str, object]],
+def sign_in_notes(sign_ins: SignInWaits | None, options: LoopOptions, messages: Sequence[Message],
                   base_url: Callable[[], str]) -> tuple[str | None, str]:
     """What a request says of the servers it mounts that wait for a sign-in: the model's note (`model_note`) and
     the person's lines (`sign_in_lines`); None and "" when none waits, so that other requests are unchanged."""
@@ -144,7 +145,7 @@ def model_note(waiting: Waiting) -> str | None:
     return f"The tools of {', and the tools of '.join(parts)}, so do not try to call them or make up their results."
 
 
-def sign_in_lines(waiting: Waiting, messages: Sequence[dict[str, Any]], base_url: Callable[[], str]) -> str:
+def sign_in_lines(waiting: Waiting, messages: Sequence[Message], base_url: Callable[[], str]) -> str:
     """The lines the person is shown, one a server, for those no earlier answer of this chat has named so (its
     link, or that the operator signs it in); "" when there are none."""
     earlier = [text for message in messages if message.get("role") == "assistant"
@@ -169,13 +170,11 @@ def _path(server: str) -> str:
     return SIGN_IN_PATH.format(name=quote(server, safe=""))
 
 
-def _texts(content: Any) -> list[str]:
+def _texts(content: Content) -> list[str]:
     """The text of a message's content: a string, or the text parts of a list."""
     if isinstance(content, str):
         return [content]
-    if isinstance(content, list):
-        return [part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)]
-    return []
+    return [text for part in content or () if isinstance(text := part.get("text"), str)]
 
 
 def _plain(name: str) -> str:

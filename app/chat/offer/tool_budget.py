@@ -32,14 +32,16 @@ import functools
 import logging
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import Protocol
 
 from app.chat.offer.context_budget import CHARS_PER_TOKEN, wire_chars
 from app.chat.offer.tool_words import request_words, split_name, stem_all, tool_document
 from app.chat.ports import BudgetChoice
 from app.openai.schemas import content_text
+from app.openai.wire import JSONObject, JSONValue, Message, Tool, tool_name
 
 UNLIMITED = 1_000_000  # TOOLBRIDGE_TOOL_BUDGET=0: no count limit; the context's share still holds
 UNLIMITED_CHARS = 1 << 40
@@ -70,7 +72,7 @@ def budget_for(max_tools: int, context_tokens: int | None, rank_client_tools: bo
 
 
 def choose_within(
-    mcp_tools: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]], messages: Sequence[dict[str, Any]],
+    mcp_tools: Sequence[Tool], client_tools: Sequence[Tool], messages: Sequence[Message],
     budget: Budget, *, always_rank: bool = False, servers: Mapping[str, str] | None = None,
 ) -> BudgetChoice | None:
     """The tools to offer, when the budget leaves some out or the client's tools must be made compact (None when
@@ -80,8 +82,8 @@ def choose_within(
     fits = len(ranked) <= budget.max_tools and _fits([*fixed, *ranked], budget.max_chars)
     if fits and not always_rank:
         return None
-    names = [_name(tool) for tool in ranked]
-    ours = {_name(tool) for tool in mcp_tools}
+    names = [tool_name(tool) for tool in ranked]
+    ours = {tool_name(tool) for tool in mcp_tools}
     scores = _scores(ranked, _query(messages), servers or {})
     pinned = _called(messages) | (named := _named(names, _user_texts(messages)))
     order = sorted(range(len(ranked)), key=lambda i: (names[i] not in pinned, -scores[i], i))
@@ -98,12 +100,12 @@ def choose_within(
     if not withheld and compacted is None and not always_rank:
         return None
     offered = _most_relevant_first(names, scores, named, kept) if budget.relevance_order else ()
-    return BudgetChoice(frozenset(kept) | {_name(t) for t in fixed}, withheld,
+    return BudgetChoice(frozenset(kept) | {tool_name(t) for t in fixed}, withheld,
                         {name: score for name, score in zip(names, scores, strict=True)},
                         tuple(sorted(reasons)), compacted, offered if withheld or compacted is not None else ())
 
 
-def _fill(ranked: Sequence[dict[str, Any]], order: Sequence[int], scores: Sequence[float] | None, always: set[str],
+def _fill(ranked: Sequence[Tool], order: Sequence[int], scores: Sequence[float] | None, always: set[str],
           slots: int, room: int) -> tuple[set[str], set[str]]:
     """The tools kept, best first while the count and the room last (and those kept always), and why others were
     not. A tool that matches none of the user's words is not offered past the floor when others match: kept only
@@ -115,7 +117,7 @@ def _fill(ranked: Sequence[dict[str, Any]], order: Sequence[int], scores: Sequen
     unmatched = set() if scores is None or not any(score > 0 for score in scores) else {  # none: another language
         index for index, score in enumerate(scores) if score <= 0}
     for index in order:
-        name, size = _name(ranked[index]), _size([ranked[index]])
+        name, size = tool_name(ranked[index]), _size([ranked[index]])
         if name in always or (slots > 0 and size <= room and index not in unmatched):
             kept.add(name)
             slots -= 1
@@ -139,17 +141,18 @@ def load_ranker_in_background() -> None:
     threading.Thread(target=_bm25s, name="toolbridge-ranker-import", daemon=True).start()
 
 
-def _bm25s() -> Any:
+def _bm25s() -> ModuleType:
     """bm25s: it and numpy cost ~15 MB of memory, which a gateway that never ranks need not pay. Importing it sets
     its logger to DEBUG, which would log a line per ranked request: put back."""
     import bm25s
 
     logging.getLogger("bm25s").setLevel(max(logging.WARNING, logging.getLogger().level))
-    return bm25s
+    module: ModuleType = bm25s
+    return module
 
 
-def _scores(tools: Sequence[dict[str, Any]], query: str, servers: Mapping[str, str]) -> list[float]:
-    index = _index(tuple(tool_document(tool, servers.get(_name(tool))) for tool in tools))
+def _scores(tools: Sequence[Tool], query: str, servers: Mapping[str, str]) -> list[float]:
+    index = _index(tuple(tool_document(tool, servers.get(tool_name(tool))) for tool in tools))
     words = _words(request_words(query))
     if index is None or not words:  # bm25s fails on an empty query ("hi" is all stopwords)
         return [0.0] * len(tools)
@@ -157,16 +160,24 @@ def _scores(tools: Sequence[dict[str, Any]], query: str, servers: Mapping[str, s
 
 
 @functools.lru_cache(maxsize=INDEXES_KEPT)
-def _index(documents: tuple[str, ...]) -> Any | None:
+def _index(documents: tuple[str, ...]) -> "_Index | None":
     """The BM25 index of these tools' documents, built once per tool list: the same catalogue comes with
     every request, and tokenising and indexing 70 tools took 2.3 ms of a request's 2.8 ms of ranking.
     None when no document has a word to rank by."""
     tokens = [_words(document) for document in documents]
     if not any(tokens):
         return None
-    index = _bm25s().BM25()
+    index: _Index = _bm25s().BM25()
     index.index(tokens, show_progress=False)
     return index
+
+
+class _Index(Protocol):
+    """What a bm25s.BM25 is to us (bm25s ships no types)."""
+
+    def index(self, corpus: list[list[str]], show_progress: bool) -> object: ...
+
+    def get_scores(self, query: list[str]) -> Iterable[float]: ...
 
 
 def _words(text: str) -> list[str]:
@@ -175,13 +186,13 @@ def _words(text: str) -> list[str]:
     return list(words)
 
 
-def _query(messages: Sequence[dict[str, Any]]) -> str:
+def _query(messages: Sequence[Message]) -> str:
     """The recent user turns, the last one twice: what the user asks now weighs more than before."""
     users = _user_texts(messages)[:RECENT_USER_TURNS][::-1]
     return "\n".join([*users, users[-1]]) if users else ""
 
 
-def _user_texts(messages: Sequence[dict[str, Any]]) -> list[str]:
+def _user_texts(messages: Sequence[Message]) -> list[str]:
     """The user messages' words that are read, newest first: each cut to RANKED_CHARS, NAMED_CHARS in all."""
     texts: list[str] = []
     left = NAMED_CHARS
@@ -202,7 +213,7 @@ def _ends(text: str) -> str:
     return f"{text[:half]}\n{text[-half:]}"  # the line break keeps the two halves' cut words apart
 
 
-def _called(messages: Sequence[dict[str, Any]]) -> set[str]:
+def _called(messages: Sequence[Message]) -> set[str]:
     """Tools the conversation has called already (the client's history, with earlier turns restored)."""
     return {str(call["function"].get("name")) for m in messages if m.get("role") == "assistant"
             for call in m.get("tool_calls") or [] if isinstance(call, dict) and isinstance(call.get("function"), dict)}
@@ -226,16 +237,12 @@ def _named_oddly(part: str, lowered: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(part)}(?![\w-])", lowered) is not None
 
 
-def _name(tool: dict[str, Any]) -> str:
-    return str((tool.get("function") or {}).get("name") or "")
-
-
-def _fits(tools: Sequence[dict[str, Any]], max_chars: int) -> bool:
+def _fits(tools: Sequence[Tool], max_chars: int) -> bool:
     # Serialising every definition costs a request time; with no context known there is nothing to weigh.
     return max_chars >= UNLIMITED_CHARS or _size(tools) <= max_chars
 
 
-def _size(tools: Sequence[dict[str, Any]]) -> int:
+def _size(tools: Sequence[Tool]) -> int:
     return wire_chars(list(tools)) if tools else 0
 
 
@@ -249,16 +256,16 @@ _LIST = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
 _MAP = frozenset({"properties", "$defs", "definitions", "patternProperties", "dependentSchemas"})
 
 
-def compact_tool(tool: dict[str, Any]) -> dict[str, Any]:
+def compact_tool(tool: Tool) -> Tool:
     """The tool with its description cut to its first sentence and its schema's annotations left out."""
     function = tool.get("function")
     if not isinstance(function, dict):
         return tool
-    compact = dict(function)
-    if isinstance(function.get("description"), str):
-        compact["description"] = first_sentence(function["description"])
-    if isinstance(function.get("parameters"), dict):
-        compact["parameters"] = without_annotations(function["parameters"])
+    compact = function.copy()
+    if isinstance(description := function.get("description"), str):
+        compact["description"] = first_sentence(description)
+    if isinstance(parameters := function.get("parameters"), dict):
+        compact["parameters"] = without_annotations(parameters)
     return {**tool, "function": compact}
 
 
@@ -269,21 +276,23 @@ def first_sentence(text: str, limit: int = DESCRIPTION_CHARS) -> str:
     return sentence if len(sentence) <= limit else sentence[: limit - 3].rstrip() + "..."
 
 
-def without_annotations(schema: Any) -> Any:
+def without_annotations(schema: JSONObject) -> JSONObject:
     """The schema without the words written for people (descriptions, titles, examples). Only schema
     keywords are touched: a property that is itself named `description` keeps its place."""
-    if not isinstance(schema, dict):
-        return schema
-    kept: dict[str, Any] = {}
+    kept: JSONObject = {}
     for key, value in schema.items():
         if key in _ANNOTATIONS:
             continue
         if key in _ONE:
-            kept[key] = without_annotations(value)
+            kept[key] = _without_annotations(value)
         elif key in _LIST and isinstance(value, list):
-            kept[key] = [without_annotations(item) for item in value]
+            kept[key] = [_without_annotations(item) for item in value]
         elif key in _MAP and isinstance(value, dict):
-            kept[key] = {name: without_annotations(item) for name, item in value.items()}
+            kept[key] = {name: _without_annotations(item) for name, item in value.items()}
         else:  # enum, const, default, required, type...: data the call depends on, kept as they are
             kept[key] = value
     return kept
+
+
+def _without_annotations(schema: JSONValue) -> JSONValue:
+    return without_annotations(schema) if isinstance(schema, dict) else schema

@@ -14,13 +14,13 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
 from app.chat.offer.tool_budget import budget_for, choose_within
 from app.chat.ports import BudgetChoice, ImagePart, InputNeeded, ProgressReport, RequestTools, ToolAnswers, ToolOutput
 from app.openai.result_format import RenderOptions, recorded_result
+from app.openai.wire import ChatBody, FunctionDefinition, JSONObject, JSONValue, Message, Tool, tool_name
 
 log = structlog.get_logger("toolbridge.tools")
 
@@ -37,7 +37,7 @@ class Answer:
 
     content: str
     is_error: bool
-    data: Any
+    data: JSONValue
     retryable: bool = False  # the same need finds the same tools: a repeat is answered from what the model has
     images: Sequence[ImagePart] = ()
     shown: Sequence[ImagePart | str] = ()
@@ -48,7 +48,7 @@ class Answer:
         return str(self.data) if self.is_error else None
 
 
-def _answer(value: Any, failed: bool, render: RenderOptions) -> Answer:
+def _answer(value: JSONValue, failed: bool, render: RenderOptions) -> Answer:
     return Answer(recorded_result(value, failed, False, render), failed, value)
 
 
@@ -58,7 +58,7 @@ class FindingTools:
     def __init__(self, every: RequestTools, offered: Sequence[str], render: RenderOptions) -> None:
         self.every = every
         self.render = render
-        self.definitions = {_name(tool): tool for tool in every.openai_tools}
+        self.definitions = {tool_name(tool): tool for tool in every.openai_tools}
         self.offered = list(offered)  # MCP tools offered, the latest found first
         self.pending: list[str] = []  # found, offered from the next round on
         self.narrowed = every.only(frozenset(self.offered))
@@ -66,7 +66,7 @@ class FindingTools:
         self.behind = len(self.definitions) - len(self.offered)  # MCP tools offered only once found
 
     @property
-    def openai_tools(self) -> Sequence[dict[str, Any]]:
+    def openai_tools(self) -> Sequence[Tool]:
         return [*(self.definitions[name] for name in self.offered), self.definition]
 
     async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None,
@@ -93,10 +93,10 @@ class FindingTools:
         if not need:
             return _answer('find_tools takes {"need": "..."}: the task in a few words.', True, self.render)
         tools = list(self.every.openai_tools)
-        servers = {name: server for tool in tools if (server := self.every.server_of(name := _name(tool)))}
+        servers = {name: server for tool in tools if (server := self.every.server_of(name := tool_name(tool)))}
         choice = choose_within(tools, [], [{"role": "user", "content": need}], budget_for(FOUND, None, False),
                                servers=servers)
-        order = {_name(tool): index for index, tool in enumerate(tools)}
+        order = {tool_name(tool): index for index, tool in enumerate(tools)}
         scores = {} if choice is None else choice.scores
         kept = order.keys() if choice is None else choice.kept
         found = sorted((n for n in kept if scores.get(n, 1.0) > 0), key=lambda n: (-scores.get(n, 1.0), order[n]))
@@ -104,7 +104,7 @@ class FindingTools:
         if not found:
             return _answer(f"No tool matches {need!r}: try other words.", True, self.render)
         self.pending = [*found, *(name for name in self.pending if name not in found)]
-        listed = {name: _one_line(self.definitions[name]) for name in found}
+        listed: JSONObject = {name: _one_line(self.definitions[name]) for name in found}
         return _answer({"tools": listed, "next": "Call one of these tools now."}, False, self.render)
 
     def offer_found(self) -> list[str]:
@@ -118,15 +118,15 @@ class FindingTools:
 
 
 def find_tools_offer(
-    render: RenderOptions | None, messages: list[dict[str, Any]], mcp_tools: RequestTools,
-    client_tools: Sequence[dict[str, Any]], choice: BudgetChoice | None,
+    render: RenderOptions | None, messages: Sequence[Message], mcp_tools: RequestTools,
+    client_tools: Sequence[Tool], choice: BudgetChoice | None,
 ) -> FindingTools | None:
     """The request's MCP tools behind find_tools, when discovery is on (`render`) and the budget left MCP tools
     out; None otherwise, and when a server's or the client's tool is called find_tools already."""
-    ours = [_name(tool) for tool in mcp_tools.openai_tools]
+    ours = [tool_name(tool) for tool in mcp_tools.openai_tools]
     if render is None or choice is None or not set(choice.withheld) & set(ours):
         return None
-    if FIND_TOOLS in ours or FIND_TOOLS in {_name(tool) for tool in client_tools}:
+    if FIND_TOOLS in ours or FIND_TOOLS in {tool_name(tool) for tool in client_tools}:
         owner = mcp_tools.server_of(FIND_TOOLS) or "the client"
         log.warning("find_tools_not_offered", why=f"a tool of {owner} is called find_tools and keeps its name")
         return None
@@ -139,27 +139,27 @@ def find_tools_offer(
 
 
 def offer_found(
-    request: dict[str, Any], offered_names: set[str], answered: set[tuple[str, str]], tools: RequestTools
+    request: ChatBody, offered_names: set[str], answered: set[tuple[str, str]], tools: RequestTools
 ) -> None:
     """Before a round: the tools a find answered with since the last one, offered with their definitions. A call
     of one made before it was offered got "no tool named": it is no repeat when made again (`answered`)."""
     if not isinstance(tools, FindingTools) or not (new := tools.offer_found()):
         return
     ours = {FIND_TOOLS, *tools.definitions}
-    client = [tool for tool in request.get("tools") or [] if _name(tool) not in ours]
+    client = [tool for tool in request.get("tools") or [] if tool_name(tool) not in ours]
     request["tools"] = [*client, *tools.openai_tools]
     offered_names.update(new)
     answered.difference_update({key for key in answered if key[0] in new})
 
 
-def _definition(every: RequestTools) -> dict[str, Any]:
-    names = [_name(tool) for tool in every.openai_tools]
+def _definition(every: RequestTools) -> Tool:
+    names = [tool_name(tool) for tool in every.openai_tools]
     servers = list(dict.fromkeys(server for name in names if (server := every.server_of(name))))
     listed = ", ".join(servers[:SERVERS_NAMED]) + (f" and {len(servers) - SERVERS_NAMED} more"
                                                    if len(servers) > SERVERS_NAMED else "")
     description = (f"Finds the tools for a task among {len(names)} tools of these servers: {listed}. Call it with "
                    "the need in a few words; then call one of the tools it names.")
-    need = {"type": "string", "description": "The task in a few words, e.g. \"open a web page\"."}
+    need: JSONObject = {"type": "string", "description": "The task in a few words, e.g. \"open a web page\"."}
     return {"type": "function", "function": {"name": FIND_TOOLS, "description": description, "parameters": {
         "type": "object", "properties": {"need": need}, "required": ["need"]}}}
 
@@ -177,11 +177,11 @@ def _need(arguments: str) -> str:
     return " ".join(texts).strip()
 
 
-def _one_line(tool: dict[str, Any]) -> str:
-    text = str((tool.get("function") or {}).get("description") or "").strip()
+def _one_line(tool: Tool) -> str:
+    function: FunctionDefinition = tool.get("function") or {"name": ""}
+    text = function.get("description", "").strip()
     sentence = _SENTENCE_END.split(text.split("\n", 1)[0], maxsplit=1)[0]
     return sentence if len(sentence) <= ONE_LINE else sentence[:ONE_LINE - 1] + "…"
 
 
-def _name(tool: dict[str, Any]) -> str:
-    return str((tool.get("function") or {}).get("name") or "")
+

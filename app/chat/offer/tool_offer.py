@@ -3,14 +3,15 @@ chat body, the client's tools included), and the words that say why the tool bud
 warning, the status page's recent requests)."""
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol, Required, TypedDict
 
 from app.chat.offer.context_budget import wire_chars
 from app.chat.offer.tool_budget import UNLIMITED, UNLIMITED_CHARS, Budget, choose_within
-from app.chat.ports import BudgetChoice
+from app.chat.ports import BudgetChoice, DescribedTool
+from app.openai.wire import Message, Tool
 
 
-def why_withheld(choice: BudgetChoice, budget: Budget, client_tools: Sequence[dict[str, Any]]) -> str:
+def why_withheld(choice: BudgetChoice, budget: Budget, client_tools: Sequence[Tool]) -> str:
     """What left tools out, in words for the log and the status page."""
     said = []
     if "tool_budget" in choice.reasons:
@@ -28,7 +29,17 @@ def why_withheld(choice: BudgetChoice, budget: Budget, client_tools: Sequence[di
     return "; ".join(said)
 
 
-def describe_offer(catalogue: "Describable", query: str | None, budget: Budget | None) -> dict[str, Any]:
+class ToolListing(TypedDict, total=False):
+    """What `/tools` answers."""
+
+    object: Required[str]
+    data: Required[list[DescribedTool]]
+    withheld: list[str]  # the names the budget leaves out, best first
+    why: str
+    client_tools_compacted: int
+
+
+def describe_offer(catalogue: "Describable", query: str | None, budget: Budget | None) -> ToolListing:
     """What `GET /tools` shows: each tool with its server and MCP tool; with `query`, as a request whose user
     wrote it (and sent no tools of its own) would be offered them: each tool's relevance, and whether the
     budget keeps it."""
@@ -39,31 +50,33 @@ def describe_offer(catalogue: "Describable", query: str | None, budget: Budget |
 
 
 def describe_request(
-    catalogue: "Describable", messages: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]],
+    catalogue: "Describable", messages: Sequence[Message], client_tools: Sequence[Tool],
     budget: Budget | None,
-) -> dict[str, Any]:
+) -> ToolListing:
     """What `POST /tools` shows for a whole chat request: the client's tools (marked `client`, as they would
     be sent) and the MCP tools, each with its relevance and whether it is offered; the names withheld, and
     why."""
     described = catalogue.describe()
     # Ranked and sized as the model gets them: what /tools adds (server, originals) is not sent.
-    tools = [{"type": entry["type"], "function": entry["function"]} for entry in described]
+    tools: list[Tool] = [{"type": entry["type"], "function": function} for entry in described
+                         if (function := entry["function"]) is not None]  # always: MCP tools are functions
     budget = budget or Budget(UNLIMITED, UNLIMITED_CHARS)
-    servers = {entry["function"]["name"]: entry["server"] for entry in described}
+    servers = {_name(entry): entry.get("server", "") for entry in described}
     choice = choose_within(tools, client_tools, messages, budget, always_rank=True, servers=servers)
     assert choice is not None
     sent = choice.compacted_client_tools or tuple(client_tools)
-    clients = [{"type": tool.get("type", "function"), "function": tool.get("function"), "client": True}
-               for tool in sent]
+    clients: list[DescribedTool] = [
+        {"type": tool.get("type", "function"), "function": tool.get("function"), "client": True}
+        for tool in sent]
     order = _request_order([*clients, *described], choice)
     for entry in [*clients, *described]:
         name = _name(entry)
-        entry |= {"score": round(choice.scores.get(name, 0.0), 4), "offered": name in choice.kept}
+        entry["score"], entry["offered"] = round(choice.scores.get(name, 0.0), 4), name in choice.kept
         if name in order:
             entry["position"] = order[name]
     # Listed as the request would send them, then the withheld, best first.
-    listed = sorted([*clients, *described], key=lambda e: (order.get(_name(e), len(order) + 1), -e["score"]))
-    answer: dict[str, Any] = {"object": "list", "data": listed, "withheld": list(choice.withheld)}
+    listed = sorted([*clients, *described], key=lambda e: (order.get(_name(e), len(order) + 1), -e.get("score", 0)))
+    answer: ToolListing = {"object": "list", "data": listed, "withheld": list(choice.withheld)}
     if choice.withheld or choice.compacted_client_tools is not None:
         answer["why"] = why_withheld(choice, budget, client_tools)
     if choice.compacted_client_tools is not None:
@@ -71,7 +84,7 @@ def describe_request(
     return answer
 
 
-def _request_order(entries: Sequence[dict[str, Any]], choice: BudgetChoice) -> dict[str, int]:
+def _request_order(entries: Sequence[DescribedTool], choice: BudgetChoice) -> dict[str, int]:
     """Each offered tool's place in the request's tool list (from 1): the client's first, as they were sent, then
     ours, most relevant first when the budget ranked them (`choice.order`), else in the configured order."""
     offered = [_name(entry) for entry in entries if _name(entry) in choice.kept]
@@ -81,9 +94,10 @@ def _request_order(entries: Sequence[dict[str, Any]], choice: BudgetChoice) -> d
     return {name: place for place, name in enumerate([*clients, *ours], start=1)}
 
 
-def _name(entry: dict[str, Any]) -> str:
-    return str((entry.get("function") or {}).get("name") or "")
+def _name(entry: DescribedTool) -> str:
+    function = entry["function"]
+    return function.get("name", "") if function is not None else ""
 
 
 class Describable(Protocol):
-    def describe(self) -> list[dict[str, Any]]: ...
+    def describe(self) -> list[DescribedTool]: ...

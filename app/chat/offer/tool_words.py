@@ -15,7 +15,9 @@ the browser" ranked `browser_navigate` ("Navigate to a URL") below tools that me
 import functools
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Protocol
+
+from app.openai.wire import FunctionDefinition, Tool
 
 _WORD_BOUNDARY = re.compile(r"[_\-./:]+|(?<=[a-z0-9])(?=[A-Z])")
 _ADDRESS = re.compile(r"\bhttps?://\S+|\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|dev|ai|app|co|edu|gov|uk|de|fr)\b", re.I)
@@ -62,13 +64,13 @@ SYNONYMS = {
     "which": "list get", "show": "list get", "new": "create", "make": "create", "bug": "issue",
 }
 
-def tool_document(tool: dict[str, Any], server: str | None) -> str:
+def tool_document(tool: Tool, server: str | None) -> str:
     """What a tool is found by: its name's words (twice), its server's, its description and its parameters' names."""
-    function = tool.get("function") or {}
+    function: FunctionDefinition = tool.get("function") or {"name": ""}
     name = split_name(str(function.get("name") or ""))
-    parameters = (function.get("parameters") or {}).get("properties") or {}
+    parameters = (function.get("parameters") or {}).get("properties")
     return " ".join([*[name] * NAME_WEIGHT, server_words(server), str(function.get("description") or ""),
-                     *map(str, parameters)])
+                     *map(str, parameters if isinstance(parameters, dict) else ())])
 
 
 def request_words(text: str) -> str:
@@ -94,7 +96,7 @@ def split_name(name: str) -> str:
 
 
 def stem_all(words: Iterable[str]) -> list[str]:
-    return _stemmer().stemWords(list(words))  # type: ignore[no-any-return]
+    return _stemmer().stemWords(list(words))
 
 
 @functools.cache
@@ -103,7 +105,14 @@ def _stemmed_synonyms() -> dict[str, str]:
 
 
 @functools.cache
-def _stemmer() -> Any:
+def _stemmer() -> "_Stemmer":
     import Stemmer
 
-    return Stemmer.Stemmer("english")
+    stemmer: _Stemmer = Stemmer.Stemmer("english")
+    return stemmer
+
+
+class _Stemmer(Protocol):
+    """What PyStemmer's Stemmer is to us (it ships no types)."""
+
+    def stemWords(self, words: list[str]) -> list[str]: ...

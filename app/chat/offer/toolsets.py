@@ -9,11 +9,12 @@ narrows what the others chose.
 """
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
 
 from app.chat.ports import ToolSelection
 from app.openai.errors import InvalidRequest
 from app.openai.schemas import rewrite_model_list
+from app.openai.wire import JSONObject, JSONValue
 
 HEADER = "X-Toolbridge-Tools"
 METADATA_KEY = "toolbridge_tools"
@@ -31,36 +32,43 @@ def split_model(model: str | None, toolsets: Toolsets) -> tuple[str | None, str 
     return model, None
 
 
+@dataclass(frozen=True)
+class Chosen:
+    """The tools a request's user chose, and what the request's upstream gets instead of what they chose them by."""
+
+    selection: ToolSelection
+    model: str | None  # the upstream's model: a virtual model's toolset taken off
+    metadata: JSONObject | None = None  # the body's metadata less our key, when it had our key (empty: drop it)
+
+
 def choose_tools(
-    body: dict[str, Any], header: str | None, toolsets: Toolsets, known: Callable[[str], bool]
-) -> tuple[dict[str, Any], ToolSelection]:
-    """The request as the upstream should get it (the real model, our metadata key removed), and the
-    tools its user selected.
+    model: str | None, metadata: JSONValue, header: str | None, toolsets: Toolsets, known: Callable[[str], bool]
+) -> Chosen:
+    """The tools its user selected, by a request's model (a virtual one names a toolset), the body's `metadata` and
+    the tools header; and its real model and metadata, for the upstream.
 
     Raises:
         InvalidRequest: the header or the metadata names something that is no server, tool or toolset.
     """
     include: list[frozenset[str]] = []
     exclude: set[str] = set()
-    model, toolset = split_model(body.get("model"), toolsets)
+    model, toolset = split_model(model, toolsets)
     if toolset is not None:
-        body = {**body, "model": model}
         include.append(frozenset(toolsets[toolset]))
-    metadata = body.get("metadata")
     chosen = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+    rest = None
     if isinstance(metadata, dict) and METADATA_KEY in metadata:
         rest = {key: value for key, value in metadata.items() if key != METADATA_KEY}
-        body = {key: value for key, value in body.items() if key != "metadata"} | ({"metadata": rest} if rest else {})
-        if not isinstance(chosen, str):
-            raise InvalidRequest(f"metadata.{METADATA_KEY} must be a string of names, comma-separated.",
-                                 param=f"metadata.{METADATA_KEY}")
+    if chosen is not None and not isinstance(chosen, str):
+        raise InvalidRequest(f"metadata.{METADATA_KEY} must be a string of names, comma-separated.",
+                             param=f"metadata.{METADATA_KEY}")
     for source, text in ((HEADER, _as_sent(header)), (f"metadata.{METADATA_KEY}", chosen)):
         if text is not None:
             wanted, unwanted = _names(text, source, toolsets, known)
             if wanted:
                 include.append(wanted)
             exclude |= unwanted
-    return body, ToolSelection(tuple(include), frozenset(exclude))
+    return Chosen(ToolSelection(tuple(include), frozenset(exclude)), model, rest)
 
 
 def _names(
@@ -103,15 +111,16 @@ def with_virtual_models(body: bytes, toolsets: Toolsets) -> bytes:
     if not toolsets:
         return body
 
-    def add(entries: list[Any]) -> list[Any]:
-        listed: list[Any] = []
+    def add(entries: list[JSONValue]) -> list[JSONValue]:
+        listed: list[JSONValue] = []
         for entry in entries:
             listed.append(entry)
-            if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            model_id, display = (entry.get("id"), entry.get("name")) if isinstance(entry, dict) else (None, None)
+            if isinstance(entry, dict) and isinstance(model_id, str):
                 for name in toolsets:
-                    virtual = {**entry, "id": f"{entry['id']}{SEPARATOR}{name}"}
-                    if isinstance(entry.get("name"), str):  # OpenRouter-style display names, which Chatbox shows
-                        virtual["name"] = f"{entry['name']} + {name}"
+                    virtual = {**entry, "id": f"{model_id}{SEPARATOR}{name}"}
+                    if isinstance(display, str):  # OpenRouter-style display names, which Chatbox shows
+                        virtual["name"] = f"{display} + {name}"
                     listed.append(virtual)
         return listed
 

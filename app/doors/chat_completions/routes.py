@@ -1,7 +1,7 @@
 """The Chat Completions door's routes: the chat service's answer (app/chat/service.py), streamed as server-sent
 events or sent whole. Its POST also takes the chat lane (app/api/chat_lane.py), past FastAPI's routing."""
 
-from typing import Any
+from collections.abc import Mapping
 
 import orjson
 from fastapi import APIRouter, Request
@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from app.api.chat_body import parse_chat_body
 from app.api.doors import begun, chat_needs, person_view, read_body, send_stream, send_whole
-from app.chat import answer_chat, chat_cut_off
+from app.chat import Caller, Turn, answer_chat, chat_cut_off
 from app.doors.door import FrontDoor, openai_error
 from app.openai.errors import MethodNotAllowed
 from app.settings import Settings
@@ -23,15 +23,16 @@ async def chat_completions(raw: Request) -> Response:
     """The chat service's answer (app/chat/service.py), streamed as server-sent events or sent whole."""
     # Nothing for FastAPI to resolve on the busiest route: its dependency solving cost a tenth of a request.
     settings: Settings = raw.state.settings
-    body, request = await read_body(raw, parse_chat_body)
-    reply = await begun(raw, answer_chat(body, request, chat_needs(raw, settings)))
+    body, _ = await read_body(raw, parse_chat_body)
+    turn = Turn.read(body, Caller.from_headers(raw.headers))
+    reply = await begun(raw, answer_chat(turn, chat_needs(raw, settings)))
     person = person_view(raw, settings)
-    if request.stream:
+    if turn.stream:
         return send_stream(raw, reply.payloads(person), encode=_server_sent, cut_off=chat_cut_off)
     return await send_whole(raw, reply.completion(person))
 
 
-def _server_sent(payload: dict[str, Any] | str) -> bytes:
+def _server_sent(payload: Mapping[str, object] | str) -> bytes:
     """One SSE event, encoded here (sse-starlette sends bytes as they are)."""
     return b"data: " + (payload.encode() if isinstance(payload, str) else orjson.dumps(payload)) + b"\n\n"
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from app.openai.errors import InvalidRequest
 from app.openai.schemas import image_part
+from app.openai.wire import ContentPart
 
 # Tool results' images follow their tool messages in a user turn, as the gateway sends MCP tools' images
 # (app/chat/loop/messages.py): a chat `tool` message carries text only.
@@ -69,8 +70,8 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
 def _user(content: Any, where: str) -> list[dict[str, Any]]:
     """A user message: its tool results first (each a `tool` message), then the rest of what it says."""
     results: list[dict[str, Any]] = []
-    returned: list[dict[str, Any]] = []  # the results' images
-    parts: list[dict[str, Any]] = []
+    returned: list[ContentPart] = []  # the results' images
+    parts: list[ContentPart] = []
     for number, block in enumerate(_blocks(content, f"{where}.content")):
         at = f"{where}.content.{number}"
         if block["type"] == "tool_result":
@@ -84,7 +85,7 @@ def _user(content: Any, where: str) -> list[dict[str, Any]]:
     if not parts:
         return results
     if all(part["type"] == "text" for part in parts):
-        return [*results, {"role": "user", "content": "\n\n".join(part["text"] for part in parts)}]
+        return [*results, {"role": "user", "content": "\n\n".join(part.get("text", "") for part in parts)}]
     return [*results, {"role": "user", "content": parts}]
 
 
@@ -116,14 +117,14 @@ def _text(block: dict[str, Any], at: str) -> str:
     return str(block["text"])
 
 
-def _part(block: dict[str, Any], at: str) -> dict[str, Any]:
+def _part(block: dict[str, Any], at: str) -> ContentPart:
     """A user message's block as a chat content part: text, or an image."""
     if block["type"] == "image":
         return _image(block, at)
     return {"type": "text", "text": _text(block, at)}
 
 
-def _image(block: dict[str, Any], at: str) -> dict[str, Any]:
+def _image(block: dict[str, Any], at: str) -> ContentPart:
     source = block.get("source")
     kind = source.get("type") if isinstance(source, dict) else None
     if kind == "base64" and isinstance(source, dict) and isinstance(source.get("data"), str):
@@ -150,13 +151,13 @@ def _tool_call(block: dict[str, Any], at: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
 
 
-def _tool_result(block: dict[str, Any], at: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _tool_result(block: dict[str, Any], at: str) -> tuple[dict[str, Any], list[ContentPart]]:
     """A tool_result block as a `tool` message (a failure said as such), and the images it returned."""
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str):
         raise invalid(f"{at}.tool_use_id", "a tool_result block needs a string 'tool_use_id'")
     texts: list[str] = []
-    images: list[dict[str, Any]] = []
+    images: list[ContentPart] = []
     for number, item in enumerate(_blocks(block.get("content") or "", f"{at}.content")):
         if item["type"] == "image":
             images.append(_image(item, f"{at}.content.{number}"))
