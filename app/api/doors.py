@@ -83,11 +83,19 @@ async def answer(raw: Request, door: Door, chat_body: dict[str, Any]) -> tuple[C
             that carries more than a request may (chat_body.py).
         GatewayError: as answer_chat's.
     """
-    settings: Settings = raw.state.settings
     DOOR.set(door.name)  # for the status page's recent requests
     await _off_loop(len(await raw.body()) > OFF_LOOP_BYTES, checked_chat_body, chat_body, door.conversation)
     # Checked just above as a chat body sent to /v1/chat/completions is (chat_body.py's parse_chat_body).
-    turn = Turn.read(cast(ChatBody, chat_body), Caller.from_headers(raw.headers))
+    return await answer_turn(raw, Turn.read(cast(ChatBody, chat_body), Caller.from_headers(raw.headers)))
+
+
+async def answer_turn(raw: Request, turn: Turn) -> tuple[ChatReply, PersonView | None]:
+    """The chat service's answer to a turn, begun, and how it shows the person what tool results address to them.
+
+    Raises:
+        GatewayError: as answer_chat's.
+    """
+    settings: Settings = raw.state.settings
     reply = await begun(raw, answer_chat(turn, chat_needs(raw, settings)))
     return reply, person_view(raw, settings)
 

@@ -8,7 +8,7 @@ repeats `name: ""` on continuation chunks), ids likewise, and a call that never 
 
 import json
 import uuid
-from collections.abc import Collection
+from collections.abc import AsyncGenerator, AsyncIterator, Collection
 from dataclasses import dataclass, field
 
 from app.openai.markup import ContentSplitter, TextDelta
@@ -93,6 +93,22 @@ class TurnAccumulator:
         """Ends the turn: text held back in case it was markup is released, or becomes a call."""
         split = self._splitter.finish()
         return self._keep(TextDelta(content=split.content, reasoning=split.reasoning))
+
+    async def fold(self, batches: AsyncIterator[list[JSONObject]]) -> AsyncGenerator[TextDelta, None]:
+        """Folds in a turn's chunks as they arrive, in batches (those that arrived together), passing on the text of
+        each batch as one delta: what arrived together goes on together (a read of an unpaced stream holds hundreds
+        of tokens). Then ends the turn (`finish`), passing on what that releases."""
+        async for batch in batches:
+            content, reasoning = [], []
+            for chunk in batch:
+                delta = self.add(chunk)
+                content.append(delta.content)
+                reasoning.append(delta.reasoning)
+            if any(content) or any(reasoning):
+                yield TextDelta("".join(content), "".join(reasoning))
+        tail = self.finish()
+        if tail.content or tail.reasoning:
+            yield tail
 
     def _keep(self, delta: TextDelta) -> TextDelta:
         if delta.content:

@@ -113,7 +113,7 @@ class UpstreamClient:
             if answer.status >= 400:
                 raise UpstreamStatusError(answer.status, await answer.read(),
                                           retry_after=answer.headers.get("retry-after"))
-            yield chunk_batches(answer.headers.get("content-type", ""), answer.parts(), self._http.broken)
+            yield chunk_batches(answer.headers.get("content-type", ""), answer.parts, self._http.broken)
         except UpstreamError as exc:
             self._hide_key(exc)
             raise

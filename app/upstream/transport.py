@@ -63,7 +63,8 @@ class Answer(Protocol):
     def status(self) -> int: ...
     @property
     def headers(self) -> Mapping[str, str]: ...
-    def parts(self) -> AsyncIterator[bytes]: ...
+    @property
+    def parts(self) -> AsyncIterator[bytes]: ...  # the body as it arrives, a network read at a time
     async def read(self) -> bytes: ...
     async def aclose(self) -> None: ...
 
@@ -72,10 +73,8 @@ class _AiohttpAnswer:
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self.status: int = response.status
         self.headers: Mapping[str, str] = response.headers
+        self.parts: AsyncIterator[bytes] = response.content.iter_any()
         self._response = response
-
-    def parts(self) -> AsyncIterator[bytes]:
-        return self._response.content.iter_any()
 
     async def read(self) -> bytes:
         return await self._response.read()
@@ -88,10 +87,8 @@ class _HttpxAnswer:
     def __init__(self, response: httpx.Response) -> None:
         self.status: int = response.status_code
         self.headers: Mapping[str, str] = response.headers
+        self.parts: AsyncIterator[bytes] = response.aiter_bytes()
         self._response = response
-
-    def parts(self) -> AsyncIterator[bytes]:
-        return self._response.aiter_bytes()
 
     async def read(self) -> bytes:
         return await self._response.aread()

@@ -5,7 +5,8 @@ so it imports no web framework and no SDK. It yields events; `streaming.py` turn
 client receives. For a streaming client every round is streamed from the upstream: content is relayed
 as it arrives and tool-call deltas are folded, never passed on, unless they call the client's own
 tools. For a non-streaming client each round is one whole upstream answer, folded the same way.
-What follows a round is decided by `decision.py`; this module asks, acts on the decision and reports.
+What follows a round is decided by `decision.py`; this module asks, acts on the decision and reports, and forces or
+releases the tool choice between rounds.
 """
 
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -26,8 +27,6 @@ from app.chat.loop.decision import (
 from app.chat.loop.held import waiting_calls
 from app.chat.loop.messages import (
     assistant_message,
-    forbid_calls,
-    release_forced_choice,
     round_messages,
     tool_messages,
 )
@@ -131,18 +130,9 @@ async def _ask(
     async with upstream.stream_chat(request) as batches:
         if first:
             yield Started()
-        async for batch in batches:
-            # What arrived together goes on together: a read of an unpaced stream holds hundreds of tokens.
-            content, reasoning = [], []
-            for chunk in batch:
-                delta = turn.add(chunk)
-                content.append(delta.content)
-                reasoning.append(delta.reasoning)
-            if any(content) or any(reasoning):
-                yield TextDelta("".join(content), "".join(reasoning))
-    tail = turn.finish()
-    if tail.content or tail.reasoning:
-        yield tail
+        async with aclosing(turn.fold(batches)) as deltas:
+            async for delta in deltas:
+                yield delta
 
 
 async def _shown(
@@ -210,3 +200,16 @@ async def _run_calls(
     state.messages = round_messages(state.messages, content, mcp_calls, outputs,
                                     images_seen=await sees_images(outputs, context.options))
     release_forced_choice(state.request)
+
+
+def forbid_calls(request: ChatBody) -> None:
+    # Keep the tools so the model still understands the history; only forbid calling them.
+    if request.get("tools"):
+        request["tool_choice"] = "none"
+
+
+def release_forced_choice(request: ChatBody) -> None:
+    # "required" or a named function forced the first call; repeating it would never let the model answer.
+    choice = request.get("tool_choice")
+    if choice == "required" or isinstance(choice, dict):
+        del request["tool_choice"]

@@ -1,13 +1,14 @@
 """What one request's rounds carry from one to the next, and where it starts: the client's history restored
 (or cleaned of our traces), a round that waited for the person's yes taken up, the tools fitted into the tool
-budget, the first request built."""
+budget, the first request built: its instructions in one first system message, with the system hint."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from app.chat.answer import strip_trace
 from app.chat.loop.decision import CallKey
 from app.chat.loop.held import Held, held_round
-from app.chat.loop.messages import first_request, rounds, with_instructions, without_traces
+from app.chat.loop.messages import rounds
 from app.chat.offer import find_tools_offer, prompt_allowance
 from app.chat.ports import (
     ChatUpstream,
@@ -19,7 +20,7 @@ from app.chat.ports import (
     TurnMemory,
 )
 from app.chat.turn import Turn
-from app.openai.wire import ChatBody, Message, Tool, tool_name
+from app.openai.wire import ChatBody, Content, ContentPart, Message, Tool, tool_name
 from app.ops.telemetry import Span
 
 
@@ -121,3 +122,83 @@ class RoundContext:
     stats: RequestStats
     memory: TurnMemory | None
     span: Span
+
+
+def first_request(
+    body: ChatBody, offered: Sequence[Tool], client_tool_names: set[str],
+    client_tools: list[Tool],
+) -> ChatBody:
+    request = body.copy()
+    # A client tool keeps its name. The pool already renamed ours away from the client's; one that still
+    # clashes (a runner that did not) is left out rather than sent twice.
+    mcp_tools = [tool for tool in offered if tool.get("function", {}).get("name") not in client_tool_names]
+    if mcp_tools or client_tools != (body.get("tools") or []):  # the budget may have left out or compacted some
+        request["tools"] = [*client_tools, *mcp_tools]
+        if not request["tools"]:  # the budget left nothing: no empty list, which some servers refuse
+            del request["tools"]
+            request.pop("tool_choice", None)
+    # A client that does not stream gets whole upstream answers: one JSON read instead of a chunk
+    # per token. Streamed, usage is summed over every round, so it is asked for either way.
+    if body.get("stream"):
+        request["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    return request
+
+
+def without_traces(messages: Sequence[Message]) -> RestoredHistory:
+    """Without memory: the history with our traces removed, nothing given back."""
+    cleaned = []
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "assistant" and isinstance(content, str) and strip_trace(content) != content:
+            message = {**message, "content": strip_trace(content)}
+        cleaned.append(message)
+    return RestoredHistory(cleaned, [], 0)
+
+
+# The roles that instruct the model. Chat templates know `system` first and nowhere else: Gemma's and
+# Mistral's raise on `developer` (which OpenAI's SDKs and Codex send) and on a system message later on.
+INSTRUCTING = frozenset({"system", "developer"})
+
+
+def with_instructions(messages: Sequence[Message], *hints: str | None) -> list[Message]:
+    """The history with every system and developer message joined, in order and a blank line apart, into one
+    system message first (the history itself when it has at most one, already first and `system`), and each hint
+    that is given added to it (`with_system_hint`), in order."""
+    found = [index for index, message in enumerate(messages) if message.get("role") in INSTRUCTING]
+    instructed = list(messages)
+    if found and not (found == [0] and messages[0]["role"] == "system"):
+        parts: list[ContentPart] = []
+        for index in found:
+            own = _parts(messages[index].get("content"))
+            parts += [{"type": "text", "text": "\n\n"}, *own] if parts and own else own
+        text_only = all(part.get("type") == "text" for part in parts)
+        system: Message = {"role": "system",
+                           "content": "".join(part.get("text", "") for part in parts) if text_only else parts}
+        instructed = [system, *(message for message in messages if message.get("role") not in INSTRUCTING)]
+    for hint in hints:
+        if hint:
+            instructed = with_system_hint(instructed, hint)
+    return instructed
+
+
+def _parts(content: Content) -> list[ContentPart]:
+    if isinstance(content, list):
+        return content
+    return [{"type": "text", "text": content}] if isinstance(content, str) and content else []
+
+
+def with_system_hint(messages: list[Message], hint: str) -> list[Message]:
+    """The hint added once: to the client's own system message if it has one, else as a new one first."""
+    first = messages[0] if messages else None
+    # with_instructions made the instructions one system message first
+    if first is not None and first.get("role") == "system":
+        content = first.get("content")
+        if isinstance(content, str):
+            if hint in content:
+                return messages
+            return [{**first, "content": f"{content}\n\n{hint}"}, *messages[1:]]
+        if isinstance(content, list):
+            if any(part.get("text") == hint for part in content):
+                return messages
+            return [{**first, "content": [*content, {"type": "text", "text": hint}]}, *messages[1:]]
+    return [{"role": "system", "content": hint}, *messages]

@@ -8,11 +8,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.api.chat_body import parse_chat_body
-from app.api.doors import begun, chat_needs, person_view, read_body, send_stream, send_whole
-from app.chat import Caller, Turn, answer_chat, chat_cut_off
+from app.api.doors import answer_turn, read_body, send_stream, send_whole
+from app.chat import Caller, Turn, chat_cut_off
 from app.doors.door import FrontDoor, openai_error
 from app.openai.errors import MethodNotAllowed
-from app.settings import Settings
 
 CHAT_PATH = "/v1/chat/completions"
 router = APIRouter()
@@ -22,11 +21,9 @@ router = APIRouter()
 async def chat_completions(raw: Request) -> Response:
     """The chat service's answer (app/chat/service.py), streamed as server-sent events or sent whole."""
     # Nothing for FastAPI to resolve on the busiest route: its dependency solving cost a tenth of a request.
-    settings: Settings = raw.state.settings
     body, _ = await read_body(raw, parse_chat_body)
     turn = Turn.read(body, Caller.from_headers(raw.headers))
-    reply = await begun(raw, answer_chat(turn, chat_needs(raw, settings)))
-    person = person_view(raw, settings)
+    reply, person = await answer_turn(raw, turn)
     if turn.stream:
         return send_stream(raw, reply.payloads(person), encode=_server_sent, cut_off=chat_cut_off)
     return await send_whole(raw, reply.completion(person))
