@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from app.api.chat_body import parse_chat_body
 from app.api.doors import begun, chat_needs, person_view, read_body, send_stream, send_whole
-from app.chat import Caller, Turn, answer_chat, chat_cut_off
+from app.chat import Turn, answer_chat, chat_cut_off
 from app.doors.door import FrontDoor, openai_error
 from app.openai.errors import MethodNotAllowed
 from app.settings import Settings
@@ -24,7 +24,7 @@ async def chat_completions(raw: Request) -> Response:
     # Nothing for FastAPI to resolve on the busiest route: its dependency solving cost a tenth of a request.
     settings: Settings = raw.state.settings
     body, _ = await read_body(raw, parse_chat_body)
-    turn = Turn.read(body, Caller.from_headers(raw.headers))
+    turn = Turn.from_request(body, raw.headers)
     reply = await begun(raw, answer_chat(turn, chat_needs(raw, settings)))
     person = person_view(raw, settings)
     if turn.stream:
