@@ -23,7 +23,6 @@ from app.api.chat_body import OFF_LOOP_BYTES, checked_chat_body, parse_json
 from app.chat import (
     CUT_OFF_MESSAGE,
     SHUTTING_DOWN,
-    Caller,
     ChatNeeds,
     ChatPool,
     ChatReply,
@@ -86,7 +85,7 @@ async def answer(raw: Request, door: Door, chat_body: dict[str, Any]) -> tuple[C
     DOOR.set(door.name)  # for the status page's recent requests
     await _off_loop(len(await raw.body()) > OFF_LOOP_BYTES, checked_chat_body, chat_body, door.conversation)
     # Checked just above as a chat body sent to /v1/chat/completions is (chat_body.py's parse_chat_body).
-    return await answer_turn(raw, Turn.read(cast(ChatBody, chat_body), Caller.from_headers(raw.headers)))
+    return await answer_turn(raw, Turn.from_request(cast(ChatBody, chat_body), raw.headers))
 
 
 async def answer_turn(raw: Request, turn: Turn) -> tuple[ChatReply, PersonView | None]:

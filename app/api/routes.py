@@ -24,7 +24,6 @@ from app.api.health import health_report
 from app.chat import (
     IMAGES_ROUTE,
     TOOLS_HEADER,
-    Caller,
     StoredImage,
     ToolListing,
     Turn,
@@ -64,7 +63,7 @@ async def tools_for_chat(raw: Request, pool: ViewDep, settings: SettingsDep, ups
     The body is a chat completion's, checked the same way; nothing is sent upstream. Earlier turns' calls
     that memory would give back are not looked up, so a tool called before may show as withheld here."""
     sent, _ = await read_body(raw, parse_chat_body)
-    turn = Turn.read(sent, Caller.from_headers(raw.headers))
+    turn = Turn.from_request(sent, raw.headers)
     chosen = choose_tools(turn.model, sent.get("metadata"), turn.caller.tools, settings.tools.toolsets, pool.knows)
     turn, selection = turn.chosen(chosen), chosen.selection
     client_tools = list(turn.client_tools)

@@ -55,6 +55,11 @@ class Turn:
                    model=model, asked_model=model, stream=bool(body.get("stream")),
                    include_usage=bool((body.get("stream_options") or {}).get("include_usage")), caller=caller)
 
+    @classmethod
+    def from_request(cls, body: ChatBody, headers: Mapping[str, str]) -> Self:
+        """The turn of a checked chat body, and its caller as the request's headers say."""
+        return cls.read(body, Caller.from_headers(headers))
+
     def chosen(self, chosen: Chosen) -> "Turn":
         """The turn as its upstream gets it once its user chose tools: the toolset's real model, our metadata key
         taken off. The turn itself when nothing changes."""

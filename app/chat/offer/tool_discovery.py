@@ -58,7 +58,7 @@ class FindingTools:
     def __init__(self, every: RequestTools, offered: Sequence[str], render: RenderOptions) -> None:
         self.every = every
         self.render = render
-        self.definitions = {tool_name(tool): tool for tool in every.openai_tools}
+        self.definitions = {tool["function"]["name"]: tool for tool in every.openai_tools}
         self.offered = list(offered)  # MCP tools offered, the latest found first
         self.pending: list[str] = []  # found, offered from the next round on
         self.narrowed = every.only(frozenset(self.offered))
@@ -123,8 +123,10 @@ def find_tools_offer(
 ) -> FindingTools | None:
     """The request's MCP tools behind find_tools, when discovery is on (`render`) and the budget left MCP tools
     out; None otherwise, and when a server's or the client's tool is called find_tools already."""
-    ours = [tool_name(tool) for tool in mcp_tools.openai_tools]
-    if render is None or choice is None or not set(choice.withheld) & set(ours):
+    if render is None or choice is None:  # off, or nothing left out: every request asks, most of them this
+        return None
+    ours = [tool["function"]["name"] for tool in mcp_tools.openai_tools]  # ours: functions all
+    if not set(choice.withheld) & set(ours):
         return None
     if FIND_TOOLS in ours or FIND_TOOLS in {tool_name(tool) for tool in client_tools}:
         owner = mcp_tools.server_of(FIND_TOOLS) or "the client"
@@ -153,7 +155,7 @@ def offer_found(
 
 
 def _definition(every: RequestTools) -> Tool:
-    names = [tool_name(tool) for tool in every.openai_tools]
+    names = [tool["function"]["name"] for tool in every.openai_tools]
     servers = list(dict.fromkeys(server for name in names if (server := every.server_of(name))))
     listed = ", ".join(servers[:SERVERS_NAMED]) + (f" and {len(servers) - SERVERS_NAMED} more"
                                                    if len(servers) > SERVERS_NAMED else "")

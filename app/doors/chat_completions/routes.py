@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from app.api.chat_body import parse_chat_body
 from app.api.doors import answer_turn, read_body, send_stream, send_whole
-from app.chat import Caller, Turn, chat_cut_off
+from app.chat import Turn, chat_cut_off
 from app.doors.door import FrontDoor, openai_error
 from app.openai.errors import MethodNotAllowed
 
@@ -22,7 +22,7 @@ async def chat_completions(raw: Request) -> Response:
     """The chat service's answer (app/chat/service.py), streamed as server-sent events or sent whole."""
     # Nothing for FastAPI to resolve on the busiest route: its dependency solving cost a tenth of a request.
     body, _ = await read_body(raw, parse_chat_body)
-    turn = Turn.read(body, Caller.from_headers(raw.headers))
+    turn = Turn.from_request(body, raw.headers)
     reply, person = await answer_turn(raw, turn)
     if turn.stream:
         return send_stream(raw, reply.payloads(person), encode=_server_sent, cut_off=chat_cut_off)
