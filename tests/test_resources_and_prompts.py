@@ -20,7 +20,7 @@ import pytest
 from structlog.contextvars import merge_contextvars
 from structlog.testing import capture_logs
 
-from app.chat.answer.shown import strip_shown
+from app.chat.answer.trace import strip_shown
 from tests.conftest import Gateway, running_gateway, stdio_entry, wait_for_health
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn, envelopes
 from tests.support.mcp_servers.library import PIXEL

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from app.chat.answer.images import ImageStore
-from app.chat.answer.shown import PersonView, strip_shown
-from app.chat.answer.trace import read_back, render_finished, strip_trace
+from app.chat.answer.trace import PersonView, read_back, render_finished, strip_shown, strip_trace
 from app.mcp.results import Image
 from tests.support.mcp_servers.pictures import SVG, noise_png
 

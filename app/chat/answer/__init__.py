@@ -4,8 +4,6 @@ door shows, and the OpenAI chat message streamed as chunks or whole. Its face: t
 
 from app.chat.answer.images import ImageStore, StoredImage
 from app.chat.answer.parts import AnswerPart, CallsDone, Delta, Ended, answer_parts
-from app.chat.answer.shown import ROUTE as IMAGES_ROUTE
-from app.chat.answer.shown import SIGN_IN_MARK, PersonView
 from app.chat.answer.streaming import (
     CUT_OFF_MESSAGE,
     SHUTTING_DOWN,
@@ -17,7 +15,8 @@ from app.chat.answer.streaming import (
     stream_payloads,
 )
 from app.chat.answer.trace import HEADER as TRACE_HEADER
-from app.chat.answer.trace import RecordedCall, TraceMode, read_back, strip_trace, trace_mode
+from app.chat.answer.trace import ROUTE as IMAGES_ROUTE
+from app.chat.answer.trace import SIGN_IN_MARK, PersonView, RecordedCall, TraceMode, read_back, strip_trace, trace_mode
 
 __all__ = [
     "CUT_OFF_MESSAGE", "IMAGES_ROUTE", "SHUTTING_DOWN", "SIGN_IN_MARK", "TRACE_HEADER", "AnswerPart", "CallsDone",

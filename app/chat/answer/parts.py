@@ -11,15 +11,10 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
-from app.chat.answer.shown import PersonView
 from app.chat.answer.trace import (
+    PersonView,
     TraceMode,
-    TraceText,
-    render_finished,
-    render_not_ready,
-    render_progress,
-    render_started,
-    render_waiting,
+    trace_texts,
 )
 from app.chat.events import (
     Finished,
@@ -85,15 +80,17 @@ async def answer_parts(
                 last = gap
                 yield Delta(gap)
             elif isinstance(event, ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting | ServersNotReady):
-                texts, for_person = _trace_texts(trace, event, person)
+                if isinstance(event, ToolsRan):
+                    event = _finished(event)
+                texts, for_person = trace_texts(trace, event, person)
                 for text in texts:
                     if text.channel == "content":
                         last = text.text
                         yield Delta(text.text)
                     else:
                         yield Delta(reasoning=text.text)
-                if isinstance(event, ToolsRan) and (done := _finished(event)).calls:
-                    yield CallsDone(done.calls, done.outputs)
+                if isinstance(event, ToolsRan) and event.calls:
+                    yield CallsDone(event.calls, event.outputs)
                 if for_person:  # after the calls that returned it
                     last = for_person
                     yield Delta(for_person, shown=True)
@@ -111,32 +108,6 @@ def _break_after(last: str) -> str:
 def _before_notice(content: str) -> str:
     """A blank line between the answer and the notice after it; nothing before a notice alone."""
     return "\n\n" if content.strip() and not content.endswith("\n\n") else ""
-
-
-def _trace_texts(
-    mode: TraceMode, event: ToolsStarted | ToolProgress | ToolsRan | ToolsWaiting | ServersNotReady,
-    person: PersonView | None,
-) -> tuple[list[TraceText], str]:
-    """What the client is shown of tool work: the trace, and apart (it follows the round's calls, CallsDone) what
-    a round's results address to the person, in every trace mode (off included: that turns off the account of
-    the work, not its results)."""
-    texts: list[TraceText | None]
-    if isinstance(event, ServersNotReady):
-        texts = [render_not_ready(mode, event.servers)]
-    elif isinstance(event, ToolsStarted):
-        texts = [render_started(mode, event.calls)]
-    elif isinstance(event, ToolProgress):
-        texts = [render_progress(mode, event.call, event.progress, event.total, event.message)]
-    elif isinstance(event, ToolsWaiting):
-        texts = [render_waiting(mode, event.calls, event.for_answer)]
-    else:
-        event = _finished(event)
-        if not event.calls:
-            return [], ""
-        shown = person.show(event.calls, event.outputs, in_widget=mode == "details") if person else None
-        texts = [render_finished(mode, event.calls, event.outputs, event.durations_ms, shown.files if shown else ())]
-        return [text for text in texts if text is not None], shown.text if shown else ""
-    return [text for text in texts if text is not None], ""
 
 
 def _finished(event: ToolsRan) -> ToolsRan:

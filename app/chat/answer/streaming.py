@@ -17,8 +17,7 @@ import structlog
 
 from app.chat.answer.parts import Delta as TextPart
 from app.chat.answer.parts import Ended, answer_parts
-from app.chat.answer.shown import PersonView
-from app.chat.answer.trace import TraceMode
+from app.chat.answer.trace import PersonView, TraceMode
 from app.chat.events import LoopEvent
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.errors import ErrorEnvelope, GatewayError, error_envelope

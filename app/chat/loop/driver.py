@@ -25,13 +25,15 @@ from app.chat.loop.decision import (
     stopped_note,
 )
 from app.chat.loop.held import waiting_calls
-from app.chat.loop.messages import (
+from app.chat.loop.pausing import ask_for_input, ask_person, resume
+from app.chat.loop.state import (
+    LoopState,
+    RoundContext,
     assistant_message,
     round_messages,
+    start_state,
     tool_messages,
 )
-from app.chat.loop.pausing import ask_for_input, ask_person, resume
-from app.chat.loop.state import LoopState, RoundContext, start_state
 from app.chat.loop.tool_runs import run_tools, sees_images
 from app.chat.offer import offer_found
 from app.chat.ports import ChatUpstream, LoopOptions, RequestStats, ToolOutput, ToolRunner, TurnMemory

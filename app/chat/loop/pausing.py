@@ -9,8 +9,7 @@ from app.chat.asking import new_reference
 from app.chat.events import Finished, LoopEvent, Started, ToolsRan, ToolsWaiting
 from app.chat.loop.decision import same_call
 from app.chat.loop.held import Held, asking_text, needing_input, questions_text
-from app.chat.loop.messages import assistant_message, image_message, tool_messages
-from app.chat.loop.state import LoopState, RoundContext
+from app.chat.loop.state import LoopState, RoundContext, assistant_message, image_message, tool_messages
 from app.chat.loop.tool_runs import run_tools, sees_images
 from app.chat.ports import ToolOutput
 from app.openai.accumulate import ToolCall

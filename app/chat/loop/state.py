@@ -1,6 +1,8 @@
-"""What one request's rounds carry from one to the next, and where it starts: the client's history restored
-(or cleaned of our traces), a round that waited for the person's yes taken up, the tools fitted into the tool
-budget, the first request built: its instructions in one first system message, with the system hint."""
+"""What one request's rounds carry from one to the next, and the history the model is sent. Where it starts: the
+client's history restored (or cleaned of our traces), a round that waited for the person's yes taken up, the tools
+fitted into the tool budget, the first request built (its instructions in one first system message, with the system
+hint). After each round: its calls and results (and the images they returned) added to the history, and this
+request's rounds as memory keeps them."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -8,18 +10,21 @@ from dataclasses import dataclass, field, replace
 from app.chat.answer import strip_trace
 from app.chat.loop.decision import CallKey
 from app.chat.loop.held import Held, held_round
-from app.chat.loop.messages import rounds
 from app.chat.offer import find_tools_offer, prompt_allowance
 from app.chat.ports import (
     ChatUpstream,
+    ImagePart,
     LoopOptions,
     RequestStats,
     RequestTools,
     RestoredHistory,
+    ToolOutput,
     ToolRunner,
     TurnMemory,
 )
 from app.chat.turn import Turn
+from app.openai.accumulate import ToolCall
+from app.openai.schemas import image_part
 from app.openai.wire import ChatBody, Content, ContentPart, Message, Tool, tool_name
 from app.ops.telemetry import Span
 
@@ -202,3 +207,40 @@ def with_system_hint(messages: list[Message], hint: str) -> list[Message]:
                 return messages
             return [{**first, "content": [*content, {"type": "text", "text": hint}]}, *messages[1:]]
     return [{"role": "system", "content": hint}, *messages]
+
+
+def round_messages(
+    messages: Sequence[Message], content: str, calls: list[ToolCall], outputs: list[ToolOutput], *,
+    images_seen: bool,
+) -> list[Message]:
+    """The history for the next round: this round's calls and their results, and the images they returned
+    if the model can see them."""
+    following = [*messages, assistant_message(content, calls), *tool_messages(calls, outputs)]
+    images = [image for output in outputs for image in output.images]
+    if images and images_seen:
+        following.append(image_message(images))
+    return following
+
+
+def image_message(images: list[ImagePart]) -> Message:
+    # Tool messages carry text only, so a vision model sees the images in a user turn right after them.
+    parts: list[ContentPart] = [{"type": "text", "text": "Images returned by the tool calls above:"}]
+    parts += [image_part(i.mime_type, i.data) for i in images]
+    return {"role": "user", "content": parts}
+
+
+def assistant_message(content: str, calls: list[ToolCall]) -> Message:
+    # "" rather than null: OpenAI, LM Studio and llama.cpp take either, llama-cpp-python's server only a string.
+    return {"role": "assistant", "content": content, "tool_calls": [c.to_message_part() for c in calls]}
+
+
+def tool_messages(calls: list[ToolCall], outputs: list[ToolOutput]) -> list[Message]:
+    return [
+        {"role": "tool", "tool_call_id": call.id, "content": output.content}
+        for call, output in zip(calls, outputs, strict=True)
+    ]
+
+
+def rounds(added: list[Message]) -> list[Message]:
+    """This request's rounds as memory keeps them: calls and results, without the images shown after them."""
+    return [message for message in added if message.get("role") != "user"]

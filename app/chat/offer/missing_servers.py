@@ -11,7 +11,7 @@ stay so for minutes).
 
 Waiting for a sign-in: a mounted MCP server that waits for a person's sign-in (OAuth), in a chat: the model is told in
 one sentence that its tools are unavailable for now (so that it neither pretends to have them nor retries), and the
-person is shown the sign-in link once per chat, in a line of the answer the model never sees (`shown.py` removes it
+person is shown the sign-in link once per chat, in a line of the answer the model never sees (`strip_shown` removes it
 from the history again).
 
 "Once per chat" without a store: the link is not shown again while the history the client sends back has it in
