@@ -20,9 +20,9 @@ import openai
 import pytest
 
 from app.chat.loop.decision import stopped_note
+from tests.chat.offer.test_sign_in_chat import OPS, gateway_with_a_protected_server, link
 from tests.conftest import BASIC_TOOLS, Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
-from tests.test_sign_in_chat import OPS, gateway_with_a_protected_server, link
 
 ROUNDS = 1  # TOOLBRIDGE_MAX_TOOL_ROUNDS here: one round of tools, then the model must answer
 IMAGE = re.compile(r"!\[🖼 [^\]]*\]\((http://[^)\s]+/images/[\w-]+)\)")

@@ -18,12 +18,12 @@ import pytest
 from structlog.testing import capture_logs
 
 from app.state.redis import SOCKET_TIMEOUT
+from tests.chat.memory.test_memory import ask, tool_turn
 from tests.conftest import running_gateway, stdio_entry, wait_for_health
 from tests.support.fake_upstream import FakeUpstream, Turn
 from tests.support.replica_services import RedisServer
 from tests.support.servers import free_port
 from tests.test_cli import TOOLBRIDGE, clean_env, write_config
-from tests.test_memory import ask, tool_turn
 
 SERVERS = {"basic": stdio_entry("basic.py")}
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from tests.chat.memory.test_memory import after_system, ask
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.replica_services import RedisServer
-from tests.test_memory import after_system, ask
 
 SERVERS = {"asks": stdio_entry("asks.py")}
 BOOK = Turn(content="Booking.", calls=[Call("asks__book_table", {"restaurant": "Luigi"})])

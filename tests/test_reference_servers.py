@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.chat.memory.test_memory import ask as chat_turn
 from tests.conftest import Gateway, running_gateway
 from tests.conversion_checks import grammar_problems
 from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn, envelopes
-from tests.test_memory import ask as chat_turn
 
 BIN = Path(__file__).parent / "npm" / "node_modules" / ".bin"
 EVERYTHING, FILESYSTEM = BIN / "mcp-server-everything", BIN / "mcp-server-filesystem"

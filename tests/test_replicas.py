@@ -12,10 +12,10 @@ import httpx
 import openai
 import pytest
 
+from tests.chat.memory.test_memory import after_system, ask, tool_turn
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.replica_services import Nginx, RedisServer
-from tests.test_memory import after_system, ask, tool_turn
 
 CLIENT_TOOL = {"type": "function", "function": {"name": "get_location", "parameters": {"type": "object"}}}
 

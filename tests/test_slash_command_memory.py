@@ -10,10 +10,10 @@ from typing import Any
 import openai
 import pytest
 
+from tests.chat.memory.test_memory import OWUI_TOOL, after_system, ask
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.replica_services import RedisServer
-from tests.test_memory import OWUI_TOOL, after_system, ask
 
 ALICE, BOB = "sk-alice-0123456789", "sk-bob-9876543210"
 SERVERS = {"library": stdio_entry("library.py")}

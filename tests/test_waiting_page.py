@@ -13,11 +13,11 @@ import httpx
 import pytest
 
 from app.chat.asking.approvals import DECLINED
+from tests.chat.asking.test_approvals import SERVERS, conversation, results
+from tests.chat.memory.test_memory import after_system, ask
 from tests.conftest import Gateway, running_gateway
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.replica_services import RedisServer
-from tests.test_approvals import SERVERS, conversation, results
-from tests.test_memory import after_system, ask
 
 ALICE, MALLORY = "sk-alice", "sk-mallory"
 JSON = {"Content-Type": "application/json"}

@@ -5,9 +5,9 @@ import json
 
 from playwright.sync_api import Page, expect
 
+from tests.chat.memory.test_memory import ask
 from tests.conftest import Gateway
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
-from tests.test_memory import ask
 from tests.test_status_page import KEY, browser, keyed, page  # noqa: F401 (the fixtures, and their skip)
 
 

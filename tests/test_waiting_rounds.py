@@ -18,8 +18,8 @@ from app.chat.turn import Turn
 from app.openai.result_format import RenderOptions
 from app.ops.waiting_rounds import WaitingCall, WaitingRounds, verdict_key
 from app.state.store import MemoryStore
-from tests.test_approvals_loop import ASK, DELETE, new_store, shown
-from tests.test_loop import Model, Tools
+from tests.chat.loop.test_approvals_loop import ASK, DELETE, new_store, shown
+from tests.chat.loop.test_loop import Model, Tools
 
 CALL = [WaitingCall("delete_note", "files", '{"name": "x"}')]
 

@@ -1,6 +1,6 @@
 """The tool loop's boundary: what it is given (an upstream that streams, the tools of one request, its
 options) and what it fills in (the request's stats). The upstream client and the MCP pool implement these
-Protocols; tests implement them with plain Python (tests/test_loop.py)."""
+Protocols; tests implement them with plain Python (tests/chat/loop/test_loop.py)."""
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager

@@ -16,9 +16,9 @@ import pytest
 
 import app.mcp.held_calls as held_calls
 from app.mcp.held_calls import HELD_PER_KEY
+from tests.chat.memory.test_memory import ask
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn, readable
-from tests.test_memory import ask
 
 ALICE, BOB, CAROL = "sk-alice-held-1", "sk-bob-held-2", "sk-carol-held-3"
 SERVERS = {"legacy": stdio_entry("asks.py") | {"mode": "legacy"}}

@@ -13,10 +13,10 @@ from structlog.testing import capture_logs
 
 import app.chat.memory.conversation
 import app.chat.memory.entry
+from tests.chat.memory.test_memory import after_system, ask, tool_turn
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.replica_services import RedisServer
-from tests.test_memory import after_system, ask, tool_turn
 
 ALICE, BOB = "sk-alice-0123456789", "sk-bob-9876543210"
 SERVERS = {"basic": stdio_entry("basic.py"), "bulky": stdio_entry("bulky.py")}

@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from app.ops.waiting_rounds import WAITING_PER_OWNER
+from tests.chat.memory.test_memory import ask
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
-from tests.test_memory import ask
 
 ALICE, BOB = "sk-alice-page-1", "sk-bob-page-2"
 FLOOD = 200  # the audit's

@@ -1,5 +1,5 @@
 """What to do after a round, decided from what the round produced and where the loop stands. Pure: no I/O,
-no awaits, so every rule is a row of a table test (tests/test_loop_decision.py)."""
+no awaits, so every rule is a row of a table test (tests/chat/loop/test_loop_decision.py)."""
 
 import json
 from collections.abc import Collection, Sequence

@@ -19,7 +19,7 @@ from app.openai.accumulate import ToolCall
 from app.openai.markup import TextDelta
 from app.openai.result_format import RenderOptions
 from app.state.store import Bounds, MemoryStore
-from tests.test_loop import Model, Tools, call
+from tests.chat.loop.test_loop import Model, Tools, call
 
 pytestmark = pytest.mark.anyio
 ASK = {"role": "user", "content": "Delete the page about cats."}

@@ -77,7 +77,7 @@ def test_the_kept_tools_are_offered_most_relevant_first_and_a_named_one_before_t
     assert configured is not None and configured.kept == choice.kept and configured.order == ()
 
 
-CATALOGUE = Path(__file__).parent.parent / "bench" / "eval" / "catalogue"
+CATALOGUE = Path(__file__).parents[3] / "bench" / "eval" / "catalogue"
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ import openai
 import pytest
 
 from app.chat.asking.approvals import DECLINED
+from tests.chat.memory.test_memory import after_system, ask
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.replica_services import RedisServer
-from tests.test_memory import after_system, ask
 
 SERVERS = {"files": stdio_entry("files.py")}
 DELETE = Turn(content="Deleting it.", calls=[Call("files__delete_note", {"name": "list"})])

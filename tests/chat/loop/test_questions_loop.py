@@ -10,8 +10,8 @@ import pytest
 
 from app.chat.loop import ToolsWaiting
 from app.chat.ports import InputNeeded, ToolAnswers
-from tests.test_approvals_loop import new_store, shown, turn
-from tests.test_loop import Model, Outcome, Tools, call
+from tests.chat.loop.test_approvals_loop import new_store, shown, turn
+from tests.chat.loop.test_loop import Model, Outcome, Tools, call
 
 pytestmark = pytest.mark.anyio
 PARAMS = {"mode": "form", "message": "How many people, and when?",
