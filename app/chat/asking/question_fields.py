@@ -12,7 +12,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+
+from app.openai.wire import JSONValue
 
 Value = str | int | float | bool | list[str]  # a form field's value, as MCP's elicitation allows them
 
@@ -39,18 +40,28 @@ class Field:
     label: str  # the title when the server gave one, else the name
     kind: str  # string, integer, number, boolean, choice, choices, or other
     required: bool
-    spec: Mapping[str, Any]  # the property's schema, for its constraints
+    spec: Mapping[str, JSONValue]  # the property's schema, for its constraints
     options: tuple[tuple[str, str], ...] = ()  # (value, label) of a choice or choices
 
     @property
-    def default(self) -> Any:
-        return self.spec.get("default")
+    def default(self) -> Value | None:
+        """The server's default, when it is a value a form field can have (MCP allows no other)."""
+        default = self.spec.get("default")
+        if isinstance(default, list):
+            strings = [item for item in default if isinstance(item, str)]
+            return strings if len(strings) == len(default) else None
+        return None if isinstance(default, dict) else default
+
+    def bounds(self, low: str, high: str) -> tuple[float | None, float | None]:
+        """Two of the schema's numeric limits (`minimum`, `maxLength`...); None where it sets none, or not a number."""
+        return _limit(self.spec.get(low)), _limit(self.spec.get(high))
 
 
-def fields(schema: Mapping[str, Any]) -> list[Field]:
+def fields(schema: Mapping[str, JSONValue]) -> list[Field]:
     """The form's fields in the server's order."""
     properties = schema.get("properties")
-    required = set(schema.get("required") or ())
+    listed = schema.get("required")
+    required = {name for name in listed if isinstance(name, str)} if isinstance(listed, list) else set()
     if not isinstance(properties, Mapping):
         return []
     found = []
@@ -62,7 +73,7 @@ def fields(schema: Mapping[str, Any]) -> list[Field]:
     return found
 
 
-def _kind(spec: Mapping[str, Any]) -> tuple[str, tuple[tuple[str, str], ...]]:
+def _kind(spec: Mapping[str, JSONValue]) -> tuple[str, tuple[tuple[str, str], ...]]:
     kind = spec.get("type")
     if kind == "array":
         items = spec.get("items")
@@ -73,7 +84,7 @@ def _kind(spec: Mapping[str, Any]) -> tuple[str, tuple[tuple[str, str], ...]]:
     return (kind, ()) if kind in ("string", "integer", "number", "boolean") else ("other", ())
 
 
-def _options(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+def _options(spec: Mapping[str, JSONValue]) -> tuple[tuple[str, str], ...]:
     """The allowed values and their labels, in any of the spellings the spec allows."""
     enum, names = spec.get("enum"), spec.get("enumNames")
     if isinstance(enum, list):
@@ -118,7 +129,7 @@ def _takes(field: Field) -> str:
     return "yes or no" if field.kind == "boolean" else "a value"
 
 
-def _bounds(low: Any, high: Any, unit: str) -> str:
+def _bounds(low: JSONValue, high: JSONValue, unit: str) -> str:
     """The range a field allows, in words, with a leading space; empty when it has none."""
     if low is not None and high is not None:
         return f" from {low} to {high}{unit}"
@@ -127,7 +138,7 @@ def _bounds(low: Any, high: Any, unit: str) -> str:
     return f" at most {high}{unit}" if high is not None else ""
 
 
-def shown(field: Field, value: Any) -> str:
+def shown(field: Field, value: object) -> str:
     """A value as the person would type it: a choice by its label."""
     labels = dict(field.options)
     if isinstance(value, bool):
@@ -181,7 +192,7 @@ def _number(field: Field, text: str) -> int | float:
     if number != number or number in (float("inf"), float("-inf")) or (whole and not number.is_integer()):
         raise Problem(f"{field.label} must be {'a whole number' if whole else 'a number'}.")
     value: int | float = int(number) if whole or re.fullmatch(r"[+-]?\d+", cleaned) else number
-    low, high = field.spec.get("minimum"), field.spec.get("maximum")
+    low, high = field.bounds("minimum", "maximum")
     if (low is not None and value < low) or (high is not None and value > high):
         raise Problem(f"{field.label} must be{_bounds(low, high, '')}.")
     return value
@@ -202,7 +213,7 @@ def _choices(field: Field, text: str) -> list[str]:
         if part.strip():
             value = _choice(field, part)
             chosen += [] if value in chosen else [value]
-    low, high = field.spec.get("minItems"), field.spec.get("maxItems")
+    low, high = field.bounds("minItems", "maxItems")
     if (low is not None and len(chosen) < low) or (high is not None and len(chosen) > high):
         raise Problem(f"{field.label} takes{_bounds(low, high, ' choices')}.")
     return chosen
@@ -211,7 +222,7 @@ def _choices(field: Field, text: str) -> list[str]:
 def _string(field: Field, text: str) -> str:
     if text.strip("`'\" ") in ("…", "...", ""):  # the example's placeholder, pasted as it was shown
         raise Problem(f"{field.label} needs a value of yours in place of the example's `…`.")
-    low, high = field.spec.get("minLength"), field.spec.get("maxLength")
+    low, high = field.bounds("minLength", "maxLength")
     if (low is not None and len(text) < low) or (high is not None and len(text) > high):
         raise Problem(f"{field.label} must be{_bounds(low, high, ' characters')} long.")
     kind = field.spec.get("format")
@@ -230,3 +241,8 @@ def _has_format(kind: str, text: str) -> bool:
     except ValueError:
         return False
     return kind == "date" or "T" in text.upper() or " " in text
+
+
+def _limit(value: JSONValue) -> float | None:
+    """A limit as a number; None for none, and for what is no number (a server's "5" or true)."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -17,10 +17,10 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from app.chat.asking.question_fields import Field, Problem, Value, convert, describe, fields, sample, shown
 from app.chat.clients import own_words
+from app.openai.wire import JSONValue
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ _KEY_LINE = re.compile(r"\s*(?:[-*]\s+)?\**`?([^:=`*]+?)`?\**\s*[:=]\s*(.*)")
 HOW_TO_REFUSE = "Or reply **decline** to refuse, or **cancel** to stop."
 
 
-def question_for(params: Mapping[str, Any], server: str | None) -> str:
+def question_for(params: Mapping[str, JSONValue], server: str | None) -> str:
     """The words for an elicitation request as the server sent it (its params as JSON: `mode`, `message`, and
     `requestedSchema` or `url`), so a waiting question can be kept as plain JSON and asked from it."""
     message = str(params.get("message") or "")
@@ -63,19 +63,19 @@ def question_for(params: Mapping[str, Any], server: str | None) -> str:
     return form_question(message, _schema(params), server)
 
 
-def answer_for(text: str, params: Mapping[str, Any]) -> Answer:
+def answer_for(text: str, params: Mapping[str, JSONValue]) -> Answer:
     """The person's reply to the elicitation request `params` (as in `question_for`), read past what their client
     wrapped around it (own_words.py)."""
     text = own_words(text)
     return read_url_answer(text) if params.get("mode") == "url" else read_answer(text, _schema(params))
 
 
-def _schema(params: Mapping[str, Any]) -> Mapping[str, Any]:
+def _schema(params: Mapping[str, JSONValue]) -> Mapping[str, JSONValue]:
     schema = params.get("requestedSchema")
     return schema if isinstance(schema, Mapping) else {}
 
 
-def form_question(message: str, schema: Mapping[str, Any], server: str | None) -> str:
+def form_question(message: str, schema: Mapping[str, JSONValue], server: str | None) -> str:
     """The words that end the response: the server's question, its fields, and how to answer."""
     asked = fields(schema)
     lines = [_asks(server), "", _quoted(message), ""]
@@ -121,14 +121,14 @@ def _how_to_answer(asked: list[Field]) -> list[str]:
     return lines
 
 
-def asked_again(params: Mapping[str, Any], server: str | None, problem: str) -> str:
+def asked_again(params: Mapping[str, JSONValue], server: str | None, problem: str) -> str:
     """The question once more after an answer that did not fit, what was wrong last, where it is read first."""
     fields_asked = fields(_schema(params)) if params.get("mode") != "url" else []
     again = " Send every line again, the right ones too." if len(fields_asked) > 1 else ""
     return f"{question_for(params, server)}\n\n**Not taken:** {problem}{again}"
 
 
-def read_answer(text: str, schema: Mapping[str, Any]) -> Answer:
+def read_answer(text: str, schema: Mapping[str, JSONValue]) -> Answer:
     """The person's reply to a form question as what the server is sent back."""
     if len(text) > _LONGEST_ANSWER:
         return Invalid(f"That answer is too long ({len(text)} characters); the form needs only short values.")

@@ -152,6 +152,16 @@ def test_a_reply_is_read_as_the_answer_the_server_expects(schema: dict[str, Any]
     assert read_answer(reply, schema) == expected
 
 
+def test_limits_and_defaults_that_are_not_what_the_schema_allows_are_not_applied() -> None:
+    # A server's own mistakes (a limit as text, a default as an object) once raised a TypeError mid-answer.
+    schema = {"type": "object", "required": ["count", "name"], "properties": {
+        "count": {"type": "integer", "minimum": "5", "maximum": True},
+        "name": {"type": "string", "maxLength": "3", "default": {"not": "a value"}},
+    }}
+    assert read_answer("count: 2\nname: Alexandra", schema) == Accepted({"count": 2, "name": "Alexandra"})
+    assert read_answer("count: 2", schema) == Invalid("name is needed.")
+
+
 def test_a_huge_reply_is_not_an_answer() -> None:
     answer = read_answer("x" * 10_001, NAME)
     assert isinstance(answer, Invalid) and "too long" in answer.problem
