@@ -2,13 +2,14 @@
 clients read an error in. The registry (app/doors/registry.py) lists the doors; the app mounts each door's routes
 and answers every error, the guards' refusals included, in the shape of the door that owns the request's path."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.openai.errors import GatewayError
+from app.openai.wire import JSONObject
 
-ErrorShape = Callable[[GatewayError], dict[str, Any]]
+ErrorShape = Callable[[GatewayError], JSONObject]  # the error's body, as the door's clients read it
 
 
 class Door(Protocol):
@@ -33,10 +34,11 @@ class Door(Protocol):
 
     @property
     def router(self) -> Any:
-        """Its routes: a FastAPI router, made by its `routes` module (the HTTP layer's part of the door)."""
+        """Its routes: a FastAPI router, made by its `routes` module (the HTTP layer's part of the door). `Any`: this
+        module may not name the web framework (the import contracts), and the app mounts it as one."""
         ...
 
-    def error_body(self, error: GatewayError) -> dict[str, Any]:
+    def error_body(self, error: GatewayError) -> JSONObject:
         """The body that tells the door's client about `error` (its headers are the error's own)."""
         ...
 
@@ -47,11 +49,11 @@ class FrontDoor:
 
     name: str
     paths: tuple[str, ...]
-    router: Any
+    router: Any  # a FastAPI router (see Door.router)
     errors: ErrorShape
     conversation: str = "messages"
 
-    def error_body(self, error: GatewayError) -> dict[str, Any]:
+    def error_body(self, error: GatewayError) -> JSONObject:
         return self.errors(error)
 
 
@@ -66,6 +68,18 @@ def door_for(doors: Sequence[Door], path: str) -> Door:
     return next((door for door in doors if owns(door, path)), doors[0])
 
 
-def openai_error(error: GatewayError) -> dict[str, Any]:
+def openai_error(error: GatewayError) -> JSONObject:
     """`{"error": {"message", "type", "param", "code"}}`, OpenAI's envelope (Chat Completions, Responses)."""
     return error.envelope()
+
+
+async def whole(answer: Awaitable[Mapping[str, object]]) -> dict[str, object]:
+    """A door's whole answer, typed as the door wrote it, as the routes' send_whole (app/api/doors.py) takes one: a
+    dict of JSON (a shallow copy of the answer's top level)."""
+    return dict(await answer)
+
+
+def sent(body: Mapping[str, object]) -> dict[str, object]:
+    """The chat body a door made (app/doors/body.py), as the routes' `answer` (app/api/doors.py) takes one: a dict of
+    JSON (a shallow copy of the body's top level)."""
+    return dict(body)

@@ -1,7 +1,7 @@
 """The Chat Completions door's routes: the chat service's answer (app/chat/service.py), streamed as server-sent
 events or sent whole. Its POST also takes the chat lane (app/api/chat_lane.py), past FastAPI's routing."""
 
-from typing import Any
+from collections.abc import Mapping
 
 import orjson
 from fastapi import APIRouter, Request
@@ -32,8 +32,8 @@ async def chat_completions(raw: Request) -> Response:
     return await send_whole(raw, reply.completion(person))
 
 
-def _server_sent(payload: dict[str, Any] | str) -> bytes:
-    """One SSE event, encoded here (sse-starlette sends bytes as they are)."""
+def _server_sent(payload: Mapping[str, object] | str) -> bytes:
+    """One SSE event (a chunk, an error's envelope, or DONE), encoded here (sse-starlette sends bytes as they are)."""
     return b"data: " + (payload.encode() if isinstance(payload, str) else orjson.dumps(payload)) + b"\n\n"
 
 
