@@ -34,10 +34,11 @@ from app.chat import (
     Turn,
     answer_chat,
 )
+from app.doors.body import DoorBody
 from app.doors.door import Door
 from app.mcp import KeyView, McpPool
 from app.openai.errors import ClientLeft, InvalidRequest, Overloaded
-from app.openai.wire import ChatBody
+from app.openai.wire import ChatBody, JSONObject
 from app.ops.recent_requests import DOOR
 from app.serving import ON_SHUTDOWN
 from app.settings import Settings
@@ -56,7 +57,7 @@ async def read_body(raw: Request, read: Callable[[bytes, str | None], T]) -> T:
     return await _off_loop(len(body := await raw.body()) > OFF_LOOP_BYTES, read, body, raw.headers.get("content-type"))
 
 
-async def read_json_object(raw: Request, translate: Callable[[dict[str, Any]], T]) -> T:
+async def read_json_object(raw: Request, translate: Callable[[JSONObject], T]) -> T:
     """What `translate` (a door's reading of its request) makes of the request's body as a JSON object, with the
     chat body's checks (content type, NaN, long integers, what one request carries); see read_body.
 
@@ -73,7 +74,7 @@ async def read_json_object(raw: Request, translate: Callable[[dict[str, Any]], T
     return await read_body(raw, read)
 
 
-async def answer(raw: Request, door: Door, chat_body: dict[str, Any]) -> tuple[ChatReply, PersonView | None]:
+async def answer(raw: Request, door: Door, chat_body: DoorBody) -> tuple[ChatReply, PersonView | None]:
     """The chat service's answer to the chat body a door made of its request, begun, and how it shows the person
     what tool results address to them.
 

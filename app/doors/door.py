@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from app.openai.errors import GatewayError
 
-ErrorShape = Callable[[GatewayError], Mapping[str, object]]
+ErrorShape = Callable[[GatewayError], Mapping[str, object]]  # the error's body, as the door's clients read it
 
 
 class Door(Protocol):
@@ -33,7 +33,8 @@ class Door(Protocol):
 
     @property
     def router(self) -> Any:
-        """Its routes: a FastAPI router, made by its `routes` module (the HTTP layer's part of the door)."""
+        """Its routes: a FastAPI router, made by its `routes` module (the HTTP layer's part of the door). `Any`: this
+        module may not name the web framework (the import contracts), and the app mounts it as one."""
         ...
 
     def error_body(self, error: GatewayError) -> Mapping[str, object]:
@@ -47,7 +48,7 @@ class FrontDoor:
 
     name: str
     paths: tuple[str, ...]
-    router: Any
+    router: Any  # a FastAPI router (see Door.router)
     errors: ErrorShape
     conversation: str = "messages"
 

@@ -30,7 +30,7 @@ async def chat_completions(raw: Request) -> Response:
 
 
 def _server_sent(payload: Mapping[str, object] | str) -> bytes:
-    """One SSE event, encoded here (sse-starlette sends bytes as they are)."""
+    """One SSE event (a chunk, an error's envelope, or DONE), encoded here (sse-starlette sends bytes as they are)."""
     return b"data: " + (payload.encode() if isinstance(payload, str) else orjson.dumps(payload)) + b"\n\n"
 
 

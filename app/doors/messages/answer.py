@@ -4,7 +4,6 @@
 
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any
 
 import orjson
 import structlog
@@ -12,12 +11,13 @@ import structlog
 from app.chat import CUT_OFF_MESSAGE, SHUTTING_DOWN, AnswerPart, ChatReply, PersonView, answer_parts
 from app.doors.messages.blocks import MessageBlocks
 from app.doors.messages.errors import anthropic_error
+from app.doors.messages.wire import Event, Message
 from app.openai.errors import GatewayError, Overloaded
 
 log = structlog.get_logger("toolbridge.messages")
 
 
-async def message_events(reply: ChatReply, person: PersonView | None) -> AsyncGenerator[dict[str, Any], None]:
+async def message_events(reply: ChatReply, person: PersonView | None) -> AsyncGenerator[Event, None]:
     """The stream's events: message_start, each block's start, deltas and stop, message_delta, message_stop;
     or, once begun, an error event when the answer fails."""
     blocks = MessageBlocks(reply.model)
@@ -35,7 +35,7 @@ async def message_events(reply: ChatReply, person: PersonView | None) -> AsyncGe
         yield anthropic_error(GatewayError("Internal gateway error; see the gateway log."))
 
 
-async def whole_message(reply: ChatReply, person: PersonView | None) -> dict[str, Any]:
+async def whole_message(reply: ChatReply, person: PersonView | None) -> Message:
     """The answer as one message: the content its stream would have built."""
     blocks = MessageBlocks(reply.model)
     async with aclosing(_parts(reply, person)) as parts:
@@ -44,12 +44,12 @@ async def whole_message(reply: ChatReply, person: PersonView | None) -> dict[str
     return blocks.message
 
 
-def server_sent(event: dict[str, Any]) -> bytes:
+def server_sent(event: Event) -> bytes:
     """One event as Anthropic frames it: the SDK reads `event:` (an event without one is skipped)."""
     return b"event: " + str(event["type"]).encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
 
 
-def messages_cut_off() -> list[dict[str, Any]]:
+def messages_cut_off() -> list[Event]:
     """How a stream ends when the shutdown cuts it off: an overloaded_error, which the SDK raises."""
     return [anthropic_error(Overloaded(CUT_OFF_MESSAGE, code=SHUTTING_DOWN))]
 

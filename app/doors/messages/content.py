@@ -3,14 +3,13 @@ client's tool calls and their results). A block the chat API cannot carry is a 4
 silence; only the model's own thinking in the history is left out (the chat API takes none back)."""
 
 import json
-from typing import Any
 
 from app.openai.errors import InvalidRequest
 from app.openai.schemas import image_part
-from app.openai.wire import ContentPart
+from app.openai.wire import ContentPart, JSONObject, JSONValue, Message, ToolCallPart
 
 # Tool results' images follow their tool messages in a user turn, as the gateway sends MCP tools' images
-# (app/chat/loop/state.py): a chat `tool` message carries text only.
+# (app/chat/loop/messages.py): a chat `tool` message carries text only.
 IMAGES_INTRO = "Images returned by the tool calls above:"
 FAILED_PREFIX = "Error: "  # the gateway's own text results say a failure the same way (app/openai/result_format.py)
 DROPPED = frozenset({"thinking", "redacted_thinking"})  # Anthropic's signed reasoning: no chat model reads it back
@@ -26,11 +25,11 @@ def invalid(field: str, problem: str) -> InvalidRequest:
     return InvalidRequest(f"{field}: {problem}", param=field)
 
 
-def chat_messages(system: Any, messages: Any) -> list[dict[str, Any]]:
+def chat_messages(system: JSONValue, messages: JSONValue) -> list[Message]:
     """The chat messages of a Messages request: its system prompt first, then each message in turn. A `system`
     message among them (Claude Code sends one after the user's) joins the system prompt: the chat templates of
     Gemma and Mistral refuse a system message anywhere but first, and LM Studio answers that with an error."""
-    chat: list[dict[str, Any]] = []
+    chat: list[Message] = []
     prompts = [] if system is None else [block_text(system, "system", "\n\n")]
     if not isinstance(messages, list) or not messages:
         raise invalid("messages", "a non-empty list of messages is required")
@@ -50,26 +49,28 @@ def chat_messages(system: Any, messages: Any) -> list[dict[str, Any]]:
     return [{"role": "system", "content": "\n\n".join(prompts)}, *chat] if prompts else chat
 
 
-def block_text(content: Any, where: str, joint: str) -> str:
+def block_text(content: JSONValue, where: str, joint: str) -> str:
     """Content that may hold text alone (a system prompt, a tool result's text): a string or text blocks."""
     return joint.join(_text(block, f"{where}.{number}") for number, block in enumerate(_blocks(content, where)))
 
 
-def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
-    """A message's content as blocks: a string is one text block."""
+def _blocks(content: JSONValue, where: str) -> list[JSONObject]:
+    """A message's content as blocks: a string is one text block. Each is an object whose `type` is a string."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if not isinstance(content, list):
         raise invalid(where, "must be a string or a list of content blocks")
+    blocks: list[JSONObject] = []
     for number, block in enumerate(content):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise invalid(f"{where}.{number}", "each content block must be an object with a string 'type'")
-    return content
+        blocks.append(block)
+    return blocks
 
 
-def _user(content: Any, where: str) -> list[dict[str, Any]]:
+def _user(content: JSONValue, where: str) -> list[Message]:
     """A user message: its tool results first (each a `tool` message), then the rest of what it says."""
-    results: list[dict[str, Any]] = []
+    results: list[Message] = []
     returned: list[ContentPart] = []  # the results' images
     parts: list[ContentPart] = []
     for number, block in enumerate(_blocks(content, f"{where}.content")):
@@ -85,14 +86,14 @@ def _user(content: Any, where: str) -> list[dict[str, Any]]:
     if not parts:
         return results
     if all(part["type"] == "text" for part in parts):
-        return [*results, {"role": "user", "content": "\n\n".join(part.get("text", "") for part in parts)}]
+        return [*results, {"role": "user", "content": "\n\n".join(part["text"] for part in parts)}]
     return [*results, {"role": "user", "content": parts}]
 
 
-def _assistant(content: Any, where: str) -> dict[str, Any]:
+def _assistant(content: JSONValue, where: str) -> Message:
     """An assistant message: its text, and the client's tool calls it made (thinking left out)."""
     texts: list[str] = []
-    calls: list[dict[str, Any]] = []
+    calls: list[ToolCallPart] = []
     for number, block in enumerate(_blocks(content, f"{where}.content")):
         at = f"{where}.content.{number}"
         if block["type"] == "tool_use":
@@ -101,15 +102,15 @@ def _assistant(content: Any, where: str) -> dict[str, Any]:
             texts.append(_text(block, at))
     # Joined as they were said: the gateway's answer split its text into blocks only around its reasoning, so
     # conversation memory recognises the turn it answered.
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
+    message: Message = {"role": "assistant", "content": "".join(texts)}
     if calls:
         message["tool_calls"] = calls
     return message
 
 
-def _text(block: dict[str, Any], at: str) -> str:
+def _text(block: JSONObject, at: str) -> str:
     if block["type"] != "text":
-        raise invalid(f"{at}.type", _refusal(block["type"]))
+        raise invalid(f"{at}.type", _refusal(str(block["type"])))
     if not isinstance(block.get("text"), str):
         raise invalid(f"{at}.text", "a text block needs a string 'text'")
     if block.get("citations"):
@@ -117,27 +118,28 @@ def _text(block: dict[str, Any], at: str) -> str:
     return str(block["text"])
 
 
-def _part(block: dict[str, Any], at: str) -> ContentPart:
+def _part(block: JSONObject, at: str) -> ContentPart:
     """A user message's block as a chat content part: text, or an image."""
     if block["type"] == "image":
         return _image(block, at)
     return {"type": "text", "text": _text(block, at)}
 
 
-def _image(block: dict[str, Any], at: str) -> ContentPart:
+def _image(block: JSONObject, at: str) -> ContentPart:
     source = block.get("source")
     kind = source.get("type") if isinstance(source, dict) else None
-    if kind == "base64" and isinstance(source, dict) and isinstance(source.get("data"), str):
-        return image_part(str(source.get("media_type") or "image/png"), source["data"])
-    if kind == "url" and isinstance(source, dict) and isinstance(source.get("url"), str):
-        return {"type": "image_url", "image_url": {"url": source["url"]}}
+    if kind == "base64" and isinstance(source, dict) and isinstance(data := source.get("data"), str):
+        media_type = str(source.get("media_type") or "image/png")
+        return image_part(media_type, data)
+    if kind == "url" and isinstance(source, dict) and isinstance(url := source.get("url"), str):
+        return {"type": "image_url", "image_url": {"url": url}}
     if kind == "file":
         raise invalid(f"{at}.source", "images from Anthropic's Files API are not served by toolbridge: send the "
                                       "image as base64 or a URL")
     raise invalid(f"{at}.source", "an image needs a source of type 'base64' (with media_type and data) or 'url'")
 
 
-def _tool_call(block: dict[str, Any], at: str) -> dict[str, Any]:
+def _tool_call(block: JSONObject, at: str) -> ToolCallPart:
     """A tool_use block of the history as the chat API's tool call: its input as JSON arguments."""
     call_id, name, arguments = block.get("id"), block.get("name"), block.get("input", {})
     if not isinstance(call_id, str) or not isinstance(name, str):
@@ -151,7 +153,7 @@ def _tool_call(block: dict[str, Any], at: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
 
 
-def _tool_result(block: dict[str, Any], at: str) -> tuple[dict[str, Any], list[ContentPart]]:
+def _tool_result(block: JSONObject, at: str) -> tuple[Message, list[ContentPart]]:
     """A tool_result block as a `tool` message (a failure said as such), and the images it returned."""
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str):

@@ -1,8 +1,8 @@
 """An error in Anthropic's shape: its clients raise their typed errors from `error.type`."""
 
-from typing import Any
-
+from app.doors.messages.wire import ErrorEvent
 from app.openai.errors import GatewayError
+from app.openai.wire import JSONObject
 
 # Anthropic's error types by HTTP status (docs.anthropic.com, "Errors"); any other status is an `api_error`.
 _ANTHROPIC_TYPES = {
@@ -12,7 +12,15 @@ _ANTHROPIC_TYPES = {
 }
 
 
-def anthropic_error(error: GatewayError) -> dict[str, Any]:
+def anthropic_error(error: GatewayError) -> ErrorEvent:
     """`{"type": "error", "error": {"type", "message"}}`, as Anthropic's API answers (and streams) a failure."""
-    kind = _ANTHROPIC_TYPES.get(error.status_code, "api_error")
-    return {"type": "error", "error": {"type": kind, "message": error.message}}
+    return {"type": "error", "error": {"type": _anthropic_type(error), "message": error.message}}
+
+
+def anthropic_error_body(error: GatewayError) -> JSONObject:
+    """anthropic_error as the body of an error response (the door's error shape: JSON, as every door's)."""
+    return {"type": "error", "error": {"type": _anthropic_type(error), "message": error.message}}
+
+
+def _anthropic_type(error: GatewayError) -> str:
+    return _ANTHROPIC_TYPES.get(error.status_code, "api_error")

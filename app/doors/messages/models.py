@@ -2,9 +2,9 @@
 so that the Anthropic SDK's `client.models.list()` and Claude Code's model picker read it."""
 
 from datetime import UTC, datetime
-from typing import Any
 
 from app.openai.schemas import rewrite_model_list
+from app.openai.wire import JSONObject, JSONValue
 
 ANTHROPIC_VERSION_HEADER = "anthropic-version"  # every Anthropic SDK sends it; OpenAI's clients never do
 
@@ -15,18 +15,23 @@ def anthropic_model_list(body: bytes) -> bytes:
     return rewrite_model_list(body, _models, _anthropic_answer)
 
 
-def _models(entries: list[Any]) -> list[Any]:
-    return [_model(entry) for entry in entries if isinstance(entry, dict) and isinstance(entry.get("id"), str)]
+def _models(entries: list[JSONValue]) -> list[JSONValue]:
+    return [_model(entry, model_id) for entry in entries
+            if isinstance(entry, dict) and isinstance(model_id := entry.get("id"), str)]
 
 
-def _anthropic_answer(_sent: dict[str, Any], models: list[Any]) -> dict[str, Any]:
-    return {"data": models, "has_more": False, "first_id": models[0]["id"] if models else None,
-            "last_id": models[-1]["id"] if models else None}
+def _anthropic_answer(_sent: JSONObject, models: list[JSONValue]) -> JSONObject:
+    return {"data": models, "has_more": False, "first_id": _id(models[0]) if models else None,
+            "last_id": _id(models[-1]) if models else None}
 
 
-def _model(entry: dict[str, Any]) -> dict[str, Any]:
+def _id(model: JSONValue) -> JSONValue:
+    return model["id"] if isinstance(model, dict) else None  # a model of _models: always an object
+
+
+def _model(entry: JSONObject, model_id: str) -> JSONObject:
     created = entry.get("created")
     when = created if isinstance(created, int) and not isinstance(created, bool) and created >= 0 else 0
-    name = entry.get("name") if isinstance(entry.get("name"), str) else entry["id"]
-    return {"type": "model", "id": entry["id"], "display_name": name,
+    name = given if isinstance(given := entry.get("name"), str) else model_id
+    return {"type": "model", "id": model_id, "display_name": name,
             "created_at": datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}

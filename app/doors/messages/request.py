@@ -3,9 +3,11 @@
 What the chat API cannot say is a 400 naming the field, never a half-translated request sent upstream; only
 hints for Anthropic's own service, which change nothing a local model answers, are left out."""
 
-from typing import Any
+from typing import Literal
 
+from app.doors.body import DoorBody, DoorOptions, FunctionSent, ToolSent
 from app.doors.messages.content import chat_messages, invalid
+from app.openai.wire import JSONObject, JSONValue
 
 # Anthropic's service's own knobs: caching, billing, routing, attribution, server-side context editing, top_k
 # (which the chat API has no word for). Left out: a local model answers the same without them.
@@ -31,7 +33,7 @@ EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "m
 LOW_BUDGET, MEDIUM_BUDGET = 4_096, 16_384
 
 
-def chat_body(body: dict[str, Any]) -> dict[str, Any]:
+def chat_body(body: JSONObject) -> DoorBody:
     """The chat completion's body for this Messages request.
 
     Raises:
@@ -44,18 +46,18 @@ def chat_body(body: dict[str, Any]) -> dict[str, Any]:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise invalid("stream", "must be a boolean")
-    chat: dict[str, Any] = {"model": model, "messages": chat_messages(body.get("system"), body.get("messages")),
-                            "max_tokens": _max_tokens(body.get("max_tokens")), "stream": stream}
-    chat |= _sampling(body)
+    chat: DoorBody = {"model": model, "messages": chat_messages(body.get("system"), body.get("messages")),
+                      "max_tokens": _max_tokens(body.get("max_tokens")), "stream": stream}
+    chat = {**chat, **_sampling(body)}
     if "tools" in body:
         chat["tools"] = _tools(body["tools"])
-    chat |= _tool_choice(body.get("tool_choice"))
+    chat = {**chat, **_tool_choice(body.get("tool_choice"))}
     if effort := _effort(body.get("thinking"), body.get("output_config")):
         chat["reasoning_effort"] = effort
     return chat
 
 
-def _check_fields(body: dict[str, Any]) -> None:
+def _check_fields(body: JSONObject) -> None:
     for name in body:
         if name in REFUSED:
             raise invalid(name, REFUSED[name])
@@ -63,7 +65,7 @@ def _check_fields(body: dict[str, Any]) -> None:
             raise invalid(name, "this field is not served by toolbridge's Messages API")
 
 
-def _max_tokens(value: Any) -> int:
+def _max_tokens(value: JSONValue) -> int:
     if value is None:
         raise invalid("max_tokens", "Field required")
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -71,9 +73,10 @@ def _max_tokens(value: Any) -> int:
     return value
 
 
-def _sampling(body: dict[str, Any]) -> dict[str, Any]:
+def _sampling(body: JSONObject) -> DoorOptions:
     """temperature and top_p as they are; stop_sequences as the chat API's `stop`."""
-    chosen: dict[str, Any] = {}
+    chosen: DoorOptions = {}
+    name: Literal["temperature", "top_p"]
     for name in ("temperature", "top_p"):
         value = body.get(name)
         if value is None:
@@ -90,12 +93,12 @@ def _sampling(body: dict[str, Any]) -> dict[str, Any]:
     return chosen
 
 
-def _tools(tools: Any) -> list[dict[str, Any]]:
+def _tools(tools: JSONValue) -> list[ToolSent]:
     """The client's own tools as chat functions; a server tool (web search, bash, the text editor, the
     computer...) is refused: Anthropic runs those on its side, and a local model has no such thing."""
     if not isinstance(tools, list):
         raise invalid("tools", "must be a list of tools")
-    functions: list[dict[str, Any]] = []
+    functions: list[ToolSent] = []
     for number, tool in enumerate(tools):
         at = f"tools.{number}"
         if not isinstance(tool, dict):
@@ -110,7 +113,7 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
             raise invalid(f"{at}.name", "Field required")
         if not isinstance(schema, dict):
             raise invalid(f"{at}.input_schema", "must be a JSON schema object")
-        function: dict[str, Any] = {"name": name, "parameters": schema}
+        function: FunctionSent = {"name": name, "parameters": schema}
         if isinstance(description, str):
             function["description"] = description
         if tool.get("strict") is True:
@@ -119,7 +122,7 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
     return functions
 
 
-def _tool_choice(choice: Any) -> dict[str, Any]:
+def _tool_choice(choice: JSONValue) -> DoorOptions:
     """`tool_choice` in the chat API's words: any is "required", a named tool a named function; and
     disable_parallel_tool_use as `parallel_tool_calls: false`."""
     if choice is None:
@@ -131,7 +134,7 @@ def _tool_choice(choice: Any) -> dict[str, Any]:
         name = choice.get("name")
         if not isinstance(name, str) or not name:
             raise invalid("tool_choice.name", "Field required")
-        chosen: dict[str, Any] = {"tool_choice": {"type": "function", "function": {"name": name}}}
+        chosen: DoorOptions = {"tool_choice": {"type": "function", "function": {"name": name}}}
     else:
         chosen = {"tool_choice": CHOICES[kind]}
     if choice.get("disable_parallel_tool_use") is True:
@@ -139,7 +142,7 @@ def _tool_choice(choice: Any) -> dict[str, Any]:
     return chosen
 
 
-def _effort(thinking: Any, output: Any) -> str | None:
+def _effort(thinking: JSONValue, output: JSONValue) -> str | None:
     """How hard the model should think, as the chat API's reasoning_effort: output_config.effort, else a
     thinking budget; nothing for adaptive or disabled thinking (the model's own default)."""
     if output is not None:

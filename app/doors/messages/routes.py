@@ -7,7 +7,7 @@ from fastapi.responses import Response
 from app.api.doors import answer, read_json_object, send_stream, send_whole
 from app.doors.door import FrontDoor
 from app.doors.messages.answer import message_events, messages_cut_off, server_sent, whole_message
-from app.doors.messages.errors import anthropic_error
+from app.doors.messages.errors import anthropic_error_body
 from app.doors.messages.request import chat_body
 from app.openai.errors import MethodNotAllowed
 
@@ -31,4 +31,4 @@ async def messages_other_methods(request: Request) -> Response:
 
 
 # Its errors in Anthropic's shape under /v1/messages, count_tokens (passed through to the upstream) included.
-DOOR = FrontDoor("messages", (MESSAGES_PATH,), router, anthropic_error)
+DOOR = FrontDoor("messages", (MESSAGES_PATH,), router, anthropic_error_body)

@@ -15,14 +15,15 @@ import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 import structlog
 
 from app.chat import CUT_OFF_MESSAGE, ChatReply, Delta, Ended, PersonView, answer_parts
-from app.openai.accumulate import ToolCall
+from app.doors.ollama.wire import Chunk, Durations, Ending, ErrorLine, LastLine, Line, Message, ToolCall
+from app.openai.accumulate import ToolCall as CallMade
 from app.openai.errors import GatewayError
+from app.openai.wire import JSONObject, JSONValue
 
 log = structlog.get_logger("toolbridge.ollama")
 
@@ -41,7 +42,7 @@ class Timing:
         if self.first is None:
             self.first = time.perf_counter_ns()
 
-    def durations(self) -> dict[str, int]:
+    def durations(self) -> Durations:
         now = time.perf_counter_ns()
         first = self.first if self.first is not None else now
         return {"total_duration": now - self.started, "load_duration": self.accepted - self.started,
@@ -54,7 +55,7 @@ def created_at() -> str:
     return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{nanos:09d}Z"
 
 
-async def answer_lines(reply: ChatReply, person: PersonView | None, timing: Timing) -> AsyncGenerator[dict[str, Any]]:
+async def answer_lines(reply: ChatReply, person: PersonView | None, timing: Timing) -> AsyncGenerator[Chunk]:
     """The NDJSON lines of a streamed answer: text, the client's tool calls, the ending; or one error."""
     model = reply.model or "unknown"
     try:
@@ -75,7 +76,7 @@ async def answer_lines(reply: ChatReply, person: PersonView | None, timing: Timi
         yield {"error": "Internal gateway error; see the gateway log."}
 
 
-async def whole_answer(reply: ChatReply, person: PersonView | None, timing: Timing) -> dict[str, Any]:
+async def whole_answer(reply: ChatReply, person: PersonView | None, timing: Timing) -> LastLine:
     """The answer as one object: the whole message and the ending's fields.
 
     Raises:
@@ -98,38 +99,38 @@ async def whole_answer(reply: ChatReply, person: PersonView | None, timing: Timi
     return {**_line(reply.model or "unknown", message, done=True), **_ending(ended, timing)}
 
 
-def cut_off() -> list[dict[str, Any]]:
+def cut_off() -> list[Chunk]:
     """How a stream ends when the gateway's shutdown cuts it off: one error line."""
     return [{"error": CUT_OFF_MESSAGE}]
 
 
-def tool_calls(calls: list[ToolCall]) -> list[dict[str, Any]]:
+def tool_calls(calls: list[CallMade]) -> list[ToolCall]:
     """The client's own tool calls in Ollama's spelling: arguments as an object, with the call's id (Ollama's
     server sends one; the `ollama` library ignores it) and the function's index."""
     return [{"id": call.id, "function": {"index": index, "name": call.name, "arguments": _arguments(call.arguments)}}
             for index, call in enumerate(calls)]
 
 
-def _arguments(text: str) -> dict[str, Any]:
+def _arguments(text: str) -> JSONObject:
     try:
-        arguments = orjson.loads(text or "{}")
+        arguments: JSONValue = orjson.loads(text or "{}")
     except orjson.JSONDecodeError:
         return {}  # a model's broken JSON: Ollama's clients can only read an object; the call's name still goes
     return arguments if isinstance(arguments, dict) else {}
 
 
-def _message(content: str, reasoning: str = "") -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": content}
+def _message(content: str, reasoning: str = "") -> Message:
+    message: Message = {"role": "assistant", "content": content}
     if reasoning:
         message["thinking"] = reasoning
     return message
 
 
-def _line(model: str, message: dict[str, Any], *, done: bool = False) -> dict[str, Any]:
+def _line(model: str, message: Message, *, done: bool = False) -> Line:
     return {"model": model, "created_at": created_at(), "message": message, "done": done}
 
 
-def _ending(ended: Ended, timing: Timing) -> dict[str, Any]:
+def _ending(ended: Ended, timing: Timing) -> Ending:
     """`done_reason` and the counts and durations (ns) of the last line; Ollama ends tool calls with "stop" too."""
     usage = ended.usage
     return {"done_reason": "length" if ended.finish_reason == "length" else "stop", **timing.durations(),
@@ -137,6 +138,11 @@ def _ending(ended: Ended, timing: Timing) -> dict[str, Any]:
             "eval_count": usage.completion_tokens if usage else 0}
 
 
-def ollama_error(error: GatewayError) -> dict[str, Any]:
+def ollama_error(error: GatewayError) -> ErrorLine:
     """`{"error": "<message>"}`, as Ollama answers (and streams) a failure."""
+    return {"error": error.message}
+
+
+def ollama_error_body(error: GatewayError) -> JSONObject:
+    """ollama_error as the body of an error response (the door's error shape: JSON, as every door's)."""
     return {"error": error.message}

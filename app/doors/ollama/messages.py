@@ -12,11 +12,11 @@ import binascii
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 
 from app.openai.errors import InvalidRequest
+from app.openai.wire import Content, ContentPart, JSONValue, Message, ToolCallPart
 
 _ROLES = ("system", "user", "assistant", "tool")
 # The image types a model server reads, by their first bytes; anything else is sent as PNG, Ollama's usual.
@@ -30,7 +30,7 @@ class _Unanswered:
 
     calls: list[tuple[str, str]] = field(default_factory=list)
 
-    def answer(self, call_id: Any, name: Any, where: str) -> str:
+    def answer(self, call_id: JSONValue, name: JSONValue, where: str) -> str:
         """The id of the call a tool message answers (its own `tool_call_id` when it has one)."""
         if isinstance(call_id, str) and call_id:
             self.calls = [call for call in self.calls if call[0] != call_id]
@@ -44,35 +44,35 @@ class _Unanswered:
         return chosen[0]
 
 
-def chat_messages(messages: list[Any]) -> list[dict[str, Any]]:
+def chat_messages(messages: list[JSONValue]) -> list[Message]:
     """The chat API's messages for Ollama's.
 
     Raises:
         InvalidRequest: a message that cannot be translated, named by its index.
     """
     unanswered = _Unanswered()
-    translated: list[dict[str, Any]] = []
+    translated: list[Message] = []
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
         if not isinstance(message, dict):
             raise InvalidRequest(f"`{where}` must be an object.", param=where)
         role = message.get("role")
-        if role not in _ROLES:
+        if not isinstance(role, str) or role not in _ROLES:
             raise InvalidRequest(f"`{where}.role` must be one of {', '.join(_ROLES)}.", param=f"{where}.role")
         content = _text(message.get("content"), f"{where}.content")
         if role == "tool":
             call_id = unanswered.answer(message.get("tool_call_id"), message.get("tool_name"), where)
             translated.append({"role": "tool", "tool_call_id": call_id, "content": content})
             continue
-        chat: dict[str, Any] = {"role": role, "content": _with_images(content, message.get("images"), role, where)}
+        chat: Message = {"role": role, "content": _with_images(content, message.get("images"), role, where)}
         if role == "assistant" and message.get("tool_calls"):
-            chat["tool_calls"] = _tool_calls(message["tool_calls"], f"{where}.tool_calls")
-            unanswered.calls = [(call["id"], call["function"]["name"]) for call in chat["tool_calls"]]
+            calls = chat["tool_calls"] = _tool_calls(message["tool_calls"], f"{where}.tool_calls")
+            unanswered.calls = [(call["id"], call["function"]["name"]) for call in calls]
         translated.append(chat)
     return translated
 
 
-def _text(content: Any, where: str) -> str:
+def _text(content: JSONValue, where: str) -> str:
     if content is None:
         return ""  # Ollama's messages may leave it out (an assistant's tool calls, a user's images alone)
     if not isinstance(content, str):
@@ -80,7 +80,7 @@ def _text(content: Any, where: str) -> str:
     return content
 
 
-def _with_images(content: str, images: Any, role: str, where: str) -> str | list[dict[str, Any]]:
+def _with_images(content: str, images: JSONValue, role: str, where: str) -> Content:
     """The text, and the message's images after it as data-URL image parts (the chat API takes them from the
     user alone)."""
     if not images:
@@ -90,8 +90,9 @@ def _with_images(content: str, images: Any, role: str, where: str) -> str | list
         raise InvalidRequest(f"`{where}` must be a list of base64-encoded images.", param=where)
     if role != "user":
         raise InvalidRequest(f"`{where}`: only a user message can carry images through this API.", param=where)
-    parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
-    parts += [{"type": "image_url", "image_url": {"url": _data_url(image, where)}} for image in images]
+    parts: list[ContentPart] = [{"type": "text", "text": content}] if content else []
+    parts += [{"type": "image_url", "image_url": {"url": _data_url(image, where)}}
+              for image in images if isinstance(image, str)]  # each is: checked above
     return parts
 
 
@@ -129,26 +130,26 @@ def _image_type(head: bytes) -> str:
     return next((kind for magic, kind in _MAGIC if head.startswith(magic)), "image/png")
 
 
-def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
+def _tool_calls(calls: JSONValue, where: str) -> list[ToolCallPart]:
     """An assistant's tool calls in the chat API's spelling, with an id for each that came without one."""
     if not isinstance(calls, list):
         raise InvalidRequest(f"`{where}` must be a list.", param=where)
-    translated = []
+    translated: list[ToolCallPart] = []
     for index, call in enumerate(calls):
         function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        if not isinstance(function, dict) or not isinstance(name := function.get("name"), str):
             raise InvalidRequest(f"`{where}[{index}].function.name` is required.", param=f"{where}[{index}]")
-        call_id = call.get("id")
+        call_id = call.get("id") if isinstance(call, dict) else None  # a dict: it has a function
         arguments = arguments_text(function.get("arguments"), f"{where}[{index}].function.arguments")
         translated.append({
             "id": call_id if isinstance(call_id, str) and call_id else f"call_{os.urandom(12).hex()}",
             "type": "function",
-            "function": {"name": function["name"], "arguments": arguments},
+            "function": {"name": name, "arguments": arguments},
         })
     return translated
 
 
-def arguments_text(arguments: Any, where: str) -> str:
+def arguments_text(arguments: JSONValue, where: str) -> str:
     """A tool call's arguments as the chat API's JSON text: Ollama gives an object (some clients the text)."""
     if isinstance(arguments, str):
         try:

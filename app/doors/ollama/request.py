@@ -8,19 +8,23 @@ Streaming is on unless `stream` is false, as in Ollama. What cannot be translate
 the field, never sent upstream half-translated.
 """
 
-from typing import Any
+from typing import Literal
 
+from app.doors.body import DoorBody, DoorOptions
 from app.doors.ollama.messages import chat_messages
 from app.openai.errors import InvalidRequest
+from app.openai.wire import JSONObject, JSONValue
 
 # Ollama's thinking levels as the chat API's `reasoning_effort`; its "max" is the chat API's highest.
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "high"}
 # Ollama's `options` that the chat API has under the same name; num_predict is its max_tokens. The rest
 # (num_ctx, num_gpu, mirostat...) set up Ollama's own runner: the upstream's model is already loaded as it is.
-_SAME_OPTIONS = ("temperature", "top_p", "seed", "stop", "presence_penalty", "frequency_penalty")
+_SameOption = Literal["temperature", "top_p", "seed", "stop", "presence_penalty", "frequency_penalty"]
+_SAME_OPTIONS: tuple[_SameOption, ...] = (
+    "temperature", "top_p", "seed", "stop", "presence_penalty", "frequency_penalty")
 
 
-def chat_body(body: dict[str, Any]) -> dict[str, Any]:
+def chat_body(body: JSONObject) -> DoorBody:
     """The chat completion's body for Ollama's chat request `body`.
 
     Raises:
@@ -32,7 +36,7 @@ def chat_body(body: dict[str, Any]) -> dict[str, Any]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("`messages` must be a list of at least one message.", param="messages")
-    chat: dict[str, Any] = {"model": model, "messages": chat_messages(messages), "stream": wants_stream(body)}
+    chat: DoorBody = {"model": model, "messages": chat_messages(messages), "stream": wants_stream(body)}
     tools = body.get("tools")
     if tools:
         if not isinstance(tools, list):
@@ -41,7 +45,7 @@ def chat_body(body: dict[str, Any]) -> dict[str, Any]:
     return {**chat, **_think(body.get("think")), **_format(body.get("format")), **_options(body.get("options"))}
 
 
-def wants_stream(body: dict[str, Any]) -> bool:
+def wants_stream(body: JSONObject) -> bool:
     """Whether the answer is streamed: Ollama streams unless `stream` is false."""
     stream = body.get("stream")
     if stream is None:
@@ -51,7 +55,7 @@ def wants_stream(body: dict[str, Any]) -> bool:
     return stream
 
 
-def _think(think: Any) -> dict[str, Any]:
+def _think(think: JSONValue) -> DoorOptions:
     """A thinking level as `reasoning_effort`; true and false leave the model's own default (the chat API has no
     switch for it). Whether reasoning is shown does not depend on it: see ollama_answer.py."""
     if think is None or isinstance(think, bool):
@@ -61,7 +65,7 @@ def _think(think: Any) -> dict[str, Any]:
     raise InvalidRequest('`think` must be true, false, "low", "medium", "high" or "max".', param="think")
 
 
-def _format(value: Any) -> dict[str, Any]:
+def _format(value: JSONValue) -> DoorOptions:
     """`format`: "json" is a JSON object answer, an object a JSON schema the answer follows."""
     if value is None or value == "":
         return {}
@@ -72,13 +76,16 @@ def _format(value: Any) -> dict[str, Any]:
     raise InvalidRequest('`format` must be "json" or a JSON schema object.', param="format")
 
 
-def _options(options: Any) -> dict[str, Any]:
+def _options(options: JSONValue) -> DoorOptions:
     """The sampling options the chat API has; num_predict as max_tokens (-1 and -2, "no limit", as none)."""
     if options is None:
         return {}
     if not isinstance(options, dict):
         raise InvalidRequest("`options` must be an object.", param="options")
-    chat = {name: options[name] for name in _SAME_OPTIONS if options.get(name) is not None}
+    chat: DoorOptions = {}
+    for name in _SAME_OPTIONS:
+        if options.get(name) is not None:
+            chat[name] = options[name]
     predict = options.get("num_predict")
     if predict is not None:
         if not isinstance(predict, int) or isinstance(predict, bool):

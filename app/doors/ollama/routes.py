@@ -4,7 +4,7 @@ the tool loop, its model list made of the upstream's; every other `/api/*` path 
 The translation is in app/doors/ollama_*.py."""
 
 import time
-from typing import Any
+from collections.abc import Mapping
 
 import orjson
 from fastapi import APIRouter, Request
@@ -14,10 +14,12 @@ from app.api.deps import SettingsDep, UpstreamDep, ViewDep
 from app.api.doors import NDJSON, answer, read_json_object, send_stream, send_whole
 from app.chat import known_context, with_virtual_models
 from app.doors.door import FrontDoor
-from app.doors.ollama.answer import Timing, answer_lines, cut_off, ollama_error, whole_answer
+from app.doors.ollama.answer import Timing, answer_lines, cut_off, ollama_error_body, whole_answer
 from app.doors.ollama.models import listed_models, shown, tags
 from app.doors.ollama.request import chat_body
+from app.doors.ollama.wire import Chunk
 from app.openai.errors import InvalidRequest, MethodNotAllowed, RouteNotFound, UpstreamError
+from app.openai.wire import JSONObject
 
 router = APIRouter()
 
@@ -41,20 +43,20 @@ async def chat(raw: Request) -> Response:
     return await send_whole(raw, whole_answer(reply, person, timing))
 
 
-def _line(payload: dict[str, Any]) -> bytes:
+def _line(payload: Chunk) -> bytes:
     return orjson.dumps(payload) + b"\n"
 
 
 @router.get("/api/tags")
-async def list_tags(raw: Request, upstream: UpstreamDep, settings: SettingsDep, pool: ViewDep) -> dict[str, Any]:
+async def list_tags(raw: Request, upstream: UpstreamDep, settings: SettingsDep, pool: ViewDep) -> Mapping[str, object]:
     """The upstream's models, and a virtual model per toolset the caller's key may use, in Ollama's shape."""
     return tags(await _models(raw, upstream, settings, pool))
 
 
 @router.post("/api/show")
-async def show(raw: Request, upstream: UpstreamDep, settings: SettingsDep, pool: ViewDep) -> dict[str, Any]:
+async def show(raw: Request, upstream: UpstreamDep, settings: SettingsDep, pool: ViewDep) -> Mapping[str, object]:
     """What clients read of one model: its details, context length when known, and capabilities."""
-    body = await read_json_object(raw, dict)
+    body = await read_json_object(raw, _json_object)
     name = body.get("model") or body.get("name")  # `name` is the field's older spelling, still sent by some
     if not isinstance(name, str) or not name:
         raise InvalidRequest("`model` is required: the name of a model of GET /api/tags.", param="model")
@@ -65,13 +67,17 @@ async def show(raw: Request, upstream: UpstreamDep, settings: SettingsDep, pool:
     return shown(entry, context if isinstance(context, int) else None, await upstream.supports_vision(name))
 
 
+def _json_object(body: JSONObject) -> JSONObject:
+    return body
+
+
 @router.get("/api/version")
 async def version() -> dict[str, str]:
     return {"version": OLLAMA_VERSION}
 
 
 @router.get("/api/ps")
-async def running_models() -> dict[str, Any]:
+async def running_models() -> Mapping[str, object]:
     """No model is loaded by this server: the upstream loads its own (Open WebUI asks, for models' expiry)."""
     return {"models": []}
 
@@ -87,7 +93,7 @@ async def not_served(raw: Request, path: str) -> Response:
                         "(/api/chat) and lists models; pulling, creating and embedding are the model server's.")
 
 
-async def _models(raw: Request, upstream: UpstreamDep, settings: SettingsDep, pool: ViewDep) -> list[dict[str, Any]]:
+async def _models(raw: Request, upstream: UpstreamDep, settings: SettingsDep, pool: ViewDep) -> list[JSONObject]:
     """The upstream's model list's entries (the last list it gave while it cannot answer), with the virtual models
     of the toolsets the key may use (as /v1/models gives them)."""
     listed = await upstream.list_models(query="", headers=raw.headers)
@@ -99,4 +105,4 @@ async def _models(raw: Request, upstream: UpstreamDep, settings: SettingsDep, po
 
 
 # Every path under /api/ is this door's: those it does not serve are refused in its shape (not_served).
-DOOR = FrontDoor("ollama", ("/api/",), router, ollama_error)
+DOOR = FrontDoor("ollama", ("/api/",), router, ollama_error_body)

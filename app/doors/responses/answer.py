@@ -15,30 +15,32 @@ event, then `response.failed` with the response as far as it got, and the stream
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
-from typing import Any
 
 import structlog
 
 from app.chat import CUT_OFF_MESSAGE, SHUTTING_DOWN, AnswerPart, CallsDone, Delta, Ended
-from app.doors.responses.items import Event, TextItem, TextKind, function_call, item_id, mcp_call
-from app.openai.accumulate import Usage
+from app.doors.responses.items import TextItem, TextKind, function_call, item_id, mcp_call
+from app.doors.responses.wire import Echo, Event, Response, ResponseCore, Usage
+from app.openai.accumulate import Usage as Tokens
 from app.openai.errors import GatewayError
+from app.openai.wire import Message
 
 log = structlog.get_logger("toolbridge.responses")
 
-OnEnd = Callable[[dict[str, Any], dict[str, Any]], Awaitable[None]]  # the response, the answer as a chat message
+OnEnd = Callable[[Response, Message], Awaitable[None]]  # the response, the answer as a chat message
 
 
 class ResponseWriter:
     """One response as it is written: its items, its events numbered in order, and the answer as a chat message
     (what a Chat Completions client would send back of it, for the stored conversation)."""
 
-    def __init__(self, model: str | None, echo: dict[str, Any], *, show_mcp_calls: bool = True,
+    def __init__(self, model: str | None, echo: Echo, *, show_mcp_calls: bool = True,
                  namespaced: dict[str, tuple[str, str]] | None = None, summary: bool = False) -> None:
-        self.response: dict[str, Any] = {
+        own: ResponseCore = {
             "id": item_id("resp"), "object": "response", "created_at": int(time.time()), "model": model or "unknown",
-            "status": "in_progress", "error": None, "incomplete_details": None, "output": [], "usage": None, **echo,
+            "status": "in_progress", "error": None, "incomplete_details": None, "output": [], "usage": None,
         }
+        self.response: Response = {**own, **echo}
         self._show_mcp_calls = show_mcp_calls
         self._namespaced = namespaced or {}
         self._summary = summary  # the reasoning as its summary (responses_items.SUMMARIES)
@@ -46,7 +48,7 @@ class ResponseWriter:
         self._open: TextItem | None = None
         self._said: list[str] = []
         self._held = ""  # what tool results address to the person, until the words said next
-        self.message: dict[str, Any] = {"role": "assistant", "content": ""}
+        self.message: Message = {"role": "assistant", "content": ""}
         self.ended = False
 
     def numbered(self, event: Event) -> Event:
@@ -55,9 +57,9 @@ class ResponseWriter:
         return event
 
     def begin(self) -> list[Event]:
-        snapshot = {**self.response, "output": []}
+        snapshot: Response = {**self.response, "output": []}
         return [self.numbered({"type": "response.created", "response": snapshot}),
-                self.numbered({"type": "response.in_progress", "response": dict(snapshot)})]
+                self.numbered({"type": "response.in_progress", "response": snapshot.copy()})]
 
     def take(self, part: AnswerPart) -> list[Event]:
         """The events of one part of the answer, numbered."""
@@ -129,9 +131,10 @@ class ResponseWriter:
             item, item_events = function_call(call, len(self.response["output"]), *self._namespaced.get(call.name, ()))
             self.response["output"].append(item)
             events += item_events
-        self.message = {"role": "assistant", "content": "".join(self._said)}
+        said = "".join(self._said)
+        self.message = {"role": "assistant", "content": said}
         if part.client_tool_calls:
-            self.message = {"role": "assistant", "content": self.message["content"] or None,
+            self.message = {"role": "assistant", "content": said or None,
                             "tool_calls": [call.to_message_part() for call in part.client_tool_calls]}
         self.response |= {"status": "incomplete" if incomplete else "completed", "usage": _usage(part.usage),
                           "completed_at": int(time.time()),
@@ -140,7 +143,7 @@ class ResponseWriter:
         return events
 
 
-def _usage(usage: Usage | None) -> dict[str, Any] | None:
+def _usage(usage: Tokens | None) -> Usage | None:
     if usage is None:
         return None
     return {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
@@ -175,8 +178,7 @@ async def response_events(
         yield event
 
 
-async def whole_response(parts: AsyncGenerator[AnswerPart, None], writer: ResponseWriter, on_end: OnEnd) -> dict[
-        str, Any]:
+async def whole_response(parts: AsyncGenerator[AnswerPart, None], writer: ResponseWriter, on_end: OnEnd) -> Response:
     """The whole response, once the answer is complete; a failure is raised (GatewayError) for the route."""
     async with aclosing(parts):
         async for part in parts:

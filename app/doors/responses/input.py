@@ -8,9 +8,8 @@ results again, from the answer's text, as it does for Chat Completions). An item
 file, a hosted tool's call, a reference to an item stored elsewhere) is refused naming it, never left out.
 """
 
-from typing import Any
-
 from app.openai.errors import InvalidRequest
+from app.openai.wire import ContentPart, ImageURL, JSONObject, JSONValue, Message, ToolCallPart
 
 _ROLES = frozenset({"user", "assistant", "system", "developer"})
 _LEFT_OUT = frozenset({"reasoning", "mcp_call", "mcp_list_tools"})
@@ -20,7 +19,7 @@ _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
 NAMESPACE_JOINT = "__"
 
 
-def input_messages(value: Any) -> list[dict[str, Any]]:
+def input_messages(value: JSONValue) -> list[Message]:
     """The chat messages of a request's `input`.
 
     Raises:
@@ -30,7 +29,7 @@ def input_messages(value: Any) -> list[dict[str, Any]]:
         return [{"role": "user", "content": value}]
     if not isinstance(value, list):
         raise InvalidRequest("`input` must be a string or a list of input items.", param="input")
-    messages: list[dict[str, Any]] = []
+    messages: list[Message] = []
     for index, item in enumerate(value):
         where = f"input[{index}]"
         if not isinstance(item, dict):
@@ -51,18 +50,19 @@ def input_messages(value: Any) -> list[dict[str, Any]]:
     return messages
 
 
-def _add_message(messages: list[dict[str, Any]], message: dict[str, Any]) -> None:
+def _add_message(messages: list[Message], message: Message) -> None:
     """Appends the message; an assistant's text right after the assistant's own text is the same message, as the
     gateway's answer gives it in several items (text, then a trace, then more text)."""
     last = messages[-1] if messages else None
     if (message["role"] == "assistant" and last is not None and last["role"] == "assistant"
-            and "tool_calls" not in last and isinstance(last.get("content"), str)):
-        last["content"] += message["content"]
+            and "tool_calls" not in last and isinstance(text := last.get("content"), str)
+            and isinstance(more := message.get("content"), str)):  # an assistant's, from _message: always text
+        last["content"] = text + more
         return
     messages.append(message)
 
 
-def _add_call(messages: list[dict[str, Any]], call: dict[str, Any]) -> None:
+def _add_call(messages: list[Message], call: ToolCallPart) -> None:
     """Appends a call to the assistant message before it (its text, or the calls of the same run), else to a new
     one: a chat model made them as one message."""
     last = messages[-1] if messages else None
@@ -73,7 +73,7 @@ def _add_call(messages: list[dict[str, Any]], call: dict[str, Any]) -> None:
     messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
-def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
+def _message(item: JSONObject, where: str) -> Message:
     role = item.get("role")
     if not isinstance(role, str) or role not in _ROLES:
         raise InvalidRequest(f"`{where}.role` must be one of {sorted(_ROLES)}.", param=f"{where}.role")
@@ -91,7 +91,7 @@ def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
     return {"role": role, "content": "".join(part["text"] for part in parts)}
 
 
-def _part(part: Any, where: str) -> dict[str, Any]:
+def _part(part: JSONValue, where: str) -> ContentPart:
     """One content part as a chat part: text (the refusal's words too), or an image by URL or data URL."""
     if not isinstance(part, dict):
         raise InvalidRequest(f"`{where}` must be an object.", param=where)
@@ -108,30 +108,33 @@ def _part(part: Any, where: str) -> dict[str, Any]:
         if not isinstance(url, str) or not url:
             raise InvalidRequest(f"`{where}`: only images given by `image_url` (a URL or a data URL) can be served; "
                                  "this gateway has no file store for `file_id`.", param=f"{where}.image_url")
-        image: dict[str, Any] = {"url": url}
-        if isinstance(part.get("detail"), str):
-            image["detail"] = part["detail"]
+        image: ImageURL = {"url": url}
+        if isinstance(detail := part.get("detail"), str):
+            image["detail"] = detail
         return {"type": "image_url", "image_url": image}
     raise InvalidRequest(f"Content parts of type {kind!r} cannot be served by this gateway (text and images only).",
                          param=f"{where}.type")
 
 
-def _call(item: dict[str, Any], where: str) -> dict[str, Any]:
+def _call(item: JSONObject, where: str) -> ToolCallPart:
     """A `function_call` item as a chat tool call: its `call_id` is the id the output answers; a namespaced
     function named as the model was offered it (`namespace__name`)."""
-    fields = {name: item.get(name) for name in ("call_id", "name", "arguments")}
-    for name, value in fields.items():
-        if not isinstance(value, str):
-            raise InvalidRequest(f"`{where}.{name}` must be a string.", param=f"{where}.{name}")
+    call_id, name, arguments = (_string(item, field, where) for field in ("call_id", "name", "arguments"))
     namespace = item.get("namespace")
     if namespace is not None and not isinstance(namespace, str):
         raise InvalidRequest(f"`{where}.namespace` must be a string.", param=f"{where}.namespace")
-    called = f"{namespace}{NAMESPACE_JOINT}{fields['name']}" if namespace else fields["name"]
-    return {"id": fields["call_id"], "type": "function",
-            "function": {"name": called, "arguments": fields["arguments"]}}
+    called = f"{namespace}{NAMESPACE_JOINT}{name}" if namespace else name
+    return {"id": call_id, "type": "function", "function": {"name": called, "arguments": arguments}}
 
 
-def _call_output(item: dict[str, Any], where: str) -> dict[str, Any]:
+def _string(item: JSONObject, field: str, where: str) -> str:
+    value = item.get(field)
+    if not isinstance(value, str):
+        raise InvalidRequest(f"`{where}.{field}` must be a string.", param=f"{where}.{field}")
+    return value
+
+
+def _call_output(item: JSONObject, where: str) -> Message:
     """A `function_call_output` as a `tool` message; an output given as parts is their text."""
     call_id, output = item.get("call_id"), item.get("output")
     if not isinstance(call_id, str):

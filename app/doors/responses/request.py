@@ -9,13 +9,16 @@ not asked. So is a field the API does not have, as OpenAI answers it.
 """
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal
 
 import orjson
 
+from app.doors.body import DoorOptions, FunctionSent, ToolChoice, ToolSent
 from app.doors.responses.input import NAMESPACE_JOINT, input_messages
 from app.doors.responses.items import SUMMARIES
+from app.doors.responses.wire import Echo
 from app.openai.errors import InvalidRequest
+from app.openai.wire import JSONObject, JSONValue, Message
 
 # Fields that change nothing here: the answer only echoes some of them. `client_metadata` is Codex's account of
 # its session and turn (ids, sandbox mode) for OpenAI's analytics, sent with every request.
@@ -39,6 +42,11 @@ _REFUSED = {
     "moderation": "moderation is not served",
 }
 _CHOICES = frozenset({"auto", "none", "required"})
+# Fields passed on as the client sent them, and their names in the chat API.
+_PassedOn = Literal["max_tokens", "temperature", "top_p", "parallel_tool_calls", "metadata", "user"]
+_PASSED_ON: tuple[tuple[str, _PassedOn], ...] = (
+    ("max_output_tokens", "max_tokens"), ("temperature", "temperature"), ("top_p", "top_p"),
+    ("parallel_tool_calls", "parallel_tool_calls"), ("metadata", "metadata"), ("user", "user"))
 
 
 @dataclass(frozen=True)
@@ -46,49 +54,47 @@ class ResponsesRequest:
     """A Responses request as the door uses it: the chat body without its messages, the new messages, and the
     fields the response echoes."""
 
-    chat_body: dict[str, Any]  # everything but "messages"
+    chat_body: DoorOptions  # everything but "messages"
     instructions: str | None
-    input_messages: list[dict[str, Any]]
+    input_messages: list[Message]
     previous_response_id: str | None
     store: bool
     stream: bool
-    echo: dict[str, Any] = field(default_factory=dict)
+    echo: Echo = field(default_factory=lambda: Echo())
     # A `namespace` tool's functions as the model knows them (`crm__lookup`): their namespace and own name.
     namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
     summary: bool = False  # `reasoning.summary` asked for one: the reasoning is written as its summary
 
-    def chat_messages(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def chat_messages(self, history: list[Message]) -> list[Message]:
         """The conversation the model answers: the instructions first (never carried over from an earlier
         response, as in OpenAI's API), the earlier turns, then the new input.
 
         Raises:
             InvalidRequest: there is nothing to answer (no input, no earlier turns).
         """
-        system = [{"role": "system", "content": self.instructions}] if self.instructions else []
+        system: list[Message] = [{"role": "system", "content": self.instructions}] if self.instructions else []
         if not history and not self.input_messages:
             raise InvalidRequest("`input` has nothing for the model to answer.", param="input")
         return [*system, *history, *self.input_messages]
 
 
-def read_request(body: dict[str, Any]) -> ResponsesRequest:
+def read_request(body: JSONObject) -> ResponsesRequest:
     """The request, checked and translated.
 
     Raises:
         InvalidRequest: a field the gateway refuses or cannot translate, named in `param`.
     """
     _check_fields(body)
-    chat: dict[str, Any] = {"model": body.get("model"), "stream": _flag(body, "stream", False)}
+    chat: DoorOptions = {"model": body.get("model"), "stream": _flag(body, "stream", False)}
     tools, namespaced = _tools(body.get("tools"))
     if tools:
         chat["tools"] = tools
     if body.get("tool_choice") is not None:
         chat["tool_choice"] = _tool_choice(body["tool_choice"])
-    for ours, theirs in (("max_output_tokens", "max_tokens"), ("temperature", "temperature"), ("top_p", "top_p"),
-                         ("parallel_tool_calls", "parallel_tool_calls"), ("metadata", "metadata"), ("user", "user")):
+    for ours, theirs in _PASSED_ON:
         if body.get(ours) is not None:
             chat[theirs] = body[ours]
-    chat.update(_text_format(body.get("text")))
-    chat.update(_reasoning(body.get("reasoning")))
+    chat = {**chat, **_text_format(body.get("text")), **_reasoning(body.get("reasoning"))}
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise InvalidRequest("`instructions` must be a string.", param="instructions")
@@ -102,7 +108,7 @@ def read_request(body: dict[str, Any]) -> ResponsesRequest:
                             _summary(body.get("reasoning")))
 
 
-def _check_fields(body: dict[str, Any]) -> None:
+def _check_fields(body: JSONObject) -> None:
     for name, value in body.items():
         if name in _REFUSED and value not in (None, False, [], {}):
             raise InvalidRequest(f"`{name}` cannot be served by this gateway: {_REFUSED[name]}.", param=name,
@@ -111,7 +117,7 @@ def _check_fields(body: dict[str, Any]) -> None:
             raise InvalidRequest(f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter")
 
 
-def _flag(body: dict[str, Any], name: str, default: bool) -> bool:
+def _flag(body: JSONObject, name: str, default: bool) -> bool:
     value = body.get(name)
     if value is None:
         return default
@@ -120,19 +126,20 @@ def _flag(body: dict[str, Any], name: str, default: bool) -> bool:
     return value
 
 
-def _tools(tools: Any) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]]]:
+def _tools(tools: JSONValue) -> tuple[list[ToolSent], dict[str, tuple[str, str]]]:
     """The client's function tools as chat tools, those of a `namespace` tool among them (named
     `namespace__name`: the map says whose they are); any other kind is a hosted tool the gateway does not have."""
     if tools is None:
         return [], {}
     if not isinstance(tools, list):
         raise InvalidRequest("`tools` must be a list.", param="tools")
-    chat_tools: list[dict[str, Any]] = []
+    chat_tools: list[ToolSent] = []
     namespaced: dict[str, tuple[str, str]] = {}
     for index, tool in enumerate(tools):
         if isinstance(tool, dict) and tool.get("type") == "namespace":
             namespace = _namespace_name(tool, f"tools[{index}]")
-            for number, inner in enumerate(tool.get("tools") or []):
+            inner_tools = tool.get("tools")  # a list: _namespace_name checked it
+            for number, inner in enumerate(inner_tools if isinstance(inner_tools, list) else []):
                 function = _function(inner, f"tools[{index}].tools[{number}]")
                 namespaced[f"{namespace}{NAMESPACE_JOINT}{function['name']}"] = (namespace, function["name"])
                 function["name"] = f"{namespace}{NAMESPACE_JOINT}{function['name']}"
@@ -142,7 +149,7 @@ def _tools(tools: Any) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]]
     return chat_tools, namespaced
 
 
-def _namespace_name(tool: dict[str, Any], where: str) -> str:
+def _namespace_name(tool: JSONObject, where: str) -> str:
     name = tool.get("name")
     if not isinstance(name, str) or not name:
         raise InvalidRequest(f"`{where}.name` must be a string.", param=f"{where}.name")
@@ -151,30 +158,36 @@ def _namespace_name(tool: dict[str, Any], where: str) -> str:
     return name
 
 
-def _function(tool: Any, where: str) -> dict[str, Any]:
+def _function(tool: JSONValue, where: str) -> FunctionSent:
     """A `function` tool as the chat API's function."""
     kind = tool.get("type") if isinstance(tool, dict) else None
-    if kind != "function":
+    if not isinstance(tool, dict) or kind != "function":
         raise InvalidRequest(
             f"Tools of type {kind!r} cannot be served by this gateway: it offers the model its MCP servers' "
             "tools (mcp.json) and the client's own `function` tools (in a `namespace` too), and runs no hosted tool.",
             param=f"{where}.type", code="unsupported_tool")
-    if not isinstance(tool.get("name"), str):
+    name = tool.get("name")
+    if not isinstance(name, str):
         raise InvalidRequest(f"`{where}.name` must be a string.", param=f"{where}.name")
-    return {key: tool[key] for key in ("name", "description", "parameters", "strict") if tool.get(key) is not None}
+    function: FunctionSent = {"name": name}
+    key: Literal["description", "parameters", "strict"]
+    for key in ("description", "parameters", "strict"):
+        if tool.get(key) is not None:
+            function[key] = tool[key]
+    return function
 
 
-def _tool_choice(choice: Any) -> Any:
+def _tool_choice(choice: JSONValue) -> ToolChoice:
     if isinstance(choice, str) and choice in _CHOICES:
         return choice
-    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
-        return {"type": "function", "function": {"name": choice["name"]}}
+    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(name := choice.get("name"), str):
+        return {"type": "function", "function": {"name": name}}
     kind = choice.get("type") if isinstance(choice, dict) else choice
     raise InvalidRequest(f"`tool_choice` {kind!r} cannot be served: use 'auto', 'none', 'required' or "
                          "{'type': 'function', 'name': ...}.", param="tool_choice", code="unsupported_tool_choice")
 
 
-def _text_format(text: Any) -> dict[str, Any]:
+def _text_format(text: JSONValue) -> DoorOptions:
     """`text.format` as the chat body's `response_format` (plain text needs none)."""
     if text is None:
         return {}
@@ -184,14 +197,16 @@ def _text_format(text: Any) -> dict[str, Any]:
     kind = form.get("type") if isinstance(form, dict) else None
     if kind == "json_object":
         return {"response_format": {"type": "json_object"}}
-    if kind == "json_schema" and isinstance(form.get("schema"), dict) and isinstance(form.get("name"), str):
-        schema = {key: form[key] for key in ("name", "schema", "description", "strict") if form.get(key) is not None}
+    if kind == "json_schema" and isinstance(form, dict) and isinstance(form.get("schema"), dict) and isinstance(
+            form.get("name"), str):
+        schema: JSONObject = {key: form[key] for key in ("name", "schema", "description", "strict")
+                              if form.get(key) is not None}
         return {"response_format": {"type": "json_schema", "json_schema": schema}}
     raise InvalidRequest("`text.format` must be {'type': 'text'}, {'type': 'json_object'} or {'type': 'json_schema', "
                          "'name': ..., 'schema': {...}}.", param="text.format")
 
 
-def _reasoning(reasoning: Any) -> dict[str, Any]:
+def _reasoning(reasoning: JSONValue) -> DoorOptions:
     if reasoning is None:
         return {}
     if not isinstance(reasoning, dict):
@@ -200,7 +215,7 @@ def _reasoning(reasoning: Any) -> dict[str, Any]:
     return {"reasoning_effort": effort} if isinstance(effort, str) else {}
 
 
-def _summary(reasoning: Any) -> bool:
+def _summary(reasoning: JSONValue) -> bool:
     """Whether the request asks for a reasoning summary (`generate_summary` is the field's old name); "none" and
     unknown values ask for none, as OpenAI's newer values would."""
     if not isinstance(reasoning, dict):
@@ -209,10 +224,10 @@ def _summary(reasoning: Any) -> bool:
     return any(isinstance(value, str) and value in SUMMARIES for value in asked)
 
 
-def _echo(body: dict[str, Any]) -> dict[str, Any]:
+def _echo(body: JSONObject) -> Echo:
     """What the response repeats of the request, with the API's defaults (the SDK's model requires some)."""
-    reasoning: dict[str, Any] = body["reasoning"] if isinstance(body.get("reasoning"), dict) else {}
-    text: dict[str, Any] = body["text"] if isinstance(body.get("text"), dict) else {}
+    reasoning = given if isinstance(given := body.get("reasoning"), dict) else {}
+    text = given_text if isinstance(given_text := body.get("text"), dict) else {}
     return _repeatable({
         "instructions": body.get("instructions"),
         "max_output_tokens": body.get("max_output_tokens"),
@@ -231,7 +246,7 @@ def _echo(body: dict[str, Any]) -> dict[str, Any]:
     })
 
 
-def _repeatable(echo: dict[str, Any]) -> dict[str, Any]:
+def _repeatable(echo: Echo) -> Echo:
     """The echo, checked now that the response (and its stored copy) can be written with it: Python's parser
     accepts what orjson cannot write (integers past 64 bits, lone surrogates, nesting past 255 levels), and some
     echoed fields never go upstream to be refused there, so the answer's writing would fail after the work.

@@ -6,7 +6,7 @@ and the stored responses (`previous_response_id`, GET, DELETE) in responses_stor
 Responses API would answer without the gateway's tools and know none of its responses.
 """
 
-from typing import Any
+from collections.abc import Mapping
 
 import orjson
 from fastapi import APIRouter, Request
@@ -19,7 +19,10 @@ from app.doors.door import FrontDoor, openai_error
 from app.doors.responses.answer import ResponseWriter, response_events, whole_response
 from app.doors.responses.request import read_request
 from app.doors.responses.store import ResponseNotFound, StoredResponses
+from app.doors.responses.wire import Deleted, Event
+from app.doors.responses.wire import Response as ResponseObject
 from app.openai.errors import InvalidRequest, MethodNotAllowed
+from app.openai.wire import Message
 from app.state import StateStore
 
 RESPONSES_PATH = "/v1/responses"
@@ -33,13 +36,13 @@ async def create_response(raw: Request, owner: OwnerDep) -> Response:
     request = await read_json_object(raw, read_request)
     stored = StoredResponses(_store(raw), owner)
     chain: list[str] = []
-    history: list[dict[str, Any]] = []
+    history: list[Message] = []
     if request.previous_response_id is not None:
         most = raw.state.settings.server.max_body_bytes
         chain, history = await stored.conversation(request.previous_response_id, most)
     reply, person = await answer(raw, DOOR, {**request.chat_body, "messages": request.chat_messages(history)})
 
-    async def keep(response: dict[str, Any], message: dict[str, Any]) -> None:
+    async def keep(response: ResponseObject, message: Message) -> None:
         if request.store:
             await stored.keep(response, chain, [*request.input_messages, message])
 
@@ -52,7 +55,7 @@ async def create_response(raw: Request, owner: OwnerDep) -> Response:
 
 
 @router.get("/v1/responses/{response_id}")
-async def get_response(raw: Request, response_id: str, owner: OwnerDep) -> dict[str, Any]:
+async def get_response(raw: Request, response_id: str, owner: OwnerDep) -> Mapping[str, object]:
     """A stored response, as it was answered (streaming it again is not served)."""
     if raw.query_params.get("stream") in ("true", "1"):
         raise InvalidRequest("Streaming a stored response again is not served; GET it without `stream`.",
@@ -61,9 +64,10 @@ async def get_response(raw: Request, response_id: str, owner: OwnerDep) -> dict[
 
 
 @router.delete("/v1/responses/{response_id}")
-async def delete_response(raw: Request, response_id: str, owner: OwnerDep) -> dict[str, Any]:
+async def delete_response(raw: Request, response_id: str, owner: OwnerDep) -> Mapping[str, object]:
     await StoredResponses(_store(raw), owner).delete(response_id)
-    return {"id": response_id, "object": "response.deleted", "deleted": True}
+    deleted: Deleted = {"id": response_id, "object": "response.deleted", "deleted": True}
+    return deleted
 
 
 @router.api_route("/v1/responses", methods=["GET", "PUT", "PATCH", "DELETE"], include_in_schema=False)
@@ -87,7 +91,7 @@ def _store(raw: Request) -> StateStore | None:
     return memory.turns if memory.turns is not None else memory.pending
 
 
-def _server_sent(event: dict[str, Any]) -> bytes:
+def _server_sent(event: Event) -> bytes:
     """One SSE event named by its type, as the API sends them (sse-starlette sends bytes as they are)."""
     kind: str = event["type"]
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"

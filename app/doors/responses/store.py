@@ -10,14 +10,15 @@ every door. Entries are written once (the store never overwrites); a deletion is
 """
 
 from dataclasses import dataclass
-from typing import Any
 
 import anyio.to_thread
 import orjson
 import structlog
 
 from app.chat import digest
+from app.doors.responses.wire import Response, StoredEntry
 from app.openai.errors import GatewayError, InvalidRequest
+from app.openai.wire import Message
 from app.state import StateStore, StateStoreError
 
 log = structlog.get_logger("toolbridge.responses")
@@ -44,7 +45,7 @@ class StoredResponses:
     def _key(self, response_id: str, kind: str = "response") -> str:
         return f"{kind}:" + digest("responses api", kind, self.owner, response_id)  # the kind, for the store's log
 
-    async def conversation(self, response_id: str, max_bytes: int) -> tuple[list[str], list[dict[str, Any]]]:
+    async def conversation(self, response_id: str, max_bytes: int) -> tuple[list[str], list[Message]]:
         """The ids of the chain that ends with `response_id`, and its conversation: every turn's messages, read
         only while the chain's entries hold `max_bytes` at most (what one request may carry: a conversation
         continued is never more work than one sent whole).
@@ -74,12 +75,11 @@ class StoredResponses:
             return chain, [*await anyio.to_thread.run_sync(_messages, values), *entry["messages"]]
         return chain, [*_messages(values), *entry["messages"]]
 
-    async def response(self, response_id: str) -> dict[str, Any]:
+    async def response(self, response_id: str) -> Response:
         """The stored response object. Raises ResponseNotFound."""
-        response: dict[str, Any] = (await self._entry(response_id, param=None))["response"]
-        return response
+        return (await self._entry(response_id, param=None))["response"]
 
-    async def keep(self, response: dict[str, Any], chain: list[str], messages: list[dict[str, Any]]) -> None:
+    async def keep(self, response: Response, chain: list[str], messages: list[Message]) -> None:
         """Stores a finished response with its turn's messages; a store that fails or an entry past the bound is
         logged, and the answer goes on (its id is then simply not found later)."""
         if self.store is None:
@@ -103,7 +103,7 @@ class StoredResponses:
             log.warning("response_not_deleted", reason=str(exc))
             raise StoreUnavailable("The response could not be deleted now; try again.") from None
 
-    async def _entry(self, response_id: str, *, param: str | None) -> dict[str, Any]:
+    async def _entry(self, response_id: str, *, param: str | None) -> StoredEntry:
         key, mark = self._key(response_id), self._key(response_id, "deleted")
         found = await self._read([key, mark])
         if not found.get(key) or mark in found:
@@ -112,8 +112,7 @@ class StoredResponses:
                 raise InvalidRequest(f"{what} with id {response_id!r} not found.", param=param,
                                      code="previous_response_not_found")
             raise ResponseNotFound(f"{what} with id {response_id!r} not found.")
-        entry: dict[str, Any] = orjson.loads(found[key])
-        return entry
+        return _stored(found[key])
 
     async def _read(self, keys: list[str], max_bytes: int | None = None) -> dict[str, bytes]:
         if self.store is None or not keys:
@@ -125,8 +124,15 @@ class StoredResponses:
             raise StoreUnavailable("Stored responses cannot be read now; try again.") from None
 
 
-def _messages(entries: list[bytes]) -> list[dict[str, Any]]:
-    return [message for value in entries for message in orjson.loads(value)["messages"]]
+def _messages(entries: list[bytes]) -> list[Message]:
+    return [message for value in entries for message in _stored(value)["messages"]]
+
+
+def _stored(value: bytes) -> StoredEntry:
+    """An entry as keep wrote it: only keep writes under a response's key (made of its owner and id, never
+    overwritten), so what it reads back has the shape it was written in, unchecked again."""
+    entry: StoredEntry = orjson.loads(value)
+    return entry
 
 
 class StoreUnavailable(GatewayError):
