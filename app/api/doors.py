@@ -7,35 +7,35 @@ Every door's routes (app/doors/*/routes.py) share all of it; a door's own module
 """
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from contextlib import aclosing
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.to_thread
-import orjson
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 from sse_starlette import EventSourceResponse
 
 from app.access import KeyRing, KeyScope
 from app.api.chat_body import OFF_LOOP_BYTES, checked_chat_body, parse_json
+from app.api.deps import presented_key
 from app.chat import (
     CUT_OFF_MESSAGE,
     SHUTTING_DOWN,
     ChatNeeds,
     ChatPool,
     ChatReply,
-    Payload,
+    MemoryStores,
     PersonView,
     RequestStats,
     ShutdownCutoff,
     SignInWaits,
     Turn,
     answer_chat,
+    memory_owner,
 )
-from app.doors.body import DoorBody
-from app.doors.door import Door
+from app.doors.door import Door, DoorContext, Streamed, Timing, Whole
 from app.mcp import KeyView, McpPool
 from app.openai.errors import ClientLeft, InvalidRequest, Overloaded
 from app.openai.wire import ChatBody, JSONObject
@@ -45,7 +45,6 @@ from app.settings import Settings
 from app.upstream import UpstreamClient
 
 SSE_PING_SECONDS = 15
-NDJSON = "application/x-ndjson"
 CUTOFF = "toolbridge.cutoff"  # scope key: the request's one ShutdownCutoff
 T = TypeVar("T")
 
@@ -74,7 +73,7 @@ async def read_json_object(raw: Request, translate: Callable[[JSONObject], T]) -
     return await read_body(raw, read)
 
 
-async def answer(raw: Request, door: Door, chat_body: DoorBody) -> tuple[ChatReply, PersonView | None]:
+async def answer(raw: Request, door: Door, chat_body: Mapping[str, object]) -> tuple[ChatReply, PersonView | None]:
     """The chat service's answer to the chat body a door made of its request, begun, and how it shows the person
     what tool results address to them.
 
@@ -119,31 +118,56 @@ async def begun(raw: Request, beginning: Awaitable[T]) -> T:
         raise
 
 
-def send_stream(raw: Request, payloads: AsyncGenerator[Payload, None], *, encode: Callable[[Payload], bytes],
-                cut_off: Callable[[], Iterable[Payload]], media_type: str = "text/event-stream") -> Response:
-    """Sends the payloads as they come, each encoded by the door (an SSE event, an NDJSON line), ending with
-    `cut_off`'s payloads when the shutdown grace runs out. Server-sent events get sse-starlette's pings and
-    shutdown handling; other media types (NDJSON) a plain stream."""
+async def serve_chat(raw: Request, door: Door) -> Response:
+    """A door's chat: its request parsed by the door, its turn answered by the chat service, the answer sent as the
+    door renders it, streamed or whole.
+
+    Raises:
+        RequestValidationError, InvalidRequest: as read_json_object's and the door's parse. GatewayError: as
+            answer_chat's.
+    """
+    started = time.perf_counter_ns()
+    exchange = await read_json_object(raw, door.parse)
+    reply, person = await answer(raw, door, await exchange.chat_body(lambda: door_context(raw)))
+    rendering = exchange.render(reply, person, Timing(started, time.perf_counter_ns()))
+    if isinstance(rendering, Whole):
+        return await send_whole(raw, rendering)
+    return send_stream(raw, rendering)
+
+
+def door_context(raw: Request) -> DoorContext:
+    """What a door's request may need of the app: where memory keeps things, the caller's owner, the body's bound."""
     settings: Settings = raw.state.settings
-    frames = _encoded(request_cutoff(raw).payloads(payloads, cut_off), encode)
-    if media_type != "text/event-stream":
-        return StreamingResponse(frames, media_type=media_type)
+    memory: MemoryStores | None = getattr(raw.state, "memory", None)
+    store = None if memory is None else memory.turns if memory.turns is not None else memory.pending
+    owner = memory_owner(presented_key(raw) if settings.access.authenticates else None)  # as OwnerDep's
+    return DoorContext(store, owner, settings.server.max_body_bytes)
+
+
+def send_stream(raw: Request, answer: Streamed) -> Response:
+    """Sends the answer's frames as they come (an SSE event, an NDJSON line), ending with the door's own words when
+    the shutdown grace runs out. Server-sent events get sse-starlette's pings and shutdown handling; other media
+    types (NDJSON) a plain stream."""
+    settings: Settings = raw.state.settings
+    frames = answer.frames(request_cutoff(raw))
+    if answer.media_type != "text/event-stream":
+        return StreamingResponse(frames, media_type=answer.media_type)
     # sse-starlette would end every stream at the first signal; the grace lets answers in flight finish.
     grace = settings.server.shutdown_grace
     return EventSourceResponse(frames, sep="\n", ping=SSE_PING_SECONDS, shutdown_grace_period=grace)
 
 
-async def send_whole(raw: Request, work: Awaitable[Mapping[str, object]]) -> Response:
-    """Sends the whole answer as JSON once `work` made it.
+async def send_whole(raw: Request, answer: Whole) -> Response:
+    """Sends the whole answer once it is made.
 
     Raises:
         Overloaded: cut off by the shutdown. ClientLeft: the client hung up first (a 499 in the log).
     """
     try:
-        whole = await watched(raw, work)
+        body = await watched(raw, answer.body())
     finally:
         request_cutoff(raw).end()
-    return Response(orjson.dumps(whole), media_type="application/json")
+    return Response(body, media_type=answer.media_type)
 
 
 def request_cutoff(raw: Request) -> ShutdownCutoff:
@@ -155,12 +179,6 @@ def request_cutoff(raw: Request) -> ShutdownCutoff:
         cutoff = raw.scope[CUTOFF] = ShutdownCutoff(settings.server.shutdown_grace)
         raw.scope[ON_SHUTDOWN] = cutoff.begin
     return cutoff
-
-
-async def _encoded(payloads: AsyncGenerator[Payload, None], encode: Callable[[Payload], bytes]) -> AsyncIterator[bytes]:
-    async with aclosing(payloads):
-        async for payload in payloads:
-            yield encode(payload)
 
 
 def chat_needs(raw: Request, settings: Settings) -> ChatNeeds:

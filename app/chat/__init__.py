@@ -18,6 +18,7 @@ from app.chat.answer import (
     SHUTTING_DOWN,
     AnswerPart,
     CallsDone,
+    ChatPayload,
     Delta,
     Ended,
     ImageStore,
@@ -49,9 +50,9 @@ from app.chat.turn import Caller, Turn
 
 __all__ = [
     "CUT_OFF_MESSAGE", "IMAGES_ROUTE", "OPENWEBUI_PREFIX", "SHUTTING_DOWN", "TOOLS_HEADER", "AnswerPart", "Caller",
-    "CallsDone", "ChatNeeds", "ChatPool", "ChatReply", "Delta", "Ended", "ImageStore", "MemoryStores", "Payload",
-    "PersonView", "RequestStats", "ShutdownCutoff", "SignInWaits", "StoredImage", "ToolListing", "ToolOutput", "Turn",
-    "answer_chat", "answer_parts", "chat_cut_off", "choose_tools", "describe_offer", "describe_request", "digest",
-    "known_context", "load_ranker_in_background", "memory_owner", "openwebui_fields", "request_loop_options",
-    "tool_budget_for", "with_virtual_models",
+    "CallsDone", "ChatNeeds", "ChatPayload", "ChatPool", "ChatReply", "Delta", "Ended", "ImageStore", "MemoryStores",
+    "Payload", "PersonView", "RequestStats", "ShutdownCutoff", "SignInWaits", "StoredImage", "ToolListing",
+    "ToolOutput", "Turn", "answer_chat", "answer_parts", "chat_cut_off", "choose_tools", "describe_offer",
+    "describe_request", "digest", "known_context", "load_ranker_in_background", "memory_owner", "openwebui_fields",
+    "request_loop_options", "tool_budget_for", "with_virtual_models",
 ]

@@ -1,5 +1,7 @@
 """The access group: the client keys the gateway takes (its callers' sign-in), and what may be read without one."""
 
+from functools import cached_property
+
 from pydantic import Field, SecretStr
 
 from app.settings.checks import ClientKeys, Group, PathsText, items
@@ -22,12 +24,15 @@ class AccessSettings(Group):
         default=False, description="Serve /metrics without an API key even when TOOLBRIDGE_API_KEYS is set."
     )
 
-    @property
+    def model_post_init(self, context: object) -> None:
+        self.authenticates  # noqa: B018 (read by every request: worked out here, once, as the settings never change)
+
+    @cached_property
     def client_keys(self) -> frozenset[str]:
         """The bearer keys clients may use; empty means authentication is off."""
         return frozenset(items(self.api_keys.get_secret_value()))
 
-    @property
+    @cached_property
     def authenticates(self) -> bool:
         """Whether callers must show a key: TOOLBRIDGE_API_KEYS or a keys file is set."""
         return bool(self.client_keys) or bool(self.keys_file)

@@ -171,9 +171,9 @@ def test_one_past_what_a_request_carries_is_refused_naming_it(
 
 
 # Where each door reads its request, from its route: the body parsed, checked and translated.
-READERS = {"chat": "app.doors.chat_completions.routes.parse_chat_body",
-           "responses": "app.doors.responses.routes.read_request",
-           "messages": "app.doors.messages.routes.chat_body", "ollama": "app.doors.ollama.routes.chat_body"}
+# Where each door's body is read: the JSON (every door's, app/api/doors.py), and the door's translation of it.
+READERS = {"chat": "app.api.doors.parse_json", "responses": "app.doors.responses.answer.read_request",
+           "messages": "app.doors.messages.answer.chat_body", "ollama": "app.doors.ollama.answer.chat_body"}
 
 
 def holding(original: Callable[..., Any], started: threading.Event, answered: threading.Event,

@@ -1,17 +1,18 @@
-"""The Chat Completions door's routes: the chat service's answer (app/chat/service.py), streamed as server-sent
-events or sent whole. Its POST also takes the chat lane (app/api/chat_lane.py), past FastAPI's routing."""
+"""The Chat Completions door: the request is itself the chat body; the answer its chunks as server-sent events, or
+one completion. Its POST also takes the chat lane (app/api/chat_lane.py), past FastAPI's routing."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from app.api.chat_body import parse_chat_body
-from app.api.doors import answer_turn, read_body, send_stream, send_whole
-from app.chat import Turn, chat_cut_off
-from app.doors.door import FrontDoor, openai_error
+from app.api.doors import serve_chat
+from app.chat import ChatReply, PersonView, chat_cut_off
+from app.doors.door import Answer, DoorContext, FrontDoor, Stream, Streamed, Timing, Whole, openai_error
 from app.openai.errors import MethodNotAllowed
+from app.openai.wire import JSONObject
 
 CHAT_PATH = "/v1/chat/completions"
 router = APIRouter()
@@ -21,12 +22,22 @@ router = APIRouter()
 async def chat_completions(raw: Request) -> Response:
     """The chat service's answer (app/chat/service.py), streamed as server-sent events or sent whole."""
     # Nothing for FastAPI to resolve on the busiest route: its dependency solving cost a tenth of a request.
-    body, _ = await read_body(raw, parse_chat_body)
-    turn = Turn.from_request(body, raw.headers)
-    reply, person = await answer_turn(raw, turn)
-    if turn.stream:
-        return send_stream(raw, reply.payloads(person), encode=_server_sent, cut_off=chat_cut_off)
-    return await send_whole(raw, reply.completion(person))
+    return await serve_chat(raw, DOOR)
+
+
+@dataclass(frozen=True)
+class ChatExchange:
+    """A Chat Completions request: its body is the chat body, checked by the app before the turn is read."""
+
+    body: JSONObject
+
+    async def chat_body(self, context: Callable[[], DoorContext]) -> JSONObject:
+        return self.body
+
+    def render(self, reply: ChatReply, person: PersonView | None, timing: Timing) -> Streamed | Whole:
+        if self.body.get("stream") is True:  # checked to be a bool with the rest of the body
+            return Stream(reply.payloads(person), _server_sent, chat_cut_off)
+        return Answer(reply.completion(person))
 
 
 def _server_sent(payload: Mapping[str, object] | str) -> bytes:
@@ -40,4 +51,4 @@ async def chat_completions_other_methods(request: Request) -> Response:
 
 
 # The first door of the registry: it also answers for every path no door owns (the rest of /v1, /tools, /health).
-DOOR = FrontDoor("chat", (CHAT_PATH,), router, openai_error)
+DOOR = FrontDoor("chat", (CHAT_PATH,), router, openai_error, ChatExchange)

@@ -2,17 +2,22 @@
 `data: {...}`), or one message. The events are messages_blocks.py's; a failure after the stream began is an
 `error` event in Anthropic's shape, and so is the shutdown's cut-off."""
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
+from dataclasses import dataclass
 
 import orjson
 import structlog
 
 from app.chat import CUT_OFF_MESSAGE, SHUTTING_DOWN, AnswerPart, ChatReply, PersonView, answer_parts
+from app.doors.body import DoorBody
+from app.doors.door import Answer, DoorContext, Stream, Streamed, Timing, Whole
 from app.doors.messages.blocks import MessageBlocks
 from app.doors.messages.errors import anthropic_error
+from app.doors.messages.request import chat_body
 from app.doors.messages.wire import Event, Message
 from app.openai.errors import GatewayError, Overloaded
+from app.openai.wire import JSONObject
 
 log = structlog.get_logger("toolbridge.messages")
 
@@ -52,6 +57,25 @@ def server_sent(event: Event) -> bytes:
 def messages_cut_off() -> list[Event]:
     """How a stream ends when the shutdown cuts it off: an overloaded_error, which the SDK raises."""
     return [anthropic_error(Overloaded(CUT_OFF_MESSAGE, code=SHUTTING_DOWN))]
+
+
+@dataclass(frozen=True)
+class MessagesExchange:
+    """A Messages request, made a chat body (request.py); its answer Anthropic's events or one message."""
+
+    chat: DoorBody
+
+    @classmethod
+    def parse(cls, body: JSONObject) -> "MessagesExchange":
+        return cls(chat_body(body))
+
+    async def chat_body(self, context: Callable[[], DoorContext]) -> DoorBody:
+        return self.chat
+
+    def render(self, reply: ChatReply, person: PersonView | None, timing: Timing) -> Streamed | Whole:
+        if self.chat.get("stream"):
+            return Stream(message_events(reply, person), server_sent, messages_cut_off)
+        return Answer(whole_message(reply, person))
 
 
 def _parts(reply: ChatReply, person: PersonView | None) -> AsyncGenerator[AnswerPart, None]:

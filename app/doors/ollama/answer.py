@@ -12,7 +12,7 @@ its tools, which X-Toolbridge-Trace and TOOLBRIDGE_TOOL_TRACE turn off, not the 
 """
 
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 
@@ -20,6 +20,9 @@ import orjson
 import structlog
 
 from app.chat import CUT_OFF_MESSAGE, ChatReply, Delta, Ended, PersonView, answer_parts
+from app.doors.body import DoorBody
+from app.doors.door import Answer, DoorContext, Stream, Streamed, Timing, Whole
+from app.doors.ollama.request import chat_body
 from app.doors.ollama.wire import Chunk, Durations, Ending, ErrorLine, LastLine, Line, Message, ToolCall
 from app.openai.accumulate import ToolCall as CallMade
 from app.openai.errors import GatewayError
@@ -27,26 +30,40 @@ from app.openai.wire import JSONObject, JSONValue
 
 log = structlog.get_logger("toolbridge.ollama")
 
+NDJSON = "application/x-ndjson"
 
-@dataclass
-class Timing:
-    """When the request came (`started`) and the upstream accepted it (`accepted`), on the perf_counter_ns clock:
-    Ollama's durations are measured from them. Its `load_duration` is the wait for the upstream to accept (where
-    a model server loads the model), `prompt_eval_duration` the wait for the first text after that."""
 
-    started: int
-    accepted: int
-    first: int | None = None
+def _durations(timing: Timing) -> Durations:
+    """Ollama's durations (ns): its `load_duration` is the wait for the upstream to accept (where a model server loads
+    the model), `prompt_eval_duration` the wait for the first text after that."""
+    now = time.perf_counter_ns()
+    first = timing.first if timing.first is not None else now
+    return {"total_duration": now - timing.started, "load_duration": timing.accepted - timing.started,
+            "prompt_eval_duration": first - timing.accepted, "eval_duration": now - first}
 
-    def saw_text(self) -> None:
-        if self.first is None:
-            self.first = time.perf_counter_ns()
 
-    def durations(self) -> Durations:
-        now = time.perf_counter_ns()
-        first = self.first if self.first is not None else now
-        return {"total_duration": now - self.started, "load_duration": self.accepted - self.started,
-                "prompt_eval_duration": first - self.accepted, "eval_duration": now - first}
+@dataclass(frozen=True)
+class OllamaExchange:
+    """An Ollama chat request, made a chat body (request.py); its answer NDJSON lines or one object."""
+
+    chat: DoorBody
+
+    @classmethod
+    def parse(cls, body: JSONObject) -> "OllamaExchange":
+        return cls(chat_body(body))
+
+    async def chat_body(self, context: Callable[[], DoorContext]) -> DoorBody:
+        return self.chat
+
+    def render(self, reply: ChatReply, person: PersonView | None, timing: Timing) -> Streamed | Whole:
+        if self.chat.get("stream"):
+            return Stream(answer_lines(reply, person, timing), line, cut_off, media_type=NDJSON)
+        return Answer(whole_answer(reply, person, timing))
+
+
+def line(payload: Chunk) -> bytes:
+    """One NDJSON line."""
+    return orjson.dumps(payload) + b"\n"
 
 
 def created_at() -> str:
@@ -133,7 +150,7 @@ def _line(model: str, message: Message, *, done: bool = False) -> Line:
 def _ending(ended: Ended, timing: Timing) -> Ending:
     """`done_reason` and the counts and durations (ns) of the last line; Ollama ends tool calls with "stop" too."""
     usage = ended.usage
-    return {"done_reason": "length" if ended.finish_reason == "length" else "stop", **timing.durations(),
+    return {"done_reason": "length" if ended.finish_reason == "length" else "stop", **_durations(timing),
             "prompt_eval_count": usage.prompt_tokens if usage else 0,
             "eval_count": usage.completion_tokens if usage else 0}
 

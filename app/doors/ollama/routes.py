@@ -3,21 +3,17 @@ the tool loop, its model list made of the upstream's; every other `/api/*` path 
 (the upstream is a Chat Completions server: pulling, creating or embedding through Ollama's API is not served).
 The translation is in app/doors/ollama_*.py."""
 
-import time
 from collections.abc import Mapping
 
-import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.api.deps import SettingsDep, UpstreamDep, ViewDep
-from app.api.doors import NDJSON, answer, read_json_object, send_stream, send_whole
+from app.api.doors import read_json_object, serve_chat
 from app.chat import known_context, with_virtual_models
 from app.doors.door import FrontDoor
-from app.doors.ollama.answer import Timing, answer_lines, cut_off, ollama_error_body, whole_answer
+from app.doors.ollama.answer import OllamaExchange, ollama_error_body
 from app.doors.ollama.models import listed_models, shown, tags
-from app.doors.ollama.request import chat_body
-from app.doors.ollama.wire import Chunk
 from app.openai.errors import InvalidRequest, MethodNotAllowed, RouteNotFound, UpstreamError
 from app.openai.wire import JSONObject
 
@@ -33,18 +29,7 @@ _SERVED = {"/api/chat": "POST", "/api/show": "POST", "/api/tags": "GET", "/api/v
 @router.post("/api/chat")
 async def chat(raw: Request) -> Response:
     """The chat service's answer to Ollama's chat request, streamed as NDJSON (Ollama's default) or whole."""
-    started = time.perf_counter_ns()
-    body = await read_json_object(raw, chat_body)
-    reply, person = await answer(raw, DOOR, body)
-    timing = Timing(started, time.perf_counter_ns())
-    if body["stream"]:
-        return send_stream(raw, answer_lines(reply, person, timing), encode=_line, cut_off=cut_off,
-                           media_type=NDJSON)
-    return await send_whole(raw, whole_answer(reply, person, timing))
-
-
-def _line(payload: Chunk) -> bytes:
-    return orjson.dumps(payload) + b"\n"
+    return await serve_chat(raw, DOOR)
 
 
 @router.get("/api/tags")
@@ -105,4 +90,4 @@ async def _models(raw: Request, upstream: UpstreamDep, settings: SettingsDep, po
 
 
 # Every path under /api/ is this door's: those it does not serve are refused in its shape (not_served).
-DOOR = FrontDoor("ollama", ("/api/",), router, ollama_error_body)
+DOOR = FrontDoor("ollama", ("/api/",), router, ollama_error_body, OllamaExchange.parse)

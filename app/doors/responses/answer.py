@@ -15,15 +15,31 @@ event, then `response.failed` with the response as far as it got, and the stream
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
+from dataclasses import dataclass, field
 
+import orjson
 import structlog
 
-from app.chat import CUT_OFF_MESSAGE, SHUTTING_DOWN, AnswerPart, CallsDone, Delta, Ended
+from app.chat import (
+    CUT_OFF_MESSAGE,
+    SHUTTING_DOWN,
+    AnswerPart,
+    CallsDone,
+    ChatReply,
+    Delta,
+    Ended,
+    PersonView,
+    answer_parts,
+)
+from app.doors.body import DoorBody
+from app.doors.door import Answer, DoorContext, Stream, Streamed, Timing, Whole
 from app.doors.responses.items import TextItem, TextKind, function_call, item_id, mcp_call
+from app.doors.responses.request import ResponsesRequest, read_request
+from app.doors.responses.store import StoredResponses
 from app.doors.responses.wire import Echo, Event, Response, ResponseCore, Usage
 from app.openai.accumulate import Usage as Tokens
 from app.openai.errors import GatewayError
-from app.openai.wire import Message
+from app.openai.wire import JSONObject, Message
 
 log = structlog.get_logger("toolbridge.responses")
 
@@ -187,3 +203,46 @@ async def whole_response(parts: AsyncGenerator[AnswerPart, None], writer: Respon
         raise GatewayError("The answer ended before it was complete.")
     await on_end(writer.response, writer.message)
     return writer.response
+
+
+@dataclass
+class ResponsesExchange:
+    """A Responses request (request.py): its chat body made of the earlier responses it continues (kept by store.py)
+    and its input; its answer the API's events or one response, kept for a later `previous_response_id`."""
+
+    request: ResponsesRequest
+    stored: StoredResponses | None = None  # where it is kept, once chat_body has read its earlier turns
+    chain: list[str] = field(default_factory=list)  # the ids of the responses it continues, oldest first
+
+    @classmethod
+    def parse(cls, body: JSONObject) -> "ResponsesExchange":
+        return cls(read_request(body))
+
+    async def chat_body(self, context: Callable[[], DoorContext]) -> DoorBody:
+        """The conversation: earlier turns read back from the responses it continues, then the new input."""
+        app = context()
+        self.stored = StoredResponses(app.store, app.owner)
+        history: list[Message] = []
+        if self.request.previous_response_id is not None:
+            self.chain, history = await self.stored.conversation(self.request.previous_response_id,
+                                                                 app.max_body_bytes)
+        return {**self.request.chat_body, "messages": self.request.chat_messages(history)}
+
+    def render(self, reply: ChatReply, person: PersonView | None, timing: Timing) -> Streamed | Whole:
+        request = self.request
+        writer = ResponseWriter(reply.model, request.echo, show_mcp_calls=reply.trace != "off",
+                                namespaced=request.namespaced, summary=request.summary)
+        parts = answer_parts(reply.events, trace=reply.trace, person=person, notice=reply.notice)
+        if request.stream:
+            return Stream(response_events(parts, writer, self._keep), server_sent, writer.cut_off)
+        return Answer(whole_response(parts, writer, self._keep))
+
+    async def _keep(self, response: Response, message: Message) -> None:
+        if self.request.store and self.stored is not None:
+            await self.stored.keep(response, self.chain, [*self.request.input_messages, message])
+
+
+def server_sent(event: Event) -> bytes:
+    """One SSE event named by its type, as the API sends them (sse-starlette sends bytes as they are)."""
+    kind: str = event["type"]
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"

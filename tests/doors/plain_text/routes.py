@@ -1,50 +1,64 @@
-"""The plain-text door's route and DOOR: `{"model", "text"}` in, the answer's text out, whole or streamed."""
+"""The plain-text door's route, DOOR and exchange: `{"model", "text"}` in, the answer's text out, whole or streamed."""
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import Response
 
-from app.api.doors import answer, read_json_object, request_cutoff, send_stream, watched
-from app.doors.door import FrontDoor
+from app.api.doors import serve_chat
+from app.chat import ChatPayload, ChatReply, PersonView
+from app.doors.door import Answer, DoorContext, FrontDoor, Stream, Streamed, Timing, Whole
 from app.openai.errors import GatewayError, InvalidRequest
+from app.openai.wire import Completion, JSONObject
 
 PATH = "/test/chat"
 router = APIRouter()
 
 
-def chat_body(body: dict[str, Any]) -> dict[str, Any]:
-    """The door's request as a chat body: one user message."""
-    text = body.get("text")
-    if not isinstance(text, str) or not text:
-        raise InvalidRequest("`text` is required: what to ask.", param="text")
-    return {"model": body.get("model", "m"), "messages": [{"role": "user", "content": text}],
-            "stream": bool(body.get("stream"))}
-
-
 @router.post(PATH)
 async def chat(raw: Request) -> Response:
-    body = await read_json_object(raw, chat_body)
-    reply, person = await answer(raw, DOOR, body)
-    if body["stream"]:
-        return send_stream(raw, reply.payloads(person), encode=_text, cut_off=lambda: (), media_type="text/plain")
-    try:
-        completion = await watched(raw, reply.completion(person))
-    finally:
-        request_cutoff(raw).end()
-    return PlainTextResponse(completion["choices"][0]["message"]["content"])
+    return await serve_chat(raw, DOOR)
 
 
-def _text(payload: dict[str, Any] | str) -> bytes:
-    """A chunk's text; the stream's end ("[DONE]") and chunks without text are nothing."""
-    if isinstance(payload, str):
+@dataclass(frozen=True)
+class PlainExchange:
+    """The door's request: one user message, streamed or not."""
+
+    text: str
+    model: str
+    stream: bool
+
+    @classmethod
+    def parse(cls, body: JSONObject) -> "PlainExchange":
+        text, model = body.get("text"), body.get("model", "m")
+        if not isinstance(text, str) or not text:
+            raise InvalidRequest("`text` is required: what to ask.", param="text")
+        return cls(text, str(model), bool(body.get("stream")))
+
+    async def chat_body(self, context: Callable[[], DoorContext]) -> JSONObject:
+        return {"model": self.model, "messages": [{"role": "user", "content": self.text}], "stream": self.stream}
+
+    def render(self, reply: ChatReply, person: PersonView | None, timing: Timing) -> Streamed | Whole:
+        if self.stream:
+            return Stream(reply.payloads(person), _text, lambda: (), media_type="text/plain")
+        return Answer(reply.completion(person), _whole_text, media_type="text/plain; charset=utf-8")
+
+
+def _text(payload: ChatPayload) -> bytes:
+    """A chunk's text; the stream's end ("[DONE]"), errors and chunks without text are nothing."""
+    if isinstance(payload, str) or "choices" not in payload:
         return b""
-    choices = payload.get("choices") or [{}]
-    return str((choices[0].get("delta") or {}).get("content") or "").encode()
+    choices = payload["choices"] or [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": None}]
+    return str(choices[0]["delta"].get("content") or "").encode()
 
 
-def plain_error(error: GatewayError) -> dict[str, Any]:
+def _whole_text(completion: Completion) -> bytes:
+    return str(completion["choices"][0]["message"].get("content") or "").encode()
+
+
+def plain_error(error: GatewayError) -> JSONObject:
     return {"plain_error": error.message}
 
 
-DOOR = FrontDoor("plain", ("/test/",), router, plain_error)
+DOOR = FrontDoor("plain", ("/test/",), router, plain_error, PlainExchange.parse)
