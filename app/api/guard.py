@@ -54,7 +54,7 @@ from app.settings import ServerSettings, Settings
 # Served without a key: the health check of Docker and load balancers (it shows only the status then).
 PUBLIC_PATHS = frozenset({"/health"})
 # Served to whoever has the unguessable id in the path instead of the key, which an <img> cannot send: the images
-# in answers (app/chat/images.py). Host and Origin are checked all the same.
+# in answers (app/chat/answer/images.py). Host and Origin are checked all the same.
 # The same for the way back from an OAuth sign-in, whose single-use `state` is the capability (sign_in_routes.py).
 CAPABILITY_PATHS = (f"/{IMAGES_ROUTE}", "/oauth/callback")
 BODY_FAILURE = "toolbridge.body_failure"  # scope key: why the body could not be read, for the error handler

@@ -18,7 +18,7 @@ _PROBED = frozenset({"/health"})
 
 
 def _logged_path(path: str) -> str:
-    """The path, less an image's id: that is the image's key (app/chat/images.py), and logs outlive it."""
+    """The path, less an image's id: that is the image's key (app/chat/answer/images.py), and logs outlive it."""
     images = f"/{IMAGES_ROUTE}"
     return f"{images}[id]" if path.startswith(images) else path
 

@@ -140,7 +140,7 @@ for _method in ("GET", "POST", "PUT", "PATCH", "DELETE"):  # one route a method:
 @router.get(f"/{IMAGES_ROUTE}{{image_id}}")
 async def image(image_id: str, images: ImagesDep) -> Response:
     """An image a tool returned, shown in an answer. No key: the `<img>` of a chat page cannot send one, so the
-    unguessable id that only the answer carries is the key (app/chat/images.py, app/api/guard.py)."""
+    unguessable id that only the answer carries is the key (app/chat/answer/images.py, app/api/guard.py)."""
     stored = images.get(image_id)
     if stored is None:
         raise RouteNotFound(

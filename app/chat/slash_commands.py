@@ -1,5 +1,5 @@
 """Slash commands in any chat client: a user message that is only `/name arg=value ...` runs an MCP prompt
-(only, past what the client wraps around the person's words: own_words.py).
+(only, past what the client wraps around the person's words: clients.py).
 
 The prompt's messages stand in for that message before the upstream sees it (the client keeps its slash
 line, and the memory keys on what the client sent). What needs no model is answered by the gateway
@@ -92,7 +92,7 @@ class Expansion:
 
 def read_command(messages: Sequence[Message]) -> SlashCommand | None:
     """The slash command the last message is, if it is a user message that is nothing else, past what the client
-    wrapped around it (own_words.py: Claude Code's reminders)."""
+    wrapped around it (clients.py: Claude Code's reminders)."""
     last = messages[-1] if messages else None
     if not isinstance(last, dict) or last.get("role") != "user":
         return None

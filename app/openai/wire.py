@@ -89,7 +89,7 @@ class ChatBody(TypedDict, total=False):
     max_completion_tokens: int
     temperature: float
     stop: str | list[str]
-    metadata: JSONValue  # OpenAI's: strings by name; `toolbridge_tools` chooses tools (app/chat/toolsets.py)
+    metadata: JSONValue  # OpenAI's: strings by name; `toolbridge_tools` chooses tools (app/chat/offer/toolsets.py)
 
 
 class UsageCounts(TypedDict):

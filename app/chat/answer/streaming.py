@@ -73,7 +73,7 @@ async def stream_payloads(
     person: PersonView | None = None, notice: str = "",
 ) -> AsyncGenerator[ChatPayload, None]:
     """The `data:` payloads of one streamed chat completion: JSON objects (chunks, or one error), then DONE.
-    `person` and `notice` as answer_parts' (app/chat/answer_parts.py)."""
+    `person` and `notice` as answer_parts' (parts.py)."""
     chunks = _ChunkFactory(model)
     yield chunks.chunk({"role": "assistant", "content": ""})
     try:

@@ -45,7 +45,7 @@ ASKING_MARK = "needs your approval"
 
 def read_reply(text: str) -> Reply:
     """The person's message as an answer to the question: yes, always, no, or none of them; read past what their
-    client wrapped around it (own_words.py)."""
+    client wrapped around it (clients.py)."""
     text = own_words(text)
     if len(text) > _LONGEST_REPLY:
         return Reply.OTHER

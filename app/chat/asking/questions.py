@@ -65,7 +65,7 @@ def question_for(params: Mapping[str, JSONValue], server: str | None) -> str:
 
 def answer_for(text: str, params: Mapping[str, JSONValue]) -> Answer:
     """The person's reply to the elicitation request `params` (as in `question_for`), read past what their client
-    wrapped around it (own_words.py)."""
+    wrapped around it (clients.py)."""
     text = own_words(text)
     return read_url_answer(text) if params.get("mode") == "url" else read_answer(text, _schema(params))
 

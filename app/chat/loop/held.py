@@ -84,7 +84,7 @@ class Held:
     refused: dict[str, NotRun] = field(default_factory=dict)  # by call id; the others run
     reply: Message | None = None  # the person's message, answered after the calls' results
     # Decided on the status page before `reply`: the turn's stored entry holds the calls' results, which later
-    # requests give the model before the reply (memory_restore.py).
+    # requests give the model before the reply (memory/restore.py).
     decided: bool = False
     notice: str | None = None
     remember_notice: bool = False  # the notice asks again: the next request leaves it and the reply before it out

@@ -27,8 +27,8 @@ turn that still does not fit is not kept); a restore reads, newest turns first, 
 context could hold (at least one whole entry), and decodes it in a worker thread when it is large.
 
 Keys are digests; the store (sealed: app/state/seal.py) holds the calls and results, so it is private. Nothing
-here logs what a message or a result says. How a conversation is recognised is in memory_keys.py, what an entry
-holds in memory_entry.py, and the history's rewrite in memory_restore.py.
+here logs what a message or a result says. How a conversation is recognised is in keys.py, what an entry
+holds in entry.py, and the history's rewrite in restore.py.
 """
 
 import time

@@ -9,7 +9,7 @@ from app.openai.schemas import image_part
 from app.openai.wire import ContentPart, JSONObject, JSONValue, Message, ToolCallPart
 
 # Tool results' images follow their tool messages in a user turn, as the gateway sends MCP tools' images
-# (app/chat/loop/messages.py): a chat `tool` message carries text only.
+# (app/chat/loop/state.py): a chat `tool` message carries text only.
 IMAGES_INTRO = "Images returned by the tool calls above:"
 FAILED_PREFIX = "Error: "  # the gateway's own text results say a failure the same way (app/openai/result_format.py)
 DROPPED = frozenset({"thinking", "redacted_thinking"})  # Anthropic's signed reasoning: no chat model reads it back

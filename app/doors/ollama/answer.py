@@ -1,4 +1,4 @@
-"""Ollama's chat answer: the answer's parts (app/chat/answer_parts.py) as NDJSON lines, or as one object.
+"""Ollama's chat answer: the answer's parts (app/chat/answer/parts.py) as NDJSON lines, or as one object.
 
 Streamed, each piece of text is a line `{model, created_at, message: {role, content, thinking?}, done: false}`;
 the client's own tool calls come on a line of their own (`message.tool_calls`, arguments as objects), and the

@@ -1,4 +1,4 @@
-"""The answer's parts (app/chat/answer_parts.py) spelled as a Responses API response: streamed as its events, or
+"""The answer's parts (app/chat/answer/parts.py) spelled as a Responses API response: streamed as its events, or
 whole as one `response` object. Both come from one writer, so the whole response is exactly what the stream's
 `response.completed` carries.
 
