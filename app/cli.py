@@ -10,11 +10,12 @@ import json
 import os
 import sys
 from contextlib import AsyncExitStack
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 import uvicorn
 from pydantic import Field, ValidationError
+from pydantic_core import ErrorDetails
 from pydantic_settings import CliApp, CliPositionalArg, SettingsConfigDict, SettingsError
 
 from app.access import KeysFileError
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def describe_setting_error(error: Any) -> str:
+def describe_setting_error(error: ErrorDetails) -> str:
     """One line: the setting as both spellings, the value given (hidden for keys), and what was expected."""
     field = str(error["loc"][0]) if error.get("loc") else "?"
     given = "(hidden)" if field in SECRET_SETTINGS else repr(_without_credentials(error.get("input")))
@@ -93,7 +94,7 @@ def describe_setting_error(error: Any) -> str:
     return f"TOOLBRIDGE_{field.upper()} (--{field.replace('_', '-')}) = {given}: {expected}"
 
 
-def _without_credentials(value: Any) -> Any:
+def _without_credentials(value: object) -> object:
     """A URL's user and password left out (a state URL may carry Redis's), anything else as it is."""
     if isinstance(value, str) and "://" in value and "@" in value:
         scheme, _, rest = value.partition("://")

@@ -5,7 +5,7 @@ import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import anyio
 import structlog
@@ -121,9 +121,9 @@ def key_ring(access: AccessSettings, toolsets: dict[str, list[str]]) -> KeyRing:
 
 def build_lifespan(
     settings: Settings, keys: KeyRing, *, upstream_transport: Transport | None = None
-) -> Callable[[Any], AbstractAsyncContextManager[State]]:
+) -> Callable[[object], AbstractAsyncContextManager[State]]:
     @asynccontextmanager
-    async def lifespan(_app: Any) -> AsyncIterator[State]:
+    async def lifespan(_app: object) -> AsyncIterator[State]:
         config = load_mcp_configs(config_paths(settings.mcp.config))
         metrics = Metrics()
         recent = RecentCalls(show_values=settings.ops.ui_show_values)

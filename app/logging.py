@@ -4,10 +4,10 @@ The record of each request is app/api/request_log.py."""
 import logging
 import re
 import sys
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 import structlog
+from structlog.typing import EventDict, Processor, ProcessorReturnValue, WrappedLogger
 
 # One value in a log line is cut past this many characters: an error must not write thousands of lines.
 MAX_FIELD_CHARS = 8_000
@@ -24,7 +24,7 @@ def configure_logging(log_format: str, level: str, secrets: Iterable[str] = ()) 
     Tracebacks are plain, without local variables (those hold keys, and rendering them with `rich`
     took seconds on the event loop); every value is bounded; `secrets` and anything that looks like a
     credential are replaced in the finished line, whatever wrote them."""
-    shared: list[Any] = [
+    shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -58,13 +58,14 @@ def without_sign_in_tracebacks(record: logging.LogRecord) -> bool:
     return not (record.exc_info and record.name.startswith("mcp.client.auth"))
 
 
-def _renderer(log_format: str) -> Any:
+def _renderer(log_format: str) -> Processor:
     """JSON lines, or the console's; values bounded either way."""
     if log_format == "json":
-        return _chain(structlog.processors.format_exc_info, _bounded, structlog.processors.JSONRenderer())
+        return _chain(structlog.processors.format_exc_info, _bounded, last=structlog.processors.JSONRenderer())
     return _chain(
         _bounded,
-        structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(), exception_formatter=structlog.dev.plain_traceback),
+        last=structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(),
+                                           exception_formatter=structlog.dev.plain_traceback),
     )
 
 
@@ -81,16 +82,22 @@ def _quiet_libraries(level: int) -> None:
     logging.getLogger("watchfiles").setLevel(logging.WARNING)
 
 
-def _chain(*processors: Any) -> Any:
-    def run(logger: Any, method: str, event: Any) -> Any:
+# A processor that hands the event on to the next, as every one before the renderer does.
+_Step = Callable[[WrappedLogger, str, EventDict], EventDict]
+
+
+def _chain(*processors: _Step, last: Processor) -> Processor:
+    """The processors, then the renderer `last`, as one."""
+
+    def run(logger: WrappedLogger, method: str, event: EventDict) -> ProcessorReturnValue:
         for processor in processors:
             event = processor(logger, method, event)
-        return event
+        return last(logger, method, event)
 
     return run
 
 
-def _bounded(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+def _bounded(_logger: WrappedLogger, _method: str, event: EventDict) -> EventDict:
     for key, value in event.items():
         if isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
             event[key] = f"{value[:MAX_FIELD_CHARS]}... ({len(value) - MAX_FIELD_CHARS} more characters)"
@@ -120,10 +127,10 @@ def add_secrets(secrets: Iterable[str]) -> None:
     _redactor.add(secrets)
 
 
-def _redacting(renderer: Any, secrets: Iterable[str]) -> Any:
+def _redacting(renderer: Processor, secrets: Iterable[str]) -> Processor:
     _redactor.add(secrets)
 
-    def render(logger: Any, method: str, event: dict[str, Any]) -> Any:
+    def render(logger: WrappedLogger, method: str, event: EventDict) -> ProcessorReturnValue:
         line = renderer(logger, method, event)
         if isinstance(line, str):
             line = _CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, line)

@@ -9,7 +9,7 @@ compares digests, not the key: its time tells nothing of a key.
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import structlog
 
@@ -18,6 +18,14 @@ from app.access.scope import EVERYTHING, KeyScope
 from app.logging import add_secrets
 
 log = structlog.get_logger("toolbridge.keys")
+
+
+class KeysFileShown(TypedDict):
+    """What /health says of the keys file (`error` while its last read failed)."""
+
+    path: str
+    keys: int
+    error: NotRequired[str]
 
 
 class KeyRing:
@@ -68,10 +76,12 @@ class KeyRing:
         """The keys the file holds as themselves, for the log to redact."""
         return list(self._file.plain)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> KeysFileShown:
         """What /health says of the keys file to a caller who sees everything."""
-        return {"path": str(self.path), "keys": len(self._file.scopes), **({"error": self.problem} if self.problem
-                                                                           else {})}
+        shown: KeysFileShown = {"path": str(self.path), "keys": len(self._file.scopes)}
+        if self.problem:
+            shown["error"] = self.problem
+        return shown
 
     def _load(self) -> KeysFile:
         assert self.path is not None

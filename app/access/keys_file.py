@@ -17,9 +17,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from app.access.scope import KeyScope
+from app.openai.wire import JSONObject, JSONValue
 from app.settings.fields import unknown_field
 
 SHA256_PREFIX = "sha256:"
@@ -70,22 +70,23 @@ def load_keys_file(path: Path, toolsets: Mapping[str, Sequence[str]]) -> KeysFil
         raise KeysFileError(f"keys file {path}: {exc}") from exc
 
 
-def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _once_each(pairs: list[tuple[str, JSONValue]]) -> JSONObject:
     """An object whose names are all different: JSON's last-one-wins would drop a key's first set unseen."""
     if len({name for name, _ in pairs}) != len(pairs):
         raise KeysFileError("an object names the same key or field twice")
     return dict(pairs)
 
 
-def parse_keys(data: Any, toolsets: Mapping[str, Sequence[str]]) -> KeysFile:
+def parse_keys(data: JSONValue, toolsets: Mapping[str, Sequence[str]]) -> KeysFile:
     if isinstance(data, dict):
         _known_fields(data, ("keys",), "top level")
-    if not isinstance(data, dict) or not isinstance(data.get("keys"), dict):
+    keys = data.get("keys") if isinstance(data, dict) else None
+    if not isinstance(keys, dict):
         raise KeysFileError(f"must be a JSON object {SHAPE}")
     scopes: dict[str, KeyScope] = {}
     labels: dict[str, str] = {}
     plain: list[str] = []
-    for number, (key, entry) in enumerate(data["keys"].items(), 1):
+    for number, (key, entry) in enumerate(keys.items(), 1):
         label = f"key #{number}" + (f' ("{entry["name"]}")' if isinstance(entry, dict) and
                                     isinstance(entry.get("name"), str) else "")
         digest = _digest_of(key, label)
@@ -110,7 +111,7 @@ def _digest_of(key: str, label: str) -> str:
     return key_digest(key)
 
 
-def _names(entry: Any, label: str, toolsets: Mapping[str, Sequence[str]]) -> frozenset[str] | None:
+def _names(entry: JSONValue, label: str, toolsets: Mapping[str, Sequence[str]]) -> frozenset[str] | None:
     """The names the key may use (servers, and the toolsets' members); None: every server."""
     if not isinstance(entry, dict):
         raise KeysFileError(f'{label}: must be an object such as {{"servers": ["time"]}}')
@@ -129,7 +130,7 @@ def _names(entry: Any, label: str, toolsets: Mapping[str, Sequence[str]]) -> fro
     return frozenset(names)
 
 
-def _known_fields(fields: dict[str, Any], known: Sequence[str], where: str) -> None:
+def _known_fields(fields: JSONObject, known: Sequence[str], where: str) -> None:
     """A field the file may not hold stops it, as mcp.json's do; its name is said only when it is near a known one,
     since a key written in the wrong place would be an unknown field too."""
     if unknown := [field for field in fields if field not in known]:
@@ -137,15 +138,15 @@ def _known_fields(fields: dict[str, Any], known: Sequence[str], where: str) -> N
         raise KeysFileError(f"{where}: {unknown_field(unknown[0], known, named=False)}{more}")
 
 
-def _sign_ins(entry: dict[str, Any], label: str) -> frozenset[str] | None:
+def _sign_ins(entry: JSONValue, label: str) -> frozenset[str] | None:
     """The servers whose shared sign-in the key may start and end (None: every one it may use); none unless named."""
-    sign_in = entry.get("sign_in", [])
+    sign_in = entry.get("sign_in", []) if isinstance(entry, dict) else []  # an object: `_names` checked it
     if sign_in == "*":
         return None
     return frozenset(_strings(sign_in, f'{label}: sign_in must be a list of server names, or "*"'))
 
 
-def _strings(value: Any, problem: str) -> list[str]:
+def _strings(value: JSONValue, problem: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
         raise KeysFileError(problem)
-    return value
+    return [item for item in value if isinstance(item, str)]  # every one, as checked

@@ -32,7 +32,7 @@ import math
 import sys
 from collections.abc import Iterator
 from email.message import Message
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import orjson
 from fastapi.exceptions import RequestValidationError
@@ -40,7 +40,7 @@ from pydantic import ValidationError
 
 from app.openai.errors import InvalidRequest
 from app.openai.schemas import ChatCompletionRequest
-from app.openai.wire import ChatBody
+from app.openai.wire import ChatBody, JSONObject, JSONValue
 
 # Past this, a body is read in a worker thread: below it, parsing and checking it takes a few milliseconds.
 OFF_LOOP_BYTES = 256 * 1024
@@ -66,7 +66,7 @@ def parse_chat_body(body: bytes, content_type: str | None) -> tuple[ChatBody, Ch
     return cast(ChatBody, parsed), request
 
 
-def checked_chat_body(body: Any, field: str = "messages") -> ChatCompletionRequest:
+def checked_chat_body(body: object, field: str = "messages") -> ChatCompletionRequest:
     """The wire model of a chat body that carries no more than a request may (`field`: what the client's door calls
     the conversation, for the error).
 
@@ -82,7 +82,7 @@ def checked_chat_body(body: Any, field: str = "messages") -> ChatCompletionReque
         raise RequestValidationError([{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]) from None
 
 
-def parse_json(body: bytes, content_type: str | None) -> Any:
+def parse_json(body: bytes, content_type: str | None) -> JSONValue:
     """A request body as JSON: orjson's reading, Python's where orjson's would differ (see parse_chat_body).
 
     Raises:
@@ -96,7 +96,7 @@ def parse_json(body: bytes, content_type: str | None) -> Any:
                              code="invalid_content_type")
     check_values(body)
     try:
-        parsed = orjson.loads(body)
+        parsed: JSONValue = orjson.loads(body)
     except orjson.JSONDecodeError:
         return _parse_leniently(body)  # what orjson refuses and Python reads: NaN, lone surrogates, 1e400
     if _may_hold_long_integer(parsed, body):  # orjson reads integers past 64 bits as floats: a seed would change
@@ -104,7 +104,7 @@ def parse_json(body: bytes, content_type: str | None) -> Any:
     return parsed
 
 
-def _may_hold_long_integer(parsed: Any, body: bytes) -> bool:
+def _may_hold_long_integer(parsed: JSONValue, body: bytes) -> bool:
     """Whether orjson may have read an integer as a float: it did only if it gave a float past 2**63. Walking
     the values costs little for a chat (a few hundred), but is bounded: past that, the digits are scanned
     (two passes over the body, 0.16 s at 40 MB: the walk spares a chat with one long message that time)."""
@@ -127,8 +127,8 @@ _WALK_LIMIT = 100_000
 _INT64 = float(2**63)
 
 
-def _parse_leniently(body: bytes) -> Any:
-    def refuse(constant: str) -> Any:
+def _parse_leniently(body: bytes) -> JSONValue:
+    def refuse(constant: str) -> NoReturn:
         raise InvalidRequest("The request holds a number JSON cannot carry (NaN or Infinity).", code="invalid_number")
 
     def finite(number: str) -> float:
@@ -145,7 +145,8 @@ def _parse_leniently(body: bytes) -> Any:
             ) from None
 
     try:
-        return json.loads(body, parse_constant=refuse, parse_float=finite, parse_int=integer)
+        parsed: JSONValue = json.loads(body, parse_constant=refuse, parse_float=finite, parse_int=integer)
+        return parsed
     except json.JSONDecodeError as exc:
         raise _not_json(exc.pos, exc.msg) from None
     except RecursionError:
@@ -202,7 +203,7 @@ def check_values(body: bytes) -> None:
             code="too_many_values")
 
 
-def check_carried(chat_body: dict[str, Any], field: str) -> None:
+def check_carried(chat_body: JSONObject, field: str) -> None:
     """Raises InvalidRequest when a chat body holds more messages, content parts or tools than one request carries;
     `field` is what the client's door calls the conversation ("messages", or the Responses API's "input")."""
     messages = chat_body.get("messages")

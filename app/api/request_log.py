@@ -4,7 +4,6 @@ and its metrics."""
 import logging
 import os
 import time
-from typing import Any
 
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -61,7 +60,7 @@ class RequestLogMiddleware:
         try:
             await self.app(scope, receive, send_with_status)
         finally:
-            fields: dict[str, Any] = {
+            fields: dict[str, object] = {  # the log line's, passed on to structlog
                 **client_fields,
                 "method": scope["method"],
                 "path": _logged_path(scope["path"]),
@@ -81,9 +80,9 @@ def _client_fields(scope: Scope) -> dict[str, str]:
                              for name, value in scope["headers"] if name.startswith(OPENWEBUI_PREFIX)})
 
 
-def _stats_fields(stats: RequestStats) -> dict[str, Any]:
+def _stats_fields(stats: RequestStats) -> dict[str, object]:
     """What the request did, as far as it did anything: rounds, tools, memory, a slash command, tokens."""
-    fields: dict[str, Any] = {}
+    fields: dict[str, object] = {}
     if stats.rounds:
         fields |= {"rounds": stats.rounds, "tools_called": stats.tools_called}
     if stats.tools_offered or stats.tools_withheld:

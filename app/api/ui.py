@@ -41,6 +41,7 @@ from app.api.health import health_report
 from app.chat import MemoryStores
 from app.mcp import KeyView, first_of
 from app.openai.errors import Conflict, InvalidRequest, Overloaded, RouteNotFound
+from app.openai.wire import JSONValue
 from app.ops.recent_calls import RecentCalls
 from app.ops.recent_requests import RecentRequests
 from app.ops.waiting_rounds import VERDICT_VALUES, VERDICTS, Verdict, WaitingRound, verdict_key
@@ -145,13 +146,14 @@ async def playground(request: Request, pool: ViewDep) -> dict[str, Any]:
     """Runs one tool by the name the model sees, with the arguments given, through the path a model's call
     takes (argument check, server, envelope, cap), and returns exactly what the model would read."""
     body = await _json(request, '{"tool": NAME, "arguments": {...}}')
-    if not isinstance(body, dict) or not isinstance(body.get("tool"), str):
+    tool = body.get("tool") if isinstance(body, dict) else None
+    if not isinstance(body, dict) or not isinstance(tool, str):
         raise InvalidRequest("Name the tool: {\"tool\": NAME, \"arguments\": {...}}.", param="tool")
     arguments = body.get("arguments", {})
     if not isinstance(arguments, dict):
         raise InvalidRequest("arguments must be a JSON object.", param="arguments")
-    outcome = await pool.call_tool(body["tool"], json.dumps(arguments))
-    return {"tool": body["tool"], "content": outcome.content, "is_error": outcome.is_error,
+    outcome = await pool.call_tool(tool, json.dumps(arguments))
+    return {"tool": tool, "content": outcome.content, "is_error": outcome.is_error,
             "images": len(outcome.images)}
 
 
@@ -203,7 +205,7 @@ async def decide_round(round_id: str, request: Request, memory: MemoryDep, owner
     return {"id": held.id, "decided": held.verdict}
 
 
-async def _json(request: Request, usage: str) -> Any:
+async def _json(request: Request, usage: str) -> JSONValue:
     """The body as JSON, read as a chat's is: what it may carry bounded, off the event loop when it is large.
 
     Raises:
@@ -215,7 +217,7 @@ async def _json(request: Request, usage: str) -> Any:
         raise InvalidRequest(f"The body is not JSON: send {usage}.") from None
 
 
-def _verdict(parsed: Any) -> Verdict:
+def _verdict(parsed: JSONValue) -> Verdict:
     verdict = parsed.get("verdict") if isinstance(parsed, dict) else None
     if verdict not in VERDICTS:
         raise InvalidRequest("Say {\"verdict\": \"approve\"} or {\"verdict\": \"deny\"}.", param="verdict")

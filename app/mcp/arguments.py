@@ -3,11 +3,13 @@
 import copy
 import json
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from jsonschema import exceptions as schema_exceptions
 from jsonschema import validators
 from jsonschema.protocols import Validator
+
+from app.openai.wire import JSONObject, JSONValue
 
 
 @dataclass(frozen=True)
@@ -15,14 +17,14 @@ class FieldProblem:
     field: str
     problem: str
 
-    def as_dict(self) -> dict[str, str]:
+    def as_dict(self) -> JSONObject:
         return {"field": self.field, "problem": self.problem}
 
 
 VALIDATORS_KEPT = 4096  # distinct schemas: every tool of 50 servers of 20 tools each, and their next versions
 
 
-def compile_validator(schema: dict[str, Any] | None) -> Validator | None:
+def compile_validator(schema: JSONObject | None) -> Validator | None:
     """A validator for the schema's own dialect (2020-12 by default), or None when the schema is invalid.
 
     Checking a schema is slow (7-40 ms a tool), and the catalogue is rebuilt with every tool of every server each
@@ -41,7 +43,7 @@ def compile_validator(schema: dict[str, Any] | None) -> Validator | None:
 _CHECKED: dict[str, Validator | None] = {}
 
 
-def _checked(schema: dict[str, Any]) -> Validator | None:
+def _checked(schema: JSONObject) -> Validator | None:
     cls = validators.validator_for(schema, default=validators.Draft202012Validator)
     try:
         cls.check_schema(schema)
@@ -50,7 +52,7 @@ def _checked(schema: dict[str, Any]) -> Validator | None:
     return cls(schema)
 
 
-def problems(validator: Validator | None, arguments: dict[str, Any]) -> list[FieldProblem]:
+def problems(validator: Validator | None, arguments: JSONObject) -> list[FieldProblem]:
     """What is missing or wrong, one entry per field, in a form a model can fix."""
     if validator is None:
         return []
@@ -61,8 +63,10 @@ def problems(validator: Validator | None, arguments: dict[str, Any]) -> list[Fie
 def _describe(error: schema_exceptions.ValidationError) -> list[FieldProblem]:
     path = ".".join(str(part) for part in error.absolute_path)
     if error.validator == "required":  # one error per missing field; each names them all, the set keeps one
-        missing = [name for name in _value(error) if name not in cast(dict[str, Any], error.instance)]
-        return [FieldProblem(f"{path}.{name}" if path else name, "missing: this field is required") for name in missing]
+        # The instance `required` failed on is an object: the keyword judges nothing else (the stubs allow Unset).
+        missing = [name for name in _value(error) if name not in cast(JSONObject, error.instance)]
+        return [FieldProblem(f"{path}.{name}" if path else str(name), "missing: this field is required")
+                for name in missing]
     return [_describe_one(error, path)]
 
 
@@ -77,12 +81,13 @@ def _describe_one(error: schema_exceptions.ValidationError, path: str) -> FieldP
     return FieldProblem(path or "(arguments)", error.message)
 
 
-def _value(error: schema_exceptions.ValidationError) -> list[Any]:
-    """The keyword's value (required: the names, enum: the options). The stubs allow jsonschema's Unset too, which
-    an error from iter_errors never carries; a cast, not a check, so nothing changes at run time."""
-    return cast(list[Any], error.validator_value)
+def _value(error: schema_exceptions.ValidationError) -> list[JSONValue]:
+    """The keyword's value (required: the names, enum: the options), a list in a schema `check_schema` passed. The
+    stubs allow jsonschema's Unset too, which an error from iter_errors never carries; a cast, not a check, so
+    nothing changes at run time."""
+    return cast(list[JSONValue], error.validator_value)
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

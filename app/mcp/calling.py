@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 import structlog
@@ -45,6 +44,7 @@ from app.mcp.results import (
 )
 from app.mcp.watching import connection_gone, session_gone
 from app.openai.result_format import RenderOptions
+from app.openai.wire import JSONObject, JSONValue
 from app.ops.call_record import CallRecord, ToolCallObserver
 
 # The SDK's own read timeout is a backstop a little past our cap; our deadline normally acts first.
@@ -81,7 +81,7 @@ def unknown_tool(name: str, similar: list[str], rendering: RenderOptions) -> Cal
     """A call of a name no tool has: the failure to tell the model, with the names it may have meant."""
     hint = f" Did you mean: {', '.join(similar)}?" if similar else ""
     outcome = render_failure(FailureKind.UNKNOWN_TOOL, f"There is no tool named '{name}'.{hint}", rendering,
-                             similar_tools=similar)
+                             similar_tools=list[JSONValue](similar))
     return CallEnded(outcome, FailureKind.UNKNOWN_TOOL)
 
 
@@ -124,7 +124,7 @@ class McpCall:
         if observer is not None:
             observer(call_record(route.server, route.tool, ended, self.duration_ms / 1000, arguments))
 
-    def fail(self, kind: FailureKind, message: str, **details: Any) -> CallEnded:
+    def fail(self, kind: FailureKind, message: str, **details: JSONValue) -> CallEnded:
         return CallEnded(render_failure(kind, message, self._rendering, **details), kind)
 
     def asked(self, needed: InputNeeded) -> CallEnded:
@@ -141,7 +141,7 @@ class McpCall:
         with deadline.paused():
             yield
 
-    def checked_arguments(self, arguments: str) -> dict[str, Any] | CallEnded:
+    def checked_arguments(self, arguments: str) -> JSONObject | CallEnded:
         """The arguments as one JSON object that fits the tool's schema, or the failure to tell the model."""
         try:
             parsed = json.loads(arguments) if arguments.strip() else {}
@@ -161,7 +161,7 @@ class McpCall:
             return self.fail(FailureKind.INVALID_ARGUMENTS, "Give the uri of a resource to read, or list: true.")
         return parsed
 
-    async def send(self, client: Client, arguments: dict[str, Any], limits: Limits) -> CallEnded | ConnectionLost:
+    async def send(self, client: Client, arguments: JSONObject, limits: Limits) -> CallEnded | ConnectionLost:
         server = self.route.server
         deadline = self._deadline = _ProgressDeadline(limits.timeout, max(limits.timeout, limits.cap))
 

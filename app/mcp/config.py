@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Literal, Self
 
 import structlog
 from pydantic import (
@@ -26,6 +26,7 @@ from pydantic import (
 
 from app.mcp.config_fields import adopted, ignored, spellings, unknown_fields
 from app.mcp.config_values import EntryError, expand, with_env_file
+from app.openai.wire import JSONObject
 
 log = structlog.get_logger("toolbridge.mcp")
 SERVER_KEYS = ("mcpServers", "servers")  # Claude Desktop's and most others'; VS Code's
@@ -223,7 +224,7 @@ def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> Mcp
     return config
 
 
-def _entries(path: Path) -> dict[str, Any]:
+def _entries(path: Path) -> JSONObject:
     """The server entries of a file whose every field is known."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -247,7 +248,7 @@ def _entries(path: Path) -> dict[str, Any]:
     return entries
 
 
-def _parse_server(entry: dict[str, Any], environ: Mapping[str, str], *, base_dir: Path) -> ServerConfig:
+def _parse_server(entry: JSONObject, environ: Mapping[str, str], *, base_dir: Path) -> ServerConfig:
     try:
         ours = adopted(entry)
     except ValueError as exc:

@@ -5,10 +5,10 @@ could be `per_key` written beside `oauth` (a server shared by every key) or a mi
 Pure: the models' own names come from app/mcp/config.py; docs/configuration.md lists the other products' fields."""
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pydantic import BaseModel
 
+from app.openai.wire import JSONObject, JSONValue
 from app.settings.fields import shown, unknown_field
 
 # Other products' names for what toolbridge does too: the entry is read as if it used ours.
@@ -49,29 +49,32 @@ def spellings(model: type[BaseModel], *, alias_first: bool = True) -> list[str]:
     return names
 
 
-def unknown_fields(raw: Mapping[str, Any], own: Mapping[str, Sequence[str]]) -> list[str]:
+def unknown_fields(raw: Mapping[str, JSONValue], own: Mapping[str, Sequence[str]]) -> list[str]:
     """Every unknown field of a whole file, each as `where: unknown field ...` (the top level without `where`).
     `own` holds toolbridge's own fields at the levels "top", "server" and "oauth"."""
     top = [*own["top"], *IGNORED_TOP]
     server = [*own["server"], *ADOPTED, ENV_FILE, *IGNORED_SERVER]
     oauth = [*own["oauth"], *IGNORED_OAUTH]
     found = [_said("", name, top, {'a server\'s "{}"': server}) for name in raw if name not in top]
-    for key in (k for k in own["top"] if isinstance(raw.get(k), dict)):
-        for name, entry in raw[key].items():
+    for key in own["top"]:
+        servers = raw.get(key)
+        if not isinstance(servers, dict):
+            continue
+        for name, entry in servers.items():
             if isinstance(entry, dict):
                 found += _in_server(f"{key}.{name}", entry, server, oauth)
     return found
 
 
-def _in_server(where: str, entry: Mapping[str, Any], server: Sequence[str], oauth: Sequence[str]) -> list[str]:
+def _in_server(where: str, entry: Mapping[str, JSONValue], server: Sequence[str], oauth: Sequence[str]) -> list[str]:
     beside_oauth = '"{}" beside "oauth"'
     found = [_said(where, name, server, {'"oauth.{}"': oauth}) for name in entry if name not in server]
-    if isinstance(entry.get("oauth"), dict):
+    if isinstance(its_oauth := entry.get("oauth"), dict):
         found += [_said(f"{where}.oauth", name, oauth, {beside_oauth: server})
-                  for name in entry["oauth"] if name not in oauth]
-    if isinstance(entry.get("auth"), dict):
+                  for name in its_oauth if name not in oauth]
+    if isinstance(its_auth := entry.get("auth"), dict):
         found += [_said(f"{where}.auth", name, list(CURSOR_AUTH), {})
-                  for name in entry["auth"] if name not in CURSOR_AUTH]
+                  for name in its_auth if name not in CURSOR_AUTH]
     return found
 
 
@@ -82,7 +85,7 @@ def _said(where: str, name: str, here: Sequence[str], elsewhere: Mapping[str, Se
     return prefix + unknown_field(name, here, elsewhere)
 
 
-def adopted(entry: Mapping[str, Any]) -> dict[str, Any]:
+def adopted(entry: Mapping[str, JSONValue]) -> JSONObject:
     """A server entry in toolbridge's own words: other products' names for our fields renamed, the fields we do not
     use left out (before `${VAR}`s are expanded: VS Code's `dev` may name `${workspaceFolder}`).
 
@@ -98,12 +101,12 @@ def adopted(entry: Mapping[str, Any]) -> dict[str, Any]:
         value = ours.pop(theirs)
         ours[name] = {CURSOR_AUTH.get(k, k): v for k, v in value.items()} if theirs == "auth" and isinstance(
             value, dict) else value
-    if isinstance(ours.get("oauth"), dict):
-        ours["oauth"] = {name: value for name, value in ours["oauth"].items() if name not in IGNORED_OAUTH}
+    if isinstance(its_oauth := ours.get("oauth"), dict):
+        ours["oauth"] = {name: value for name, value in its_oauth.items() if name not in IGNORED_OAUTH}
     return ours
 
 
-def ignored(entry: Mapping[str, Any]) -> list[str]:
+def ignored(entry: Mapping[str, JSONValue]) -> list[str]:
     """The fields of a server entry that toolbridge accepts and does not use, for the log."""
     unused = [name for name in entry if name in IGNORED_SERVER]
     oauth = entry.get("oauth")

@@ -6,9 +6,11 @@ import io
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import overload
 
 from dotenv import dotenv_values
+
+from app.openai.wire import JSONObject, JSONValue
 
 _VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _PROMPTED = re.compile(r"\$\{input:[^}]*\}")  # VS Code asks its user for these; a gateway has nobody to ask
@@ -18,7 +20,11 @@ class EntryError(Exception):
     """A server entry cannot be used; the message names the field, never a value."""
 
 
-def expand(value: Any, environ: Mapping[str, str], *, where: str = "") -> Any:
+@overload
+def expand(value: JSONObject, environ: Mapping[str, str], *, where: str = "") -> JSONObject: ...
+@overload
+def expand(value: JSONValue, environ: Mapping[str, str], *, where: str = "") -> JSONValue: ...
+def expand(value: JSONValue, environ: Mapping[str, str], *, where: str = "") -> JSONValue:
     """Expands the variables in every string of `value`, naming the field when a variable is unset."""
     if isinstance(value, str):
         def substitute(match: re.Match[str]) -> str:
@@ -40,7 +46,7 @@ def expand(value: Any, environ: Mapping[str, str], *, where: str = "") -> Any:
     return value
 
 
-def with_env_file(entry: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+def with_env_file(entry: JSONObject, base_dir: Path) -> JSONObject:
     """`envFile` (VS Code, Cursor): a stdio server's variables read from a dotenv file (relative to the mcp.json
     that names it), under its own `env`, which wins. Read at each load, so a reload of mcp.json re-reads it."""
     if "envFile" not in entry:
@@ -56,7 +62,8 @@ def with_env_file(entry: dict[str, Any], base_dir: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeError) as exc:
         raise EntryError(f"field 'envFile': {path} cannot be read ({type(exc).__name__})") from exc
-    loaded = {name: value for name, value in dotenv_values(stream=io.StringIO(text)).items() if value is not None}
+    read = dotenv_values(stream=io.StringIO(text))
+    loaded: JSONObject = {name: value for name, value in read.items() if value is not None}
     env = ours.get("env", {})
     ours["env"] = loaded | env if isinstance(env, dict) else env
     return ours

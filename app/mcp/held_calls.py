@@ -23,7 +23,6 @@ import contextlib
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -36,6 +35,7 @@ from app.access import CURRENT_SCOPE
 from app.chat.ports import InputNeeded
 from app.mcp.calling import HOLD_SECONDS, QUESTIONS_PER_CALL, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
 from app.mcp.results import FailureKind
+from app.openai.wire import JSONObject
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -55,7 +55,7 @@ def held_state(state: str | None) -> str | None:
 class Asked:
     """The call's server asked the person `params` (as JSON); the call waits under `hold`."""
 
-    params: dict[str, Any]
+    params: JSONObject
     hold: str
 
     @property
@@ -98,7 +98,7 @@ class _Running:
         """Nobody will read the call's stages again."""
         self.stage_reader.close()
 
-    async def asked(self, params: dict[str, Any], hold: str) -> ElicitResult | None:
+    async def asked(self, params: JSONObject, hold: str) -> ElicitResult | None:
         """Tells the request of the question and waits for the answer: None after HOLD_SECONDS."""
         self.questions += 1
         self._answered = anyio.Event()
@@ -155,7 +155,7 @@ class CallHolder:
         self._running: set[_Running] = set()
         self._held: dict[str, tuple[_Running, float]] = {}  # by hold: the call, and when its hold ends
 
-    async def run(self, call: McpCall, client: Client, arguments: dict[str, Any], limits: Limits) -> Stage:
+    async def run(self, call: McpCall, client: Client, arguments: JSONObject, limits: Limits) -> Stage:
         """The call's first stage: its end, or the question it waits on (it is then held)."""
         if self.task_group is None:
             with self._in_flight.running():
@@ -221,7 +221,7 @@ class CallHolder:
                 del self._held[hold]
                 running.forget()
 
-    async def _run(self, running: _Running, client: Client, arguments: dict[str, Any], limits: Limits) -> None:
+    async def _run(self, running: _Running, client: Client, arguments: JSONObject, limits: Limits) -> None:
         # Closing `stages` when the task ends tells a request still waiting that the call stopped (the pool did).
         with running.stages, self._in_flight.running(), running.scope:
             try:

@@ -11,11 +11,11 @@ sampling or roots comes back with the person's questions only: the server asks f
 person's answers arrive, and those are answered then.
 """
 
-from typing import Any
 
 import anyio
 from mcp import Client, MCPError
 from mcp.client import ClientRequestContext, InputRequiredRoundsExceededError
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.types import (
     HEADER_MISMATCH,
     CallToolResult,
@@ -27,6 +27,7 @@ from mcp.types import (
 from pydantic import ValidationError
 
 from app.chat.ports import InputNeeded
+from app.openai.wire import JSONObject
 
 # A server that sends only its state back (no question) is asked again after a short, growing wait (as the SDK).
 FIRST_WAIT, LONGEST_WAIT = 0.05, 0.25
@@ -45,7 +46,7 @@ def input_needed(result: InputRequiredResult) -> InputNeeded:
     return InputNeeded(requests, result.request_state)
 
 
-async def call_tool(client: Client, name: str, arguments: dict[str, Any], *, read_timeout: float, progress: Any,
+async def call_tool(client: Client, name: str, arguments: JSONObject, *, read_timeout: float, progress: ProgressFnT,
                     responses: InputResponses | None, state: str | None) -> CallToolResult | InputRequiredResult:
     """The call's result, or the `InputRequiredResult` that asks the person (see `asks_the_person`).
 
@@ -65,7 +66,7 @@ async def call_tool(client: Client, name: str, arguments: dict[str, Any], *, rea
     raise InputRequiredRoundsExceededError(client.input_required_max_rounds)
 
 
-async def _send(client: Client, name: str, arguments: dict[str, Any], read_timeout: float, progress: Any,
+async def _send(client: Client, name: str, arguments: JSONObject, read_timeout: float, progress: ProgressFnT,
                 responses: InputResponses | None, state: str | None) -> CallToolResult | InputRequiredResult:
     async def once() -> CallToolResult | InputRequiredResult:
         return await client.session.call_tool(name, arguments, read_timeout_seconds=read_timeout,

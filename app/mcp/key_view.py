@@ -8,7 +8,6 @@ stops it there, with a 401 (the answer's error event once it streams), and a cal
 is a call of an unknown tool."""
 
 from collections.abc import Callable
-from typing import Any
 
 from mcp.types import GetPromptResult
 
@@ -18,9 +17,11 @@ from app.mcp.convert import Catalogue
 from app.mcp.pinned import PinnedTools
 from app.mcp.pool import McpPool
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed
+from app.mcp.resources import ServerResources
 from app.mcp.results import ToolOutcome
 from app.mcp.status import ServerState
 from app.openai.errors import AuthenticationFailed
+from app.ops.server_health import ServerHealth
 
 KEY_WITHDRAWN = ("The API key of this request was taken out of the gateway's keys file while it ran; it stopped "
                  "before its next tool call.")
@@ -77,7 +78,7 @@ class KeyView:
         if not self.scope.may_use_server(entry.server):  # entries come from the book above: never, but cheap
             raise PromptFailed(f"There is no prompt '{entry.command}'.")
 
-    def health(self) -> dict[str, dict[str, Any]]:
+    def health(self) -> dict[str, ServerHealth]:
         """The servers this key may use, and beside each it signs in to, whether this key may (`may_sign_in`)."""
         shown = {name: status for name, status in self.pool.health().items() if self.scope.may_use_server(name)}
         for name, status in shown.items():
@@ -110,7 +111,7 @@ class KeyView:
             self.pool.restart(name)
         return waiting
 
-    def resources(self) -> dict[str, dict[str, Any]]:
+    def resources(self) -> dict[str, ServerResources]:
         return {name: listing for name, listing in self.pool.resources().items() if self.scope.may_use_server(name)}
 
     def restart(self, name: str) -> bool:

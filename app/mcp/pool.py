@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import anyio
 import structlog
@@ -27,12 +27,14 @@ from app.mcp.pinned import PinnedTools
 from app.mcp.processes import end_process_groups
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, build_prompt_book
 from app.mcp.reload import ConfigReloads, diff_configs, request_on_change
+from app.mcp.resources import ServerResources
 from app.mcp.results import FailureKind, ToolOutcome
 from app.mcp.sampling import Complete
 from app.mcp.server_auth import SignIns
 from app.mcp.status import ServerState, ServerStatus, unrun_statuses
 from app.mcp.supervisor import PoolOptions, ServerSupervisor
 from app.ops.call_record import ToolCallObserver
+from app.ops.server_health import ServerHealth
 from app.state import Vault
 
 log = structlog.get_logger("toolbridge.mcp")
@@ -168,7 +170,7 @@ class McpPool:
     def _statuses(self) -> dict[str, ServerStatus]:
         return {**{name: s.status for name, s in self._supervisors.items()}, **self._unrun}
 
-    def health(self) -> dict[str, dict[str, Any]]:
+    def health(self) -> dict[str, ServerHealth]:
         return self.sign_ins.shown({name: status.as_dict() for name, status in self._statuses().items()})
 
     def server_states(self) -> dict[str, str]:
@@ -234,7 +236,7 @@ class McpPool:
         """The servers' prompts by command; replaced as a whole when a list changes."""
         return self._prompt_book
 
-    def resources(self) -> dict[str, dict[str, Any]]:
+    def resources(self) -> dict[str, ServerResources]:
         """What each server with resources offers, and the tool that reads them (None: not offered)."""
         return {name: {"read_with": self._catalogue.reader_of(name), **s.offer.resources.describe()}
                 for name, s in self._supervisors.items() if s.offer.resources}
@@ -291,7 +293,7 @@ class McpPool:
         """Returns at the next change of a server's status or of the catalogue."""
         await self._change.wait()
 
-    async def wait_for(self, name: str, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    async def wait_for(self, name: str, predicate: Callable[[ServerHealth], bool]) -> ServerHealth:
         """Waits until `predicate` holds for the server's /health entry (bound it with a timeout)."""
         while not predicate(status := self.health().get(name, {"state": "unknown"})):
             await self.next_change()

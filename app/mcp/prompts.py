@@ -28,7 +28,7 @@ from mcp.types import (
 
 from app.mcp.watching import list_pages
 from app.openai.schemas import image_part
-from app.openai.wire import ContentPart, Message
+from app.openai.wire import ContentPart, JSONObject, Message
 
 LISTED_AT_MOST = 1000
 
@@ -103,7 +103,7 @@ class PromptEntry:
             parts.append(f"{argument.name}=…" if argument.required else f"[{argument.name}=…]")
         return " ".join(parts)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """For GET /prompts."""
         return {"command": f"/{self.command}", "server": self.server,
                 **self.prompt.model_dump(mode="json", by_alias=True, exclude_none=True)}

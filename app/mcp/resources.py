@@ -8,13 +8,14 @@ the call path of any tool (calling.py), so they get the same deadline, retry and
 """
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from mcp import Client
 from mcp.client.caching import CacheMode
 from mcp.types import ListResourcesResult, ReadResourceResult, Resource, ResourceTemplate, Tool, ToolAnnotations
 
 from app.mcp.watching import list_pages
+from app.openai.wire import JSONObject
 
 READ_RESOURCE = "read_resource"  # the tool's name before the usual prefix: `{server}__read_resource`
 LISTED_AT_MOST = 1000  # resources listed at connect; the description shows a few, `list` pages the rest
@@ -22,7 +23,7 @@ DESCRIPTION_CHARS = 990  # within convert.MAX_DESCRIPTION_CHARS, which would cut
 _LINE_CHARS = 110
 _TEMPLATE_LINE_CHARS = 220  # a template's description says what to fill in
 
-_SCHEMA: dict[str, Any] = {
+_SCHEMA: JSONObject = {
     "type": "object",
     "properties": {
         "uri": {"type": "string", "description": "The URI of the resource to read, as listed or linked."},
@@ -31,6 +32,20 @@ _SCHEMA: dict[str, Any] = {
     },
     "additionalProperties": False,
 }
+
+
+class ListingShown(TypedDict):
+    """A server's resources as GET /resources shows them: the SDK's models as JSON."""
+
+    resources: list[JSONObject]
+    templates: list[JSONObject]
+    more: bool
+
+
+class ServerResources(ListingShown):
+    """One server's entry: its listing, and the tool that reads them (None: not offered)."""
+
+    read_with: str | None
 
 
 @dataclass(frozen=True)
@@ -45,7 +60,7 @@ class ResourceListing:
     def __bool__(self) -> bool:
         return bool(self.resources or self.templates)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ListingShown:
         """For GET /resources."""
         return {
             "resources": [r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in self.resources],
@@ -122,12 +137,14 @@ def _line(uri: str, name: str, description: str | None, limit: int = _LINE_CHARS
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-async def read_or_list(client: Client, arguments: dict[str, Any]) -> ReadResourceResult | ListResourcesResult:
-    """What a call of the reader tool asks the server: one resource, or a page of the list."""
+async def read_or_list(client: Client, arguments: JSONObject) -> ReadResourceResult | ListResourcesResult:
+    """What a call of the reader tool asks the server: one resource, or a page of the list (the arguments checked
+    against `_SCHEMA` first: `uri` and `cursor` are text)."""
     if arguments.get("uri"):
         return await client.read_resource(str(arguments["uri"]), cache_mode="bypass")
-    return await client.list_resources(cursor=arguments.get("cursor") or None, cache_mode="bypass")
+    cursor = arguments.get("cursor")
+    return await client.list_resources(cursor=str(cursor) if cursor else None, cache_mode="bypass")
 
 
-def wants_something(arguments: dict[str, Any]) -> bool:
+def wants_something(arguments: JSONObject) -> bool:
     return bool(arguments.get("uri")) or arguments.get("list") is True

@@ -13,7 +13,7 @@ import base64
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, assert_never
+from typing import assert_never
 
 from mcp.types import (
     AudioContent,
@@ -31,6 +31,7 @@ from mcp.types import (
 
 from app.chat.ports import InputNeeded
 from app.openai.result_format import RenderOptions, cap_text, compact_json, write_envelope
+from app.openai.wire import JSONObject, JSONValue
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class ToolOutcome:
     is_error: bool
     images: tuple[Image, ...] = ()
     retryable: bool = False  # the same call may succeed later (a timeout, a server coming back)
-    data: Any = None  # what the tool returned, as the envelope's `data` holds it before any cut
+    data: JSONValue = None  # what the tool returned, as the envelope's `data` holds it before any cut
     error_kind: str | None = None  # "tool_error" or a FailureKind
     error_message: str | None = None
     shown: tuple[Image | str, ...] = ()  # images the user may see, and text meant for the user only, in order
@@ -120,9 +121,9 @@ def render_resource(result: ReadResourceResult, options: RenderOptions) -> ToolO
 
 def render_listing(result: ListResourcesResult, options: RenderOptions) -> ToolOutcome:
     """A page of a server's resources; `next_cursor` asks for the next one."""
-    listed = [{k: v for k, v in (("uri", r.uri), ("name", r.name), ("description", r.description),
+    listed: list[JSONValue] = [{k: v for k, v in (("uri", r.uri), ("name", r.name), ("description", r.description),
                                   ("mime_type", r.mime_type)) if v} for r in result.resources]
-    data: dict[str, Any] = {"resources": listed}
+    data: JSONObject = {"resources": listed}
     if result.next_cursor:
         data["next_cursor"] = result.next_cursor
     content = cap_text(compact_json(data), options.max_chars) if options.result_format == "text" else (
@@ -130,10 +131,10 @@ def render_listing(result: ListResourcesResult, options: RenderOptions) -> ToolO
     return ToolOutcome(content, False, data=data)
 
 
-def _data(result: CallToolResult, visible: list[ContentBlock], reader: str | None) -> tuple[Any, dict[str, Any]]:
+def _data(result: CallToolResult, visible: list[ContentBlock], reader: str | None) -> tuple[JSONValue, JSONObject]:
     """The envelope's `data` and `meta`: the structured result with its other blocks as attachments, else
     the blocks (one, or a list), else nothing and a note why."""
-    meta: dict[str, Any] = {}
+    meta: JSONObject = {}
     items = [_item(block, reader) for block in visible]
     if result.structured_content is not None:
         attachments = [item for item, b in zip(items, visible, strict=True) if not isinstance(b, TextContent)]
@@ -157,7 +158,7 @@ def render_input_needed(needed: InputNeeded, options: RenderOptions) -> ToolOutc
     return ToolOutcome(content, False, input_needed=needed)
 
 
-def render_failure(kind: FailureKind, message: str, options: RenderOptions, **details: Any) -> ToolOutcome:
+def render_failure(kind: FailureKind, message: str, options: RenderOptions, **details: JSONValue) -> ToolOutcome:
     """A failure on the gateway's side (bad arguments, timeout, server down) told to the model."""
     retryable = kind in (FailureKind.TIMEOUT, FailureKind.SERVER_UNAVAILABLE)
     if options.result_format == "text":
@@ -167,7 +168,7 @@ def render_failure(kind: FailureKind, message: str, options: RenderOptions, **de
     return ToolOutcome(content, True, retryable=retryable, error_kind=kind.value, error_message=message)
 
 
-def _item(block: ContentBlock, reader: str | None = None) -> Any:
+def _item(block: ContentBlock, reader: str | None = None) -> JSONValue:
     if isinstance(block, TextContent):
         return _maybe_json(block.text)
     if isinstance(block, ImageContent):
@@ -175,7 +176,7 @@ def _item(block: ContentBlock, reader: str | None = None) -> Any:
     if isinstance(block, AudioContent):
         return {"type": "audio", "mime_type": block.mime_type, "size_bytes": _decoded_size(block.data)}
     if isinstance(block, ResourceLink):
-        link = {"type": "resource_link", "uri": block.uri, "name": block.name}
+        link: JSONObject = {"type": "resource_link", "uri": block.uri, "name": block.name}
         if block.mime_type:
             link["mime_type"] = block.mime_type
         if block.description:
@@ -192,7 +193,7 @@ def _item(block: ContentBlock, reader: str | None = None) -> Any:
     assert_never(block)
 
 
-def _contents_item(contents: TextResourceContents | BlobResourceContents) -> Any:
+def _contents_item(contents: TextResourceContents | BlobResourceContents) -> JSONValue:
     if isinstance(contents, TextResourceContents):
         mime = contents.mime_type or ""
         return _maybe_json(contents.text) if "json" in mime or not mime else contents.text
@@ -226,13 +227,14 @@ def _audience(block: ContentBlock) -> list[str] | None:
     return getattr(annotations, "audience", None) or None
 
 
-def _maybe_json(text: str) -> Any:
+def _maybe_json(text: str) -> JSONValue:
     stripped = text.strip()
     if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
         try:
-            return json.loads(stripped)
+            parsed: JSONValue = json.loads(stripped)
         except ValueError:
             return text
+        return parsed
     return text
 
 

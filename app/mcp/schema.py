@@ -7,10 +7,11 @@ OpenAI types: schemas in, schemas out.
 """
 
 import copy
+import enum
 import json
 import re
-from typing import Any
 
+from app.openai.wire import JSONObject, JSONValue
 from app.settings.vocabularies import Profile
 
 # Length and item bounds above this make llama.cpp expand huge repetition rules; they are dropped.
@@ -34,7 +35,7 @@ _CLASS_ESCAPES = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \\t\\n\\r"}
 _CONVERTER_ESCAPES = set("()|{}*+?")  # escapes the converter reads itself, outside a class
 
 
-def to_profile(schema: dict[str, Any] | None, profile: Profile) -> tuple[dict[str, Any], bool]:
+def to_profile(schema: JSONObject | None, profile: Profile) -> tuple[JSONObject, bool]:
     """The `parameters` to send for `profile`, and whether OpenAI strict mode can be set."""
     root = object_root(schema)
     if profile == "passthrough":
@@ -44,7 +45,7 @@ def to_profile(schema: dict[str, Any] | None, profile: Profile) -> tuple[dict[st
     return grammar_safe(root), False
 
 
-def object_root(schema: dict[str, Any] | None) -> dict[str, Any]:
+def object_root(schema: JSONObject | None) -> JSONObject:
     """A copy that is always `{"type": "object", "properties": {...}, ...}` at the root."""
     root = copy.deepcopy(dict(schema or {}))
     root["type"] = "object"
@@ -53,24 +54,25 @@ def object_root(schema: dict[str, Any] | None) -> dict[str, Any]:
     return root
 
 
-def grammar_safe(schema: dict[str, Any]) -> dict[str, Any]:
+def grammar_safe(schema: JSONObject) -> JSONObject:
     """The lmstudio/llamacpp rewrite: refs inlined, unsupported keywords dropped, hints put into words."""
     definitions = {**_as_dict(schema.get("definitions")), **_as_dict(schema.get("$defs"))}
     inlined = _inline_refs(schema, definitions, trail=())
-    safe: dict[str, Any] = _make_safe(inlined)  # a dict in, a dict out
+    safe = _make_safe(inlined)
+    assert isinstance(safe, dict)  # a dict in (`_inline_refs` keeps a dict a dict), a dict out
     safe["type"] = "object"
     safe.setdefault("properties", {})
     return safe
 
 
-def meets_strict_mode(schema: dict[str, Any]) -> bool:
+def meets_strict_mode(schema: JSONObject) -> bool:
     """OpenAI strict mode: every object closed with all properties required, no unsupported keywords."""
     if "anyOf" in schema or "oneOf" in schema:  # the root must be a plain object
         return False
     return _strict_ok(schema, depth=0)
 
 
-def _strict_ok(node: Any, depth: int) -> bool:
+def _strict_ok(node: JSONValue, depth: int) -> bool:
     if not isinstance(node, dict) or depth > 10:
         return False
     if any(key in node for key in ("allOf", "oneOf", "not", "if", "then", "else", "dependentRequired",
@@ -82,17 +84,21 @@ def _strict_ok(node: Any, depth: int) -> bool:
         properties = node.get("properties") or {}
         if node.get("additionalProperties") is not False:
             return False
-        if sorted(node.get("required") or []) != sorted(properties):
+        required = node.get("required") or []
+        if not isinstance(properties, dict) or not isinstance(required, list):
+            return False  # not a JSON Schema (a `.values()` or a sort raised here, or a text's letters matched)
+        names = [name for name in required if isinstance(name, str)]
+        if len(names) != len(required) or sorted(names) != sorted(properties):
             return False
         if not all(_strict_ok(sub, depth + 1) for sub in properties.values()):
             return False
     if "items" in node and not _strict_ok(node["items"], depth + 1):
         return False
     options = node.get("anyOf") or []
-    return all(_strict_ok(sub, depth + 1) for sub in options)
+    return isinstance(options, list) and all(_strict_ok(sub, depth + 1) for sub in options)
 
 
-def _inline_refs(node: Any, definitions: dict[str, Any], trail: tuple[str, ...]) -> Any:
+def _inline_refs(node: JSONValue, definitions: JSONObject, trail: tuple[str, ...]) -> JSONValue:
     if isinstance(node, list):
         return [_inline_refs(item, definitions, trail) for item in node]
     if not isinstance(node, dict):
@@ -108,8 +114,13 @@ def _inline_refs(node: Any, definitions: dict[str, Any], trail: tuple[str, ...])
             note = f"An object of the same shape as '{name}'."
             return {"type": "object", "description": _join(siblings.get("description"), note)}
         target = _inline_refs(definitions[name], definitions, (*trail, name))
-        merged = {**target, **_inline_refs(siblings, definitions, trail)} if isinstance(target, dict) else target
+        merged = {**target, **_inline_children(siblings, definitions, trail)} if isinstance(target, dict) else target
         return merged
+    return _inline_children(node, definitions, trail)
+
+
+def _inline_children(node: JSONObject, definitions: JSONObject, trail: tuple[str, ...]) -> JSONObject:
+    """A schema without a `$ref` of its own: its subschemas' refs inlined, its definitions left out."""
     return {
         key: _inline_refs(value, definitions, trail)
         for key, value in node.items()
@@ -124,30 +135,36 @@ def _local_definition(ref: str) -> str | None:
     return None
 
 
-def _make_safe(node: Any) -> Any:
+def _make_safe(node: JSONValue) -> JSONValue:
     if node is True:
         return {}
     if not isinstance(node, dict):
         return node
     node = _collapse_nullable(dict(node))
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key, value in node.items():
         safe = _safe_keyword(key, value)
-        if safe is not _DROPPED:
+        if not isinstance(safe, _Dropped):
             out[key] = safe
-    if "required" in out and isinstance(out.get("properties"), dict):
-        out["required"] = [name for name in out["required"] if name in out["properties"]]
+    required, properties = out.get("required"), out.get("properties")
+    if isinstance(required, list) and isinstance(properties, dict):
+        out["required"] = [name for name in required if name in properties]
     hints = _hints(node)
     if hints:
         out["description"] = _join(_sentence(out.get("description")), " ".join(hints))
     return out
 
 
-# What `_safe_keyword` returns for a keyword the grammar-safe schema leaves out.
-_DROPPED = object()
+class _Dropped(enum.Enum):
+    """What `_safe_keyword` returns for a keyword the grammar-safe schema leaves out."""
+
+    DROPPED = "dropped"
 
 
-def _safe_keyword(key: str, value: Any) -> Any:
+_DROPPED = _Dropped.DROPPED
+
+
+def _safe_keyword(key: str, value: JSONValue) -> "JSONValue | _Dropped":
     """One keyword's value in the grammar-safe schema (its subschemas made safe too), or `_DROPPED`."""
     if key in _ANNOTATION_KEYS:
         return _DROPPED  # `default` lives on in the description (`_hints`)
@@ -170,17 +187,18 @@ def _safe_keyword(key: str, value: Any) -> Any:
     return value
 
 
-def _hints(node: dict[str, Any]) -> list[str]:
+def _hints(node: JSONObject) -> list[str]:
     """What the dropped keywords said, in words for the description: "One of: …" before "(default: …)"."""
     hints: list[str] = []
-    if isinstance(node.get("enum"), list):  # the enum itself stays as well
-        hints.append("One of: " + ", ".join(_literal(v) for v in node["enum"]) + ".")
-    if node.get("default") is not None:  # a null default only says "optional"
-        hints.append(f"(default: {_literal(node['default'])})")
+    enum_values, default = node.get("enum"), node.get("default")
+    if isinstance(enum_values, list):  # the enum itself stays as well
+        hints.append("One of: " + ", ".join(_literal(v) for v in enum_values) + ".")
+    if default is not None:  # a null default only says "optional"
+        hints.append(f"(default: {_literal(default)})")
     return hints
 
 
-def _collapse_nullable(node: dict[str, Any]) -> dict[str, Any]:
+def _collapse_nullable(node: JSONObject) -> JSONObject:
     """`anyOf: [X, {type: null}]` and `type: [X, "null"]` become plain X; the model may still omit it."""
     types = node.get("type")
     if isinstance(types, list) and "null" in types:
@@ -204,7 +222,7 @@ def _collapse_nullable(node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def anchor_pattern(pattern: Any) -> str | None:
+def anchor_pattern(pattern: object) -> str | None:
     """`pattern` as a whole-string match (`^...$`) with JSON Schema's search meaning kept, or None."""
     if not isinstance(pattern, str) or _UNSAFE_PATTERN.search(pattern):
         return None
@@ -256,20 +274,20 @@ def _escape(char: str, in_class: bool) -> str | None:
     return char  # punctuation that is itself unescaped: `\\/`, `\\:`, `\\"`
 
 
-def _literal(value: Any) -> str:
+def _literal(value: JSONValue) -> str:
     return f"'{value}'" if isinstance(value, str) else json.dumps(value)
 
 
-def _sentence(text: Any) -> Any:
+def _sentence(text: JSONValue) -> JSONValue:
     """A description that the hints can follow: closed with a full stop unless it already ends a clause."""
     if isinstance(text, str) and text.strip() and text.strip()[-1] not in ".!?:;)":
         return text.strip() + "."
     return text
 
 
-def _join(*parts: Any) -> str:
+def _join(*parts: JSONValue) -> str:
     return " ".join(str(p).strip() for p in parts if isinstance(p, str) and p.strip())
 
 
-def _as_dict(value: Any) -> dict[str, Any]:
+def _as_dict(value: JSONValue) -> JSONObject:
     return value if isinstance(value, dict) else {}

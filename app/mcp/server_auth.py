@@ -30,6 +30,7 @@ from app.mcp.failures import leaves
 from app.mcp.oauth_storage import GATEWAY_IDENTITY, VaultTokenStorage
 from app.mcp.shared_tokens import SharedSignIn, revoke_tokens
 from app.mcp.shared_tokens import SignInNeeded as SignInNeeded  # where the sign-in's modules have found it
+from app.ops.server_health import ServerHealth
 from app.state import StateStoreError, Vault
 
 log = structlog.get_logger("toolbridge.mcp")
@@ -257,7 +258,7 @@ class SignIns:
     def drop(self, name: str) -> None:
         self._auths.pop(name, None)
 
-    def shown(self, health: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    def shown(self, health: dict[str, ServerHealth]) -> dict[str, ServerHealth]:
         """`signed_in` beside each server a person signs in to (the status page's Sign in and Sign out)."""
         for name, auth in self._auths.items():
             if auth.person_signs_in and name in health:

@@ -16,17 +16,19 @@ import hashlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn
+from typing import NoReturn
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx2
 import structlog
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError, PKCEParameters
+from mcp.client.auth.oauth2 import OAuthContext
 from mcp.client.auth.utils import handle_token_response_scopes, validate_authorization_response_iss
 from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken
 
 from app.mcp.oauth_storage import VaultTokenStorage
 from app.mcp.server_auth import ServerAuth, SignInNeeded, client_metadata, preregistered
+from app.openai.wire import JSONObject
 from app.state import Vault
 
 log = structlog.get_logger("toolbridge.mcp")
@@ -84,7 +86,7 @@ async def finish(vault: Vault, find: Callable[[str], ServerAuth | None], state: 
         SignInFailed: an unknown, used or expired `state`, a refusal, a wrong issuer, a code not exchanged.
     """
     pending = await _taken(vault, state, browser)
-    server = pending["server"]
+    server = str(pending["server"])  # `start` wrote the server's name
     auth = find(server)
     if auth is None or auth.settings is None:
         raise SignInFailed(f"MCP server '{server}' is no longer in the gateway's configuration.")
@@ -109,15 +111,17 @@ async def finish(vault: Vault, find: Callable[[str], ServerAuth | None], state: 
     return auth
 
 
-async def _taken(vault: Vault, state: str, browser: str) -> dict[str, Any]:
+async def _taken(vault: Vault, state: str, browser: str) -> JSONObject:
     """The sign-in `state` names, taken from the vault (once), if this browser started it in time."""
     pending = await vault.get(_pending_name(state)) if state else None
     if pending is not None:
         await vault.delete(_pending_name(state))  # single use, before anything can fail
-    if pending is None or pending["expires_at"] < time.time():
+    expires_at = pending.get("expires_at") if pending is not None else None  # `start` wrote a number
+    if pending is None or not isinstance(expires_at, int | float) or expires_at < time.time():
         raise SignInFailed("This sign-in was finished already, or it expired (ten minutes), or it never started "
                            "here: start again from the status page.")
-    if not secrets.compare_digest(pending.get("browser", ""), _digest(browser)):
+    started_in = pending.get("browser", "")  # `start` wrote the digest of its browser's cookie
+    if not isinstance(started_in, str) or not secrets.compare_digest(started_in, _digest(browser)):
         log.warning("mcp_sign_in_refused", server=pending["server"], reason="finished in another browser")
         raise SignInFailed("This sign-in was started in another browser: a sign-in link is for the person who "
                            "opened it from the status page or a chat. Start again there.")
@@ -174,16 +178,17 @@ async def _discovered(provider: OAuthClientProvider, auth: ServerAuth) -> str:
 
 
 async def _exchanged(auth: ServerAuth, storage: VaultTokenStorage, metadata: OAuthMetadata | None,
-                     pending: dict[str, Any], code: str) -> OAuthToken:
+                     pending: JSONObject, code: str) -> OAuthToken:
     client = await storage.get_client_info()
     if client is None:
         raise SignInFailed(f"The gateway's registration with '{auth.name}' is gone; start again.")
-    data = {"grant_type": "authorization_code", "code": code, "redirect_uri": pending["redirect_uri"],
-            "client_id": client.client_id, "code_verifier": pending["verifier"]}
+    # `start` wrote the redirect URI, the verifier and the resource as text.
+    data = {"grant_type": "authorization_code", "code": code, "redirect_uri": str(pending["redirect_uri"]),
+            "client_id": client.client_id, "code_verifier": str(pending["verifier"])}
     if pending.get("resource"):
-        data["resource"] = pending["resource"]  # RFC 8707, as the authorization request had it
+        data["resource"] = str(pending["resource"])  # RFC 8707, as the authorization request had it
     token_endpoint = str(metadata.token_endpoint) if metadata is not None else f"{_origin(auth.url)}/token"
-    context = _context_of(auth, client, pending["redirect_uri"])
+    context = _context_of(auth, client, str(pending["redirect_uri"]))  # `start` wrote it, as text
     # Accept: GitHub answers form-encoded unless asked for JSON (RFC 6749 says JSON; some servers wait to be asked).
     data, headers = context.prepare_token_auth(data, {"Content-Type": "application/x-www-form-urlencoded",
                                                       "Accept": "application/json"})
@@ -201,11 +206,13 @@ async def _exchanged(auth: ServerAuth, storage: VaultTokenStorage, metadata: OAu
     except Exception as exc:  # boundary: the SDK raises several kinds for a malformed answer
         raise SignInFailed(f"The authorization server of '{auth.name}' answered with no usable token.") from exc
     if tokens.scope is None:
-        tokens.scope = pending.get("scope")  # RFC 6749 5.1: the scope asked for, as the SDK records it
+        # RFC 6749 5.1: the scope asked for, as the SDK records it (`start` wrote it, text or None).
+        scope = pending.get("scope")
+        tokens.scope = scope if isinstance(scope, str) else None
     return tokens
 
 
-def _context_of(auth: ServerAuth, client: OAuthClientInformationFull, redirect_uri: str) -> Any:
+def _context_of(auth: ServerAuth, client: OAuthClientInformationFull, redirect_uri: str) -> OAuthContext:
     assert auth.settings is not None
     provider = OAuthClientProvider(auth.url, client_metadata(auth.settings, redirect_uri), _WithoutTokens(None))
     provider.context.client_info = client
@@ -219,10 +226,11 @@ async def _prune(vault: Vault, owner: str) -> None:
     own: list[tuple[float, str]] = []
     for name in await vault.names(PENDING):
         record = await vault.get(name)
-        if record is None or record.get("expires_at", 0) < now:
+        expires_at = record.get("expires_at", 0) if record is not None else None  # `start` wrote a number
+        if record is None or not isinstance(expires_at, int | float) or expires_at < now:
             await vault.delete(name)
         elif record.get("owner") == owner:
-            own.append((float(record["expires_at"]), name))
+            own.append((float(expires_at), name))
     for _, name in sorted(own)[:max(0, len(own) - MOST_PENDING + 1)]:
         await vault.delete(name)
 
@@ -269,5 +277,5 @@ def _stop(server: str) -> Callable[[str], Awaitable[NoReturn]]:
     return stop
 
 
-async def _unused() -> Any:
+async def _unused() -> NoReturn:
     raise AssertionError("the redirect handler stops the flow first")

@@ -4,9 +4,9 @@ stderr); a model, and so whoever shares the gateway, sees only the state."""
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from app.mcp.config import McpConfig, ServerConfig, StdioServerConfig
+from app.ops.server_health import ServerHealth
 
 
 class ServerState(StrEnum):
@@ -35,8 +35,8 @@ class ServerStatus:
         """Seconds since the first start began, while it goes on; None once past it."""
         return time.monotonic() - self.first_start if self.state is ServerState.STARTING else None
 
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"state": self.state.value, "transport": self.transport, "tools": self.tools}
+    def as_dict(self) -> ServerHealth:
+        out: ServerHealth = {"state": self.state.value, "transport": self.transport, "tools": self.tools}
         if self.error:
             out["error"] = self.error
         if self.restarts:

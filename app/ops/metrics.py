@@ -6,13 +6,13 @@ when scraped, so they are never stale. Labels are bounded: routes are templates,
 """
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from app.ops.call_record import CallRecord
+from app.ops.server_health import ServerHealth
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Request and upstream latencies: a local model takes from milliseconds (relay) to minutes (long answers).
@@ -60,7 +60,7 @@ class Metrics:
         if completion:
             self._tokens.labels("out").inc(completion)
 
-    def watch_servers(self, health: Callable[[], dict[str, dict[str, Any]]]) -> None:
+    def watch_servers(self, health: Callable[[], dict[str, ServerHealth]]) -> None:
         """Server states and restarts, read from `health()` at each scrape."""
         self.registry.register(_ServerCollector(health))
 
@@ -69,7 +69,7 @@ class Metrics:
 
 
 class _ServerCollector(Collector):
-    def __init__(self, health: Callable[[], dict[str, dict[str, Any]]]) -> None:
+    def __init__(self, health: Callable[[], dict[str, ServerHealth]]) -> None:
         self._health = health
 
     def collect(self) -> Iterator[GaugeMetricFamily]:

@@ -10,7 +10,7 @@ Without it `error` is only the error's class (tool_error, timeout, invalid_argum
 
 import time
 from collections import deque
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import anyio
 import structlog
@@ -21,15 +21,31 @@ from app.ops.call_record import CallRecord
 RECENT_CALLS = 200
 
 
+class CallEntry(TypedDict):
+    """One tool call as the status page is given it; its values only when they are shown."""
+
+    number: int
+    at: float
+    request_id: str | None
+    server: str | None
+    tool: str
+    duration_ms: float
+    outcome: str
+    error: str | None  # the kind of failure; with the values shown, the failure's message
+    arguments: NotRequired[str]
+    result: NotRequired[str]
+
+
 class RecentCalls:
     def __init__(self, size: int = RECENT_CALLS, show_values: bool = False) -> None:
-        self._calls: deque[tuple[str, dict[str, Any]]] = deque(maxlen=size)  # by the key that made it
+        self._calls: deque[tuple[str, CallEntry]] = deque(maxlen=size)  # by the key that made it
         self._show_values = show_values
         self._added = anyio.Event()
         self.count = 0  # calls ever added: a reader that saw `count` knows which ones are new
 
     def add(self, call: CallRecord) -> None:
-        entry: dict[str, Any] = {
+        entry: CallEntry = {
+            "number": self.count + 1,
             "at": time.time(),
             "request_id": structlog.contextvars.get_contextvars().get("request_id"),
             "server": call.server,
@@ -41,11 +57,11 @@ class RecentCalls:
         if self._show_values:
             entry |= {"arguments": call.arguments, "result": call.result, "error": call.error}
         self.count += 1
-        self._calls.append((CURRENT_SCOPE.get().caller, {"number": self.count, **entry}))
+        self._calls.append((CURRENT_SCOPE.get().caller, entry))
         self._added.set()
         self._added = anyio.Event()
 
-    def entries(self, after: int = 0, scope: KeyScope = EVERYTHING) -> list[dict[str, Any]]:
+    def entries(self, after: int = 0, scope: KeyScope = EVERYTHING) -> list[CallEntry]:
         """The calls kept, oldest first; with `after`, only those numbered past it; those `scope`'s key may see."""
         return [call for caller, call in self._calls if call["number"] > after and scope.sees_caller(caller)]
 

@@ -9,7 +9,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import TypedDict
 
 import anyio
 import structlog
@@ -23,9 +23,23 @@ RECENT_REQUESTS = 100
 NAMES_KEPT = 50  # of the withheld tools' names, per request (the count says how many in all)
 
 
+class RequestEntry(TypedDict):
+    """One chat request's tool offer, as the status page is given it."""
+
+    number: int
+    at: float
+    request_id: str | None
+    model: str | None
+    door: str
+    tools_offered: int
+    tools_withheld: int
+    withheld: list[str]
+    why: str | None
+
+
 class RecentRequests:
     def __init__(self, size: int = RECENT_REQUESTS) -> None:
-        self._requests: deque[tuple[str, dict[str, Any]]] = deque(maxlen=size)  # by the key that made it
+        self._requests: deque[tuple[str, RequestEntry]] = deque(maxlen=size)  # by the key that made it
         self._added = anyio.Event()
         self.count = 0  # requests ever added: a reader that saw `count` knows which ones are new
 
@@ -45,7 +59,7 @@ class RecentRequests:
         self._added.set()
         self._added = anyio.Event()
 
-    def entries(self, after: int = 0, scope: KeyScope = EVERYTHING) -> list[dict[str, Any]]:
+    def entries(self, after: int = 0, scope: KeyScope = EVERYTHING) -> list[RequestEntry]:
         """The requests kept, oldest first; with `after`, only those numbered past it; those `scope`'s key may see."""
         return [entry for caller, entry in self._requests if entry["number"] > after and scope.sees_caller(caller)]
 

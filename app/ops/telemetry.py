@@ -8,7 +8,7 @@ exporter configured by the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOIN
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Protocol
 
 from opentelemetry import trace
 from opentelemetry.trace import Span as Span  # re-exported: the loop names its spans without importing opentelemetry
@@ -50,8 +50,17 @@ def start_chat_span(model: str | None, streamed: bool) -> Span:
     )
 
 
+class TokenUsage(Protocol):
+    """A request's tokens, summed over its rounds (app/openai/accumulate.py's Usage)."""
+
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def completion_tokens(self) -> int: ...
+
+
 def end_chat_span(
-    span: Span, *, rounds: int, finish_reason: str | None, usage: Any, error: BaseException | None = None
+    span: Span, *, rounds: int, finish_reason: str | None, usage: TokenUsage | None, error: BaseException | None = None
 ) -> None:
     span.set_attribute("toolbridge.tool_rounds", rounds)
     if finish_reason:

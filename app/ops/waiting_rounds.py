@@ -14,7 +14,7 @@ import secrets
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 WAITING_PER_OWNER = 50  # rounds listed for one owner; past it, that owner's oldest leave the list
 Verdict = Literal["approve", "deny"]
@@ -36,6 +36,22 @@ class WaitingCall:
     arguments: str  # JSON text, as the model wrote it
 
 
+class CallShown(TypedDict):
+    tool: str
+    server: str | None
+    arguments: str
+
+
+class RoundShown(TypedDict):
+    """A waiting round as the status page is given it."""
+
+    id: str
+    reference: str
+    asked_at: float
+    decided: Verdict | None
+    calls: list[CallShown]
+
+
 @dataclass
 class WaitingRound:
     id: str
@@ -46,7 +62,7 @@ class WaitingRound:
     reference: str = ""  # the question's, as the chat shows it ("Approval 3f9c2a1b"), to tell rounds apart
     verdict: Verdict | None = None
 
-    def shown(self) -> dict[str, Any]:
+    def shown(self) -> RoundShown:
         """What the page is given."""
         return {"id": self.id, "reference": self.reference, "asked_at": self.asked_at, "decided": self.verdict,
                 "calls": [{"tool": c.tool, "server": c.server, "arguments": c.arguments} for c in self.calls]}

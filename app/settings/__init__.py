@@ -2,7 +2,7 @@
 each read by its flat name (`flat.py`) into the field of its group (`settings.upstream.url`). A component is given
 its group: the upstream's, the state store's, the server's."""
 
-from typing import Any
+
 from urllib.parse import urlsplit
 
 from pydantic import Field
@@ -43,7 +43,7 @@ class Settings(Group):
     ops: OpsSettings = Field(default_factory=OpsSettings)
 
     @classmethod
-    def load(cls, **flat: Any) -> "Settings":
+    def load(cls, **flat: object) -> "Settings":
         """The settings from the environment and .env, and these flat names (`upstream_url=...`, `_env_file=None`)
         over them.
 

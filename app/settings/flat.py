@@ -106,6 +106,7 @@ def field_of(flat_name: str) -> FieldInfo:
 def with_every_setting(base: type[Base], name: str) -> type[Base]:
     """`base`, as `name`, with a field for every flat name, each its group field's copy: one source for both
     spellings."""
+    # Splatted into create_model, whose own keywords (__config__, ...) no narrower type than Any's values passes.
     fields: dict[str, Any] = {}
     for name in FLAT_NAMES:
         info = field_of(name)
@@ -116,9 +117,9 @@ def with_every_setting(base: type[Base], name: str) -> type[Base]:
 FlatSettings = with_every_setting(FlatSettingsBase, "FlatSettings")
 
 
-def grouped(flat: BaseSettings) -> dict[str, dict[str, Any]]:
+def grouped(flat: BaseSettings) -> dict[str, dict[str, object]]:
     """A flat model's values by group and field, for the grouped settings."""
-    values: dict[str, dict[str, Any]] = {group: {} for group in GROUPS}
+    values: dict[str, dict[str, object]] = {group: {} for group in GROUPS}
     for name, (group, field) in FLAT_NAMES.items():
         values[group][field] = getattr(flat, name)
     return values

@@ -15,13 +15,14 @@ a sign-in's refresh, runs once.
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
 import orjson
 import structlog
 from cryptography.fernet import Fernet, InvalidToken
 
+from app.openai.wire import JSONObject, JSONValue
 from app.state.store import StateStoreError
 
 log = structlog.get_logger("toolbridge.vault")
@@ -111,7 +112,7 @@ class Vault:
         self._fernet = Fernet(key)
         self._unreadable: set[str] = set()  # names already logged as not decrypting
 
-    async def get(self, name: str) -> dict[str, Any] | None:
+    async def get(self, name: str) -> JSONObject | None:
         sealed = await self.backend.read(name)
         if sealed is None:
             return None
@@ -124,10 +125,10 @@ class Vault:
         if bound != _bytes(name):  # another name's value copied here, or one written before names were bound
             self._refused(name, "sealed for another name, or before names were sealed in (28 November 2026)")
             return None
-        value = orjson.loads(text)
+        value: JSONValue = orjson.loads(text)
         return value if isinstance(value, dict) else None
 
-    async def put(self, name: str, value: dict[str, Any]) -> None:
+    async def put(self, name: str, value: JSONObject) -> None:
         # The name inside the ciphertext: whoever can write to the store cannot move one identity's tokens (an
         # operator's) under another's name (a limited key's); Fernet authenticates the whole of it.
         await self.backend.write(name, self._fernet.encrypt(_bytes(name) + b"\0" + orjson.dumps(value)))

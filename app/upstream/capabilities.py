@@ -7,8 +7,9 @@ unloaded. A server that does not say is no error: the answer is then "cannot tel
 
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from app.openai.wire import JSONObject, JSONValue
 from app.upstream.transport import UpstreamHttp
 
 ServerKind = Literal["lmstudio", "llamacpp", "openai-compatible", "unreachable"]
@@ -132,33 +133,53 @@ class ModelInfo:
     loaded: bool = False
 
     @classmethod
-    def listed(cls, path: str, listing: Any) -> list["ModelInfo"]:
+    def listed(cls, path: str, listing: JSONValue) -> list["ModelInfo"]:
         """The models of one of `_LMSTUDIO_APIS`' listings (`path` says which)."""
+        if not isinstance(listing, dict):
+            raise AttributeError("a model listing that is not a JSON object")  # as `.get` on it raised before
         if path == "api/v1/models":
-            return [cls.from_v1(entry) for entry in listing.get("models") or []]
-        return [cls.from_v0(entry) for entry in listing.get("data") or []]
+            return [cls.from_v1(entry) for entry in _objects(listing.get("models"))]
+        return [cls.from_v0(entry) for entry in _objects(listing.get("data"))]
 
     @classmethod
-    def from_v1(cls, entry: dict[str, Any]) -> "ModelInfo":
-        instances = entry.get("loaded_instances") or []
-        loaded = [_int((i.get("config") or {}).get("context_length")) for i in instances]
+    def from_v1(cls, entry: JSONObject) -> "ModelInfo":
+        instances = _objects(entry.get("loaded_instances"))
+        loaded = [_int(_object(i.get("config")).get("context_length")) for i in instances]
         names = {entry.get("key"), entry.get("id"), *(i.get("id") for i in instances)}
         key = entry.get("key") or entry.get("id")
         return cls(
             names=frozenset(n for n in names if isinstance(n, str)),
-            vision=bool((entry.get("capabilities") or {}).get("vision")),
+            vision=bool(_object(entry.get("capabilities")).get("vision")),
             context_length=next((c for c in loaded if c), None) or _int(entry.get("max_context_length")),
             key=key if isinstance(key, str) else "",
             loaded=bool(instances),
         )
 
     @classmethod
-    def from_v0(cls, entry: dict[str, Any]) -> "ModelInfo":
+    def from_v0(cls, entry: JSONObject) -> "ModelInfo":
         context = _int(entry.get("loaded_context_length")) or _int(entry.get("max_context_length"))
         name = str(entry.get("id"))
         return cls(frozenset([name]), entry.get("type") == "vlm", context, name, entry.get("state") == "loaded")
 
 
-def _int(value: Any) -> int | None:
+def _objects(value: JSONValue) -> list[JSONObject]:
+    """A listing's entries: a list's objects (a list, as the server writes it, holds nothing else)."""
+    if not value:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise AttributeError("a model listing's entries are not a list of JSON objects")  # as `.get` raised before
+    return [item for item in value if isinstance(item, dict)]
+
+
+def _object(value: JSONValue) -> JSONObject:
+    """A JSON object, or an empty one for a field left out (null, absent)."""
+    if not value:
+        return {}
+    if not isinstance(value, dict):
+        raise AttributeError("a model's field is not a JSON object")  # as `.get` raised before
+    return value
+
+
+def _int(value: JSONValue) -> int | None:
     """A positive integer, else None (a count a server left out, zeroed or wrote as text)."""
     return value if isinstance(value, int) and value > 0 else None

@@ -13,11 +13,11 @@ long stream (bench/compare.py).
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import orjson
 
 from app.openai.errors import UpstreamCutOff, UpstreamError, upstream_message
+from app.openai.wire import JSONObject, JSONValue
 from app.upstream.failures import BROKEN_READ, Failure, amount
 
 # A read of an unpaced stream can hold a whole answer. Batches of 1, 2, 4... chunks get the first words to
@@ -27,7 +27,7 @@ MAX_BATCH = 256
 
 async def chunk_batches(
     content_type: str, parts: AsyncIterator[bytes], failure: Failure
-) -> AsyncIterator[list[dict[str, Any]]]:
+) -> AsyncIterator[list[JSONObject]]:
     """The chunks of the answer whose body is `parts`, as dicts, in batches.
 
     Raises:
@@ -69,7 +69,7 @@ class _Reading:
             return amount(self.written, "characters of the answer")
         return amount(self.received, "bytes of its answer")
 
-    async def whole(self, parts: AsyncIterator[bytes]) -> dict[str, Any]:
+    async def whole(self, parts: AsyncIterator[bytes]) -> JSONObject:
         """A JSON answer to a stream request, read whole: one chunk."""
         body = []
         async for data in parts:
@@ -77,9 +77,9 @@ class _Reading:
             body.append(data)
         return decode(b"".join(body))
 
-    def batches(self, events: list[bytes]) -> Iterator[list[dict[str, Any]]]:
+    def batches(self, events: list[bytes]) -> Iterator[list[JSONObject]]:
         """The chunks of the events of one read, in batches; stops at `[DONE]`."""
-        batch: list[dict[str, Any]] = []
+        batch: list[JSONObject] = []
         for event in events:
             if len(batch) >= self.most:
                 yield batch
@@ -99,7 +99,7 @@ class _Reading:
             yield batch
 
 
-def decode(data: str | bytes) -> dict[str, Any]:
+def decode(data: str | bytes) -> JSONObject:
     """One chunk.
 
     Raises:
@@ -114,15 +114,16 @@ def decode(data: str | bytes) -> dict[str, Any]:
     return chunk
 
 
-def _decode_leniently(data: str | bytes) -> Any:
+def _decode_leniently(data: str | bytes) -> JSONValue:
     try:
-        return json.loads(data)
+        decoded: JSONValue = json.loads(data)
+        return decoded
     except ValueError as exc:
         shown = data.decode(errors="replace") if isinstance(data, bytes) else data
         raise UpstreamError(f"The upstream sent something that is not JSON: {shown[:200]!r}") from exc
 
 
-def _answer_characters(chunk: dict[str, Any]) -> int:
+def _answer_characters(chunk: JSONObject) -> int:
     """The characters of answer text a chunk carries: content, reasoning and tool-call arguments (of its first
     choice: the only one the loop folds). Run on every chunk, so the usual one costs three lookups."""
     choices = chunk.get("choices")
@@ -134,13 +135,15 @@ def _answer_characters(chunk: dict[str, Any]) -> int:
     for text in (delta.get("content"), delta.get("reasoning_content") or delta.get("reasoning")):
         if isinstance(text, str):
             count += len(text)
-    for call in delta.get("tool_calls") or ():
-        arguments = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+    calls = delta.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():
+        function = call.get("function") if isinstance(call, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
         count += len(arguments) if isinstance(arguments, str) else 0
     return count
 
 
-def _has_finish_reason(chunk: dict[str, Any]) -> bool:
+def _has_finish_reason(chunk: JSONObject) -> bool:
     choices = chunk.get("choices")
     return isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
 

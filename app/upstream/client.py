@@ -13,14 +13,14 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import httpx
 import orjson
 
 from app.openai.errors import InvalidRequest, UpstreamError, UpstreamStatusError
 from app.openai.schemas import rewrite_model_list
-from app.openai.wire import ChatBody, JSONObject
+from app.openai.wire import ChatBody, JSONObject, JSONValue
 from app.settings.vocabularies import TransportKind
 from app.state import StateStore
 from app.upstream.capabilities import Capabilities, ServerKind
@@ -260,7 +260,7 @@ def _not_unicode() -> InvalidRequest:
                           code="invalid_unicode")
 
 
-def _long_integers_written(value: Any) -> Any:
+def _long_integers_written(value: object) -> object:
     """The value with every integer orjson cannot write made the JSON text of it."""
     if isinstance(value, dict):
         return {key: _long_integers_written(item) for key, item in value.items()}
@@ -281,10 +281,13 @@ def _with_context_lengths(body: bytes, contexts: dict[str, int]) -> bytes:
     if not contexts:
         return body
 
-    def add(entries: list[Any]) -> list[Any]:
+    def add(entries: list[JSONValue]) -> list[JSONValue]:
         for entry in entries:
-            if isinstance(entry, dict) and entry.get("id") in contexts and "context_length" not in entry:
-                entry["context_length"] = contexts[entry["id"]]
+            if not isinstance(entry, dict):
+                continue
+            model = entry.get("id")
+            if isinstance(model, str) and model in contexts and "context_length" not in entry:
+                entry["context_length"] = contexts[model]
         return entries
 
     return rewrite_model_list(body, add)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Literal, TypedDict
 
 import structlog
 
@@ -32,6 +32,13 @@ ASK_AGAIN_SECONDS = 60.0  # a store that had no list is asked again after this: 
 HEADER = "X-Toolbridge-Model-List"  # on a list served from memory: `last-known; fetched_at=...`
 _MARK = b"1"
 _STAMP = struct.Struct(">d")  # the time it was fetched, before the list's bytes
+
+
+class ListServed(TypedDict):
+    """For /health's `upstream.model_list`: the upstream's own lists, or the last it gave; when that was fetched."""
+
+    served: Literal["live", "last_known"]
+    fetched_at: float
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,7 @@ class LastModels:
         headers = {"content-type": "application/json", HEADER: f"last-known; fetched_at={when}"}
         return ModelList(200, headers, body, fetched_at)
 
-    def describe(self) -> dict[str, Any] | None:
+    def describe(self) -> ListServed | None:
         """For /health: whether the lists served are the upstream's or the last known, and when it was fetched."""
         if self.known is None:
             return None

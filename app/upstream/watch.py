@@ -12,7 +12,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import structlog
 
@@ -26,6 +26,26 @@ LOOK_SECONDS = 5.0  # a look older than this is taken again when someone asks
 WAIT_SECONDS = 1.0  # what /health waits for a look under way; a server that takes longer shows the last look
 
 
+class ModelShown(TypedDict):
+    """A model in /health's `upstream.models`."""
+
+    id: str
+    context_length: int | None
+    loaded: bool | None
+
+
+class UpstreamShown(TypedDict):
+    """The upstream's state in /health and on the status page (`error` only while there is one)."""
+
+    reachable: bool | None
+    since: float | None
+    checked_at: float | None
+    for_seconds: float | None
+    models: list[ModelShown]
+    models_at: float | None
+    error: NotRequired[str]
+
+
 @dataclass(frozen=True)
 class ModelSeen:
     """One model as the server said it: its name, its context (the loaded one where it is loaded), and whether it
@@ -35,7 +55,7 @@ class ModelSeen:
     context_length: int | None
     loaded: bool | None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ModelShown:
         return {"id": self.id, "context_length": self.context_length, "loaded": self.loaded}
 
 
@@ -51,9 +71,9 @@ class UpstreamState:
     models: tuple[ModelSeen, ...] = ()
     models_at: float | None = None
 
-    def describe(self, now: float) -> dict[str, Any]:
+    def describe(self, now: float) -> UpstreamShown:
         """For /health and the status page: times in Unix seconds, and how long it has been so."""
-        shown: dict[str, Any] = {"reachable": self.reachable, "since": self.since, "checked_at": self.checked_at,
+        shown: UpstreamShown = {"reachable": self.reachable, "since": self.since, "checked_at": self.checked_at,
                                  "for_seconds": None if self.since is None else round(now - self.since, 1),
                                  "models": [model.describe() for model in self.models], "models_at": self.models_at}
         if self.problem:
