@@ -64,6 +64,19 @@ async def request_on_change(paths: Sequence[Path], request_reload: Callable[[], 
     def ours(_change: Change, changed: str) -> bool:
         return changed in watched
 
-    async for changes in awatch(*folders, watch_filter=ours, debounce=200, recursive=False):
-        log.debug("config_file_changed", files=sorted(changed for _, changed in changes))
-        request_reload()
+    # awatch waits for changes in a thread that cancelling does not interrupt (up to 5 s): a stop event set the
+    # moment this task is cancelled ends that wait at once, so a gateway that watches a file stops without it.
+    stop = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(_set_when_cancelled, stop)
+        async for changes in awatch(*folders, watch_filter=ours, debounce=200, recursive=False, stop_event=stop):
+            log.debug("config_file_changed", files=sorted(changed for _, changed in changes))
+            request_reload()
+        group.cancel_scope.cancel()
+
+
+async def _set_when_cancelled(stop: anyio.Event) -> None:
+    try:
+        await anyio.sleep_forever()
+    finally:
+        stop.set()

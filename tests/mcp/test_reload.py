@@ -4,9 +4,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+import watchfiles.main
 
 from app.mcp.config import HttpServerConfig, McpConfig, McpConfigError, StdioServerConfig
-from app.mcp.reload import ConfigDiff, ConfigReloads, diff_configs
+from app.mcp.reload import ConfigDiff, ConfigReloads, diff_configs, request_on_change
 
 A = StdioServerConfig(command="a")
 A_CHANGED = StdioServerConfig(command="a", args=["--verbose"])
@@ -63,3 +64,26 @@ async def test_a_reload_that_fails_keeps_the_last_good_config_and_says_why_until
             await done.wait()
         assert applied == [good] and reloads.problem is None
         group.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_watching_a_file_ends_as_soon_as_it_is_cancelled(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # watchfiles waits for changes in a thread that cancelling does not interrupt, 5 s each time on Linux: every
+    # gateway watching mcp.json or its keys file took 5 s to stop. Here the wait is 90 s: only the stop event the
+    # watch sets when it is cancelled ends it sooner, which the generous deadline below tells apart (without the
+    # event the test fails with TimeoutError once the 90 s are up).
+    monkeypatch.setattr(watchfiles.main, "_calc_async_timeout", lambda timeout: 90_000)
+    watched = tmp_path / "mcp.json"
+    watched.write_text("{}")
+    reloads: list[str] = []
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            group.start_soon(request_on_change, [watched], lambda: reloads.append("reload"))
+            await anyio.sleep(0.5)  # watching: its thread waits for a change
+            watched.write_text('{"mcpServers": {}}')
+            with anyio.fail_after(20):
+                while not reloads:
+                    await anyio.sleep(0.05)
+            group.cancel_scope.cancel()
+    assert reloads == ["reload"]
