@@ -91,8 +91,13 @@ def servers_ready(*names: str) -> Any:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks `slow` every test that starts a server, a process or a browser (tests/support/lanes.py), so that
-    `pytest -m "not slow"` runs the pure ones in seconds."""
+    `pytest -m "not slow"` runs the pure ones in seconds.
+
+    Then the slow tests go first and the pure ones last, each in the order collected: xdist hands out the tests
+    in this order, so the thousands of pure tests, a few milliseconds each, are what the workers share at the end
+    and they finish together, instead of one worker waiting on the other's last server tests."""
     mark_the_slow(items)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(autouse=True)
