@@ -36,18 +36,20 @@ ATTACKS = [
 ]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def recorded() -> Iterator[tuple[Recorder, str]]:
-    """An upstream that records every request that reaches it, any path."""
+    """An upstream that records every request that reaches it, any path. Shared by the module's tests, as is
+    `no_keys`: every test that uses them asserts that nothing reached the upstream, ran or restarted (the state
+    they share), so an attack let through fails its own test and every later one."""
     target = Recorder()
     with ServerThread(target.app) as thread:
         yield target, f"{thread.url}/v1"
 
 
-@pytest.fixture
-def no_keys(tmp_path: Path, recorded: tuple[Recorder, str]) -> Iterator[Gateway]:
+@pytest.fixture(scope="module")
+def no_keys(tmp_path_factory: pytest.TempPathFactory, recorded: tuple[Recorder, str]) -> Iterator[Gateway]:
     """The default gateway: no keys, the basic MCP server, the upstream key set."""
-    with running_gateway(tmp_path, {"basic": stdio_entry("basic.py")}, ready=("basic",),
+    with running_gateway(tmp_path_factory.mktemp("no_keys"), {"basic": stdio_entry("basic.py")}, ready=("basic",),
                          upstream_url=recorded[1], upstream_api_key="sk-upstream-CANARY") as gateway:
         yield gateway
 

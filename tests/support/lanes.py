@@ -46,9 +46,8 @@ def _reaches_a_starter(target: Any, seen: set[int]) -> bool:
     if id(target) in seen:
         return False
     seen.add(id(target))
-    try:
-        source = _without_comments(inspect.getsource(target))
-    except (OSError, TypeError):
+    source = _code(target)
+    if source is None:
         return False
     if STARTERS.search(source):
         return True
@@ -60,6 +59,27 @@ def _reaches_a_starter(target: Any, seen: set[int]) -> bool:
         if _is_test_code(helper) and _reaches_a_starter(helper, seen):
             return True
     return False
+
+
+def _code(target: Any) -> str | None:
+    """`target`'s code without its comments, None when it has none to read; read once per run (a helper class is
+    named by hundreds of tests, and inspect reads a class's source by parsing its whole module each time)."""
+    try:
+        return _code_once(target)
+    except TypeError:  # not hashable: read it every time
+        return _read_code(target)
+
+
+@functools.cache
+def _code_once(target: Any) -> str | None:
+    return _read_code(target)
+
+
+def _read_code(target: Any) -> str | None:
+    try:
+        return _without_comments(inspect.getsource(target))
+    except (OSError, TypeError):
+        return None
 
 
 def _without_comments(source: str) -> str:
