@@ -11,7 +11,6 @@ from typing import Any
 import httpx
 import openai
 import pytest
-import watchfiles.main
 
 from app.main import create_app
 from app.settings import Settings
@@ -32,18 +31,6 @@ BASIC_TOOLS = [
 # The TOOLBRIDGE_TOKEN_KEY every gateway on Redis gets unless a test names its own (or None): replicas must share
 # one, as a deployment passes one secret to each.
 REPLICAS_TOKEN_KEY = "n2b1u1n3d3PgyGwQyVfVQk0Y2fXoZfCq3V5mB1hS7mc="
-
-
-def _short_watch_wait(timeout: int | None) -> int:
-    """watchfiles' awatch waits up to `rust_timeout` (5 s on Linux when not given) in a thread that cancelling
-    does not interrupt: a gateway watching its keys file or mcp.json took 5 s to stop, in every such test. Here
-    the thread comes back every 100 ms instead, and awatch carries on watching as before (a timeout is not a
-    change: it only loops); what it reports, and when, is unchanged. The gateway's own fix (a stop_event, or its
-    own rust_timeout, in app/mcp/reload.py) is for app/."""
-    return 100 if timeout is None else timeout
-
-
-watchfiles.main._calc_async_timeout = _short_watch_wait
 
 
 def stdio_entry(script: str, *args: str) -> dict[str, Any]:
