@@ -7,6 +7,7 @@ reads the body, has the door parse it, answers the turn and sends what the excha
 
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -132,8 +133,10 @@ class Stream(Generic[P]):
     media_type: str = "text/event-stream"
 
     async def frames(self, cutoff: ShutdownCutoff) -> AsyncIterator[bytes]:
-        async for payload in cutoff.payloads(self.payloads, self.cut_off):
-            yield self.encode(payload)
+        # Closed with the frames: a client that leaves stops the answer (and its loop) now, not when it is collected.
+        async with aclosing(cutoff.payloads(self.payloads, self.cut_off)) as payloads:
+            async for payload in payloads:
+                yield self.encode(payload)
 
 
 def _json(answer: object) -> bytes:
