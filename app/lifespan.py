@@ -12,7 +12,7 @@ import structlog
 
 from app import __version__
 from app.access import KeyRing
-from app.chat import ImageStore, MemoryStores, load_ranker_in_background
+from app.chat import ImageStore, MemoryStores
 from app.greeting import greet
 from app.mcp import (
     Complete,
@@ -141,8 +141,6 @@ def build_lifespan(
             metrics.watch_servers(pool.health)
             await _watch_keys(keys, stack)
             _reload_on_sighup([pool.request_reload, keys.reload], stack)
-            if settings.tools.tool_budget:
-                load_ranker_in_background()
             images = ImageStore(max_bytes=int(settings.tools.image_store_mb * 1024 * 1024),
                                 max_age_seconds=settings.tools.image_max_age_hours * 3600)
             await _greet(settings.server, upstream, stack)

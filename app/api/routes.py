@@ -30,6 +30,7 @@ from app.chat import (
     choose_tools,
     describe_offer,
     describe_request,
+    ranked,
     tool_budget_for,
     with_virtual_models,
 )
@@ -53,7 +54,8 @@ async def list_tools(
     chosen = choose_tools(model, None, tools_header, settings.tools.toolsets, pool.knows)
     selection = chosen.selection
     budget = await tool_budget_for(settings, upstream, chosen.model)
-    return describe_offer(pool.tools_for_request(selection=selection).catalogue, q, budget)
+    catalogue = pool.tools_for_request(selection=selection).catalogue
+    return await ranked(lambda: describe_offer(catalogue, q, budget))
 
 
 @router.post("/tools", response_model=None)
@@ -71,7 +73,7 @@ async def tools_for_chat(raw: Request, pool: ViewDep, settings: SettingsDep, ups
     offered = loop_options(settings, turn, upstream, selection).offer_tools
     catalogue = pool.tools_for_request(offered=offered, client_tools=names, selection=selection).catalogue
     budget = await tool_budget_for(settings, upstream, turn.model)
-    return describe_request(catalogue, list(turn.messages), client_tools, budget)
+    return await ranked(lambda: describe_request(catalogue, list(turn.messages), client_tools, budget))
 
 
 @router.get("/prompts")

@@ -41,7 +41,7 @@ from app.chat.offer import (
     choose_tools,
     describe_offer,
     describe_request,
-    load_ranker_in_background,
+    ranked,
     with_virtual_models,
 )
 from app.chat.ports import RequestStats, SignInWaits, ToolOutput
@@ -53,6 +53,6 @@ __all__ = [
     "CallsDone", "ChatNeeds", "ChatPayload", "ChatPool", "ChatReply", "Delta", "Ended", "ImageStore", "MemoryStores",
     "Payload", "PersonView", "RequestStats", "ShutdownCutoff", "SignInWaits", "StoredImage", "ToolListing",
     "ToolOutput", "Turn", "answer_chat", "answer_parts", "chat_cut_off", "choose_tools", "describe_offer",
-    "describe_request", "digest", "known_context", "load_ranker_in_background", "memory_owner", "openwebui_fields",
-    "request_loop_options", "tool_budget_for", "with_virtual_models",
+    "describe_request", "digest", "known_context", "memory_owner", "openwebui_fields", "ranked", "request_loop_options",
+    "tool_budget_for", "with_virtual_models",
 ]

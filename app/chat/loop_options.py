@@ -9,7 +9,7 @@ import structlog
 
 from app.chat.clients import is_background_task
 from app.chat.memory import ConversationMemory, MemoryStores, memory_owner
-from app.chat.offer import Budget, budget_for, choose_within, why_withheld
+from app.chat.offer import Budget, budget_for, choose_within, ranked, why_withheld
 from app.chat.ports import ALL_TOOLS, BudgetChoice, LoopOptions, ModelFacts, ToolSelection
 from app.chat.turn import Caller, Turn
 from app.openai.result_format import RenderOptions, system_hint
@@ -67,7 +67,8 @@ def _tool_budget(
         servers: Mapping[str, str],
     ) -> BudgetChoice | None:
         budget = await tool_budget_for(settings, upstream, model)
-        choice = None if budget is None else choose_within(mcp_tools, client_tools, messages, budget, servers=servers)
+        choice = None if budget is None else await ranked(
+            lambda: choose_within(mcp_tools, client_tools, messages, budget, servers=servers))
         why = ""
         if budget is not None and choice is not None and (choice.withheld or choice.compacted_client_tools):
             why = _say_withheld(choice, budget, client_tools)

@@ -29,15 +29,13 @@ the calls the model makes by the same name, and runs them as before.
 """
 
 import functools
-import logging
 import re
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Protocol
 
 from app.chat.offer.context_budget import CHARS_PER_TOKEN, wire_chars
+from app.chat.offer.ranker_import import bm25s_module
 from app.chat.offer.tool_words import request_words, split_name, stem_all, tool_document
 from app.chat.ports import BudgetChoice
 from app.openai.schemas import content_text
@@ -135,22 +133,6 @@ def _most_relevant_first(names: Sequence[str], scores: Sequence[float], named: s
     return tuple(names[i] for i in order if names[i] in kept)
 
 
-def load_ranker_in_background() -> None:
-    """Imports bm25s in a thread, at start: imported on the event loop by the first ranked request, it held every
-    other request (and /health) for 0.15-0.3 s. A gateway without a budget never ranks and never calls this."""
-    threading.Thread(target=_bm25s, name="toolbridge-ranker-import", daemon=True).start()
-
-
-def _bm25s() -> ModuleType:
-    """bm25s: it and numpy cost ~15 MB of memory, which a gateway that never ranks need not pay. Importing it sets
-    its logger to DEBUG, which would log a line per ranked request: put back."""
-    import bm25s
-
-    logging.getLogger("bm25s").setLevel(max(logging.WARNING, logging.getLogger().level))
-    module: ModuleType = bm25s
-    return module
-
-
 def _scores(tools: Sequence[Tool], query: str, servers: Mapping[str, str]) -> list[float]:
     index = _index(tuple(tool_document(tool, servers.get(tool_name(tool))) for tool in tools))
     words = _words(request_words(query))
@@ -167,7 +149,7 @@ def _index(documents: tuple[str, ...]) -> "_Index | None":
     tokens = [_words(document) for document in documents]
     if not any(tokens):
         return None
-    index: _Index = _bm25s().BM25()
+    index: _Index = bm25s_module().BM25()
     index.index(tokens, show_progress=False)
     return index
 
@@ -181,8 +163,8 @@ class _Index(Protocol):
 
 
 def _words(text: str) -> list[str]:
-    [words] = _bm25s().tokenize([split_name(text)], stopwords="en", stemmer=stem_all, return_ids=False,
-                                show_progress=False)
+    [words] = bm25s_module().tokenize([split_name(text)], stopwords="en", stemmer=stem_all, return_ids=False,
+                                      show_progress=False)
     return list(words)
 
 
