@@ -20,7 +20,6 @@ import anyio
 import httpx2
 import structlog
 from mcp.client.auth import OAuthClientProvider
-from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from app import __version__
@@ -137,6 +136,10 @@ class ServerAuth:
         storage = self._storage = self.storage()
         provider: OAuthClientProvider
         if settings.grant == "client_credentials":
+            # Imported here, not at the top: with it come PyJWT and the parts of cryptography it signs with, about
+            # 2 MB of memory that a gateway with no such server never uses (the idle gateway's, issue 47).
+            from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+
             assert settings.client_id is not None and settings.client_secret is not None
             # The client's secret goes only to the authorization server it went to before (the SDK's `issuer`):
             # not wherever the MCP server's metadata points next time.
