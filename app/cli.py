@@ -113,6 +113,9 @@ def serve(settings: Settings) -> None:
         # a grace such as 2.5 s exact
         timeout_graceful_shutdown=settings.server.shutdown_grace,  # type: ignore[arg-type]
         http=bounded_protocol(settings.server.client_timeout),
+        # No route takes a WebSocket: uvicorn's "auto" imported the websockets library at start (0.4 MB) to upgrade
+        # connections only for the app to refuse them; an upgrade request is now an ordinary HTTP request.
+        ws="none",
     )
     # Bound before the lifespan starts the MCP servers: a port in use fails at once, having started nothing.
     listening = config.bind_socket()
