@@ -80,6 +80,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._head_arrived()
         super().connection_lost(exc)
 
+    def _unsupported_upgrade_warning(self) -> None:
+        # uvicorn adds, with no WebSocket protocol set, "install websockets": the gateway serves none (app/cli.py,
+        # ws="none"), so that would send the operator after a library that changes nothing. The request is served.
+        self.logger.warning("Unsupported upgrade request.")
+
     def _await_head(self) -> None:
         self._head_bytes = 0
         self._head_tail = b""

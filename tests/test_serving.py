@@ -134,3 +134,15 @@ def test_a_clean_stop_exits_0(tmp_path: Path, upstream: FakeUpstream) -> None:
         gateway.send_signal(signal.SIGTERM)
         assert gateway.wait(timeout=EXIT_TIMEOUT) == 0
     assert "Application shutdown complete" in (tmp_path / "gateway.log").read_text()
+
+
+def test_a_websocket_upgrade_is_answered_as_the_http_request_it_also_is(tmp_path: Path) -> None:
+    """No route takes a WebSocket, and uvicorn loads no WebSocket library (app/cli.py, ws="none", for the idle
+    gateway's memory): the request is served as plain HTTP, and the log does not advise installing one."""
+    upgrade = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+               "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    with toolbridge(tmp_path, tmp_path / "none.json") as (_gateway, base):
+        answer = httpx.get(f"{base}/health", headers=upgrade, timeout=EXIT_TIMEOUT)
+    assert answer.status_code == 200 and "status" in answer.json()
+    log = (tmp_path / "gateway.log").read_text()
+    assert "Unsupported upgrade request" in log and "WebSocket library" not in log
