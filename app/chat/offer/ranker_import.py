@@ -8,12 +8,13 @@ there, having done nothing (`_Deferred`), the import runs in a worker thread whi
 the choice runs again. The first ranked request waits for the import; no other does.
 """
 
-import asyncio
 import logging
 from collections.abc import Callable
 from contextvars import ContextVar
 from types import ModuleType
 from typing import TypeVar
+
+import anyio.to_thread
 
 T = TypeVar("T")
 
@@ -54,5 +55,5 @@ async def ranked(choose: Callable[[], T]) -> T:
         pass
     finally:
         _DEFER.reset(deferring)
-    await asyncio.to_thread(bm25s_module)
+    await anyio.to_thread.run_sync(bm25s_module)
     return choose()
