@@ -22,14 +22,15 @@ Write access to the store can still delete entries, or take a claim's place firs
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
+import anyio.to_thread
 import structlog
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from app.state.store import ANONYMOUS, CLAIMED, StateStore
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 log = structlog.get_logger("toolbridge.state")
 
@@ -43,36 +44,50 @@ class SealedStore:
     """A store whose names are keyed and whose values are sealed; what does not open is not there."""
 
     def __init__(self, inner: StateStore, secret: bytes) -> None:
-        derived = HKDF(algorithm=hashes.SHA256(), length=64, salt=None, info=LABEL).derive(secret)
         self.inner = inner
         self.kind = inner.kind
-        self._names = derived[:32]
-        self._aead = AESGCM(derived[32:])
+        self._secret = secret
+        self._keys: _Keys | None = None  # derived at the first read or write (_derived)
+
+    @property
+    def _sealing(self) -> "_Keys":
+        if self._keys is None:  # asked outside the methods below, which derive them off the event loop first
+            self._keys = _derived(self._secret)
+        return self._keys
+
+    async def _ready(self) -> None:
+        # In a worker thread: cryptography's import takes 10-25 ms, which would hold every request on the loop.
+        if self._keys is None:
+            self._keys = await anyio.to_thread.run_sync(_derived, self._secret)
 
     def stored_name(self, key: str) -> str:
         """Where `key` is kept in the store underneath."""
-        return hashlib.blake2b(_bytes(key), key=self._names, digest_size=NAME_BYTES, person=b"name").hexdigest()
+        return hashlib.blake2b(_bytes(key), key=self._sealing.names, digest_size=NAME_BYTES,
+                               person=b"name").hexdigest()
 
     def stored_owner(self, owner: str) -> str:
         # ANONYMOUS stays itself: the stores give it no share of their own (there is one owner then).
         if owner == ANONYMOUS:
             return ANONYMOUS
-        return hashlib.blake2b(_bytes(owner), key=self._names, digest_size=NAME_BYTES, person=b"owner").hexdigest()
+        return hashlib.blake2b(_bytes(owner), key=self._sealing.names, digest_size=NAME_BYTES,
+                               person=b"owner").hexdigest()
 
     def seal(self, key: str, value: bytes) -> bytes:
         nonce = os.urandom(NONCE_BYTES)
-        return VERSION + nonce + self._aead.encrypt(nonce, value, VERSION + _bytes(key))
+        return VERSION + nonce + self._sealing.aead.encrypt(nonce, value, VERSION + _bytes(key))
 
     def open(self, key: str, sealed: bytes) -> bytes | None:
         """The value written under `key`, or None when it was not sealed there by this secret."""
         if not sealed.startswith(VERSION) or len(sealed) < 1 + NONCE_BYTES + 16:
             return None
+        keys = self._sealing
         try:
-            return self._aead.decrypt(sealed[1:1 + NONCE_BYTES], sealed[1 + NONCE_BYTES:], VERSION + _bytes(key))
-        except InvalidTag:
+            return keys.aead.decrypt(sealed[1:1 + NONCE_BYTES], sealed[1 + NONCE_BYTES:], VERSION + _bytes(key))
+        except keys.invalid:
             return None
 
     async def get_many(self, keys: Sequence[str], max_bytes: int | None = None) -> dict[str, bytes]:
+        await self._ready()
         names = {self.stored_name(key): key for key in keys}  # in the keys' order: `max_bytes` takes them so
         found: dict[str, bytes] = {}
         refused: list[str] = []
@@ -91,11 +106,13 @@ class SealedStore:
         return found
 
     async def put_many(self, items: Mapping[str, bytes], owner: str = ANONYMOUS) -> None:
+        await self._ready()
         sealed = {self.stored_name(key): self.seal(key, value) for key, value in items.items()}
         await self.inner.put_many(sealed, self.stored_owner(owner))
 
     async def claim(self, key: str, owner: str = ANONYMOUS, mark: bytes = CLAIMED) -> bool:
         # Sealed like any value: a verdict's place is read after a message claimed it (ops/waiting_rounds.py).
+        await self._ready()
         return await self.inner.claim(self.stored_name(key), self.stored_owner(owner), self.seal(key, mark))
 
     async def problem(self) -> str | None:
@@ -103,6 +120,24 @@ class SealedStore:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class _Keys(NamedTuple):
+    names: bytes  # BLAKE2b's key for names and owners
+    aead: "AESGCM"  # the values' cipher
+    invalid: type[Exception]  # what it raises for a value that does not open (cryptography's InvalidTag)
+
+
+def _derived(secret: bytes) -> _Keys:
+    """The seal's keys. cryptography is imported here, not at the top: it is 6 MB of memory that a gateway which
+    has stored nothing yet (an idle one) need not hold (issue 47)."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    derived = HKDF(algorithm=hashes.SHA256(), length=64, salt=None, info=LABEL).derive(secret)
+    return _Keys(derived[:32], AESGCM(derived[32:]), InvalidTag)
 
 
 def _bytes(text: str) -> bytes:

@@ -4,12 +4,14 @@ is absent and logged by kind only; names and owners are keyed; values rest encry
 
 import secrets
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
 from structlog.testing import capture_logs
 
+from app.state import seal
 from app.state.open import open_state_store
 from app.state.redis import PREFIX, RedisStore
 from app.state.seal import SealedStore
@@ -73,6 +75,26 @@ async def test_a_claim_is_won_once_and_its_mark_reads_back() -> None:
     assert await store.claim("resumed:t", owner="alice-digest") is True
     assert await store.claim("resumed:t", owner="alice-digest") is False
     assert await store.get_many(["resumed:t"]) == {"resumed:t": CLAIMED}  # a verdict's place is read after a claim
+
+
+async def test_the_keys_are_derived_at_the_first_read_or_write_in_a_worker_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Deriving them starts cryptography's OpenSSL, 1.4 MB that a gateway which has stored nothing (an idle one) need
+    not hold (issue 47); and not on the event loop, where the first use of the library would hold every request."""
+    derived_in: list[threading.Thread] = []
+    derive = seal._derived
+
+    def recorded(secret: bytes) -> seal._Keys:
+        derived_in.append(threading.current_thread())
+        return derive(secret)
+
+    monkeypatch.setattr(seal, "_derived", recorded)
+    store = sealed()
+    assert derived_in == []
+    await store.put_many({"turn:a": b"one"})
+    assert await store.get_many(["turn:a"]) == {"turn:a": b"one"} and await store.claim("resumed:t")
+    assert len(derived_in) == 1 and derived_in[0] is not threading.current_thread()
 
 
 async def test_a_bounded_read_still_marks_what_has_no_room() -> None:
