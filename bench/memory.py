@@ -17,7 +17,8 @@ import anyio
 
 from app.chat.memory.conversation import ConversationMemory, MemoryStores
 from app.openai.result_format import RenderOptions
-from app.state import Bounds, MemoryStore, SealedStore, SqliteStore, StateStore
+from app.state import Bounds, MemoryStore, SealedStore, StateStore
+from app.state.sqlite import SqliteStore
 
 BOUNDS = Bounds(max_bytes=200 * 1024 * 1024, max_age_seconds=30 * 86_400)
 SECRET = os.urandom(32)  # what the seal's keys are derived from (a Fernet key's bytes, in the gateway)

@@ -1,7 +1,7 @@
 """What an idle gateway has not imported (issue 47: its memory was 100 MB, grew to 120, and is back to 100).
 
 The gateway is started by its own entry point (`app.cli.main`, the `toolbridge` command's) in a fresh interpreter
-with one stdio server; a thread of that process waits until the server is ready, reads `sys.modules`, sends one
+with one stdio server and its state in memory; a thread of that process waits until the server is ready, reads `sys.modules`, sends one
 chat whose tools fit the budget, reads it again, and stops the gateway as a supervisor does (SIGTERM). A module
 named here came back if something imports it at start again: not a memory threshold, which would move with every
 library's release and the machine's load.
@@ -23,6 +23,7 @@ NOT_AT_IDLE = {
     "numpy": "the ranker's",
     "jwt": "the client-credentials sign-in's (app/mcp/server_auth.py)",
     "websockets": "uvicorn's WebSocket upgrades: no route takes one (app/cli.py)",
+    "sqlite3": "the SQLite store's and vault's, with a state URL that names no SQLite file (app/state/open.py)",
 }
 NOT_FOR_A_CHAT_THAT_FITS = ("bm25s", "numpy")
 SCRIPT = """

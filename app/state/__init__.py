@@ -5,12 +5,11 @@ token vault (`open_vault`, `Vault`): encrypted secrets that must outlive memory,
 evicted.
 
 `RedisStore` and `RedisVaultBackend` are not among these names: redis-py is imported only when a Redis
-URL is opened (open.py, vault_open.py).
+URL is opened (open.py, vault_open.py); nor the SQLite store and vault: sqlite3, only when a SQLite file is.
 """
 
 from app.state.open import open_state_store
 from app.state.seal import SealedStore
-from app.state.sqlite import SqliteStore
 from app.state.store import ANONYMOUS, Bounds, MemoryStore, StateStore, StateStoreError, parse_state_url
 from app.state.token_key import TokenKeyError, require_key
 from app.state.vault import MemoryVaultBackend, Vault, VaultBackend
@@ -22,7 +21,6 @@ __all__ = [
     "MemoryStore",
     "MemoryVaultBackend",
     "SealedStore",
-    "SqliteStore",
     "StateStore",
     "StateStoreError",
     "TokenKeyError",

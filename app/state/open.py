@@ -8,7 +8,6 @@ from pathlib import Path
 import structlog
 
 from app.state.seal import SealedStore
-from app.state.sqlite import SqliteStore
 from app.state.store import Bounds, MemoryStore, StateStore, StateStoreError, parse_state_url
 from app.state.token_key import TokenKeyError, gateway_key, secret_bytes
 
@@ -53,6 +52,9 @@ async def _opened(url: str, kind: str, path: Path | None, bounds: Bounds,
             await store.aclose()
         return
     assert path is not None  # parse_state_url gives a SQLite URL its path
+    # Imported here, as Redis's store is: sqlite3 is 0.8 MB of memory that a gateway on memory:// or Redis never uses.
+    from app.state.sqlite import SqliteStore
+
     sqlite = SqliteStore(path, bounds)
     try:
         await sqlite.__aenter__()

@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager
 from app.state.store import parse_state_url
 from app.state.token_key import gateway_key
 from app.state.vault import MemoryVaultBackend, Vault, VaultBackend
-from app.state.vault_sqlite import SqliteVaultBackend, vault_path
 
 
 @asynccontextmanager
@@ -26,6 +25,9 @@ async def open_vault(state_url: str, token_key: str | None = None) -> AsyncItera
     key = gateway_key(state_url, token_key)
     backend: VaultBackend
     if kind == "sqlite":
+        # Imported here, as memory's SQLite store is (open.py).
+        from app.state.vault_sqlite import SqliteVaultBackend, vault_path
+
         assert path is not None
         sqlite = SqliteVaultBackend(vault_path(path))
         await sqlite.open()
