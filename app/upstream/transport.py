@@ -6,9 +6,10 @@ through httpx. Whichever way a request went, a transport failure becomes the gat
 here (worded by app/upstream/failures.py), nowhere else.
 """
 
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 import httpx
@@ -33,7 +34,34 @@ _T = TypeVar("_T")
 def aiohttp_transport() -> Transport:
     """aiohttp under the httpx API: measured 2-3x less added latency per streamed turn than httpx's own
     transport on loopback (bench/compare.py), and it holds up better under concurrency (encode/httpx#3215)."""
-    return _AiohttpTransport(limits=LIMITS)
+    return _AiohttpTransport(limits=LIMITS, verify=TlsOnFirstUse())
+
+
+class TlsOnFirstUse(ssl.SSLContext):
+    """httpx's own TLS context (certifi's authorities, or SSL_CERT_FILE's or SSL_CERT_DIR's), made at the first TLS
+    connection and wrapping that one and every later one. Made at start, its authorities were 0.7 MB of an idle
+    gateway's memory that a model server on http:// (LM Studio's, the default) never uses (issue 47). A context
+    itself, so that aiohttp and httpx take it where they take httpx's; nothing else of it is used."""
+
+    _made: ssl.SSLContext | None = None
+
+    def __new__(cls) -> "TlsOnFirstUse":
+        return super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)
+
+    @property
+    def made(self) -> bool:
+        return self._made is not None
+
+    def _context(self) -> ssl.SSLContext:
+        if self._made is None:
+            self._made = httpx.create_ssl_context()
+        return self._made
+
+    def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
+        return self._context().wrap_bio(*args, **kwargs)
+
+    def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
+        return self._context().wrap_socket(*args, **kwargs)
 
 
 class _AiohttpTransport(AiohttpTransport):
@@ -121,6 +149,7 @@ class UpstreamHttp:
             timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
             limits=LIMITS,
             transport=transport,
+            verify=TlsOnFirstUse(),  # for httpx's own transport, when it is the one set
         )
 
     @property

@@ -23,16 +23,18 @@ def free_port() -> int:
 class ServerThread:
     """uvicorn in a thread: real sockets, real HTTP, its own event loop."""
 
-    def __init__(self, app: Any, port: int | None = None) -> None:
+    def __init__(self, app: Any, port: int | None = None, **options: Any) -> None:
+        """`options`: uvicorn's, such as ssl_certfile and ssl_keyfile for HTTPS."""
         self.port = port or free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, lifespan="on")
+        self.scheme = "https" if options.get("ssl_certfile") else "http"
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, lifespan="on", **options)
         self.server = uvicorn.Server(config)
         self.server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
         self._thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def __enter__(self) -> Self:
         self._thread.start()
