@@ -1,10 +1,11 @@
-"""What an idle gateway has not imported (issue 47: its memory was 100 MB, grew to 120, and is back to 100).
+"""What an idle gateway has not imported (issue 47: idle, it had grown from 100 MB to 120 by importing at start what
+waits for its first use now).
 
 The gateway is started by its own entry point (`app.cli.main`, the `toolbridge` command's) in a fresh interpreter
-with one stdio server and its state in memory; a thread of that process waits until the server is ready, reads `sys.modules`, sends one
-chat whose tools fit the budget, reads it again, and stops the gateway as a supervisor does (SIGTERM). A module
-named here came back if something imports it at start again: not a memory threshold, which would move with every
-library's release and the machine's load.
+with one stdio server and its state in memory; a thread of that process waits until the server is ready, reads
+`sys.modules`, sends one chat whose tools fit the budget, reads it again, and stops the gateway as a supervisor does
+(SIGTERM). A module named here came back if something imports it at start again: not a memory threshold, which
+would move with every library's release and the machine's load.
 """
 
 import json
