@@ -82,7 +82,7 @@ class _Running:
         self.declined: str | None = None  # why its question was declined for the bounds: what the model is told
         self.stages, self.stage_reader = anyio.create_memory_object_stream[Stage | _Failed](
             QUESTIONS_PER_CALL + 2)
-        self._answered = anyio.Event()
+        self._answered: anyio.Event  # each question's own, made when it is asked: most calls ask none
         self._answer = ElicitResult(action="cancel")
 
     def answer(self, result: ElicitResult) -> None:
