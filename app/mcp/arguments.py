@@ -2,7 +2,6 @@
 
 import copy
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -57,73 +56,8 @@ def problems(validator: Validator | None, arguments: JSONObject) -> list[FieldPr
     """What is missing or wrong, one entry per field, in a form a model can fix."""
     if validator is None:
         return []
-    if (accepts := _plain_check(validator)) is not None and accepts(arguments):
-        return []
     found = [problem for error in validator.iter_errors(arguments) for problem in _describe(error)]
     return sorted(set(found), key=lambda p: (p.field, p.problem))
-
-
-# The keywords jsonschema reads and asserts nothing with (`format` without a format checker, as compile_validator
-# makes them): a schema of these, `type`, `properties`, `required` and `additionalProperties` may be checked plainly.
-_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "format", "deprecated", "readOnly",
-                          "writeOnly", "$schema", "$id", "$comment"})
-# A value of each JSON type as json.loads makes it. An integer given as 1.0 is left to jsonschema (drafts differ).
-_OF_TYPE: dict[str, Callable[[object], bool]] = {
-    "string": lambda value: isinstance(value, str),
-    "integer": lambda value: isinstance(value, int) and not isinstance(value, bool),
-    "number": lambda value: isinstance(value, int | float) and not isinstance(value, bool),
-    "boolean": lambda value: isinstance(value, bool),
-    "null": lambda value: value is None,
-    "array": lambda value: isinstance(value, list),
-    "object": lambda value: isinstance(value, dict),
-}
-Accepts = Callable[[JSONObject], bool]
-_PLAIN: dict[int, tuple[Validator, Accepts | None]] = {}  # by the validator's id, kept alive with it
-
-
-def _plain_check(validator: Validator) -> Accepts | None:
-    """A check that accepts only arguments the validator accepts, for the schema most tools have (an object of
-    properties of one JSON type each, some required): jsonschema takes some 90 calls to say yes to one such call.
-    None for any other schema. What the check does not accept, jsonschema judges and describes."""
-    kept = _PLAIN.get(id(validator))
-    if kept is None:
-        if len(_PLAIN) >= VALIDATORS_KEPT:
-            _PLAIN.clear()
-        kept = _PLAIN[id(validator)] = (validator, _plain(validator.schema))
-    return kept[1]
-
-
-def _plain(schema: object) -> Accepts | None:
-    if not isinstance(schema, dict) or schema.get("type") != "object" or not _ANNOTATIONS.issuperset(
-            schema.keys() - {"type", "properties", "required", "additionalProperties"}):
-        return None
-    properties, required = schema.get("properties", {}), schema.get("required", [])
-    others_allowed = schema.get("additionalProperties", True)
-    if not isinstance(properties, dict) or not isinstance(required, list) or not isinstance(others_allowed, bool):
-        return None
-    types: dict[str, Callable[[object], bool] | None] = {}  # None: any value
-    for name, property_schema in properties.items():
-        if property_schema is True:
-            types[name] = None
-            continue
-        if not isinstance(property_schema, dict) or not _ANNOTATIONS.issuperset(property_schema.keys() - {"type"}):
-            return None
-        kind = property_schema.get("type")
-        if kind is not None and (not isinstance(kind, str) or kind not in _OF_TYPE):
-            return None
-        types[name] = None if kind is None else _OF_TYPE[kind]
-
-    def accepts(arguments: JSONObject) -> bool:
-        for name, value in arguments.items():
-            if name in types:
-                check = types[name]
-                if check is not None and not check(value):
-                    return False
-            elif not others_allowed:
-                return False
-        return all(name in arguments for name in required)
-
-    return accepts
 
 
 def _describe(error: schema_exceptions.ValidationError) -> list[FieldProblem]:
