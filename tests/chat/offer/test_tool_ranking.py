@@ -1,8 +1,9 @@
-"""The tool budget's ranking data (app/chat/offer/tool_ranking.py): worked out once per catalogue, reused by the
-catalogue's parts and by every request, and the choices the same as from the tools as they are."""
+"""The tool budget's ranking data (app/chat/offer/tool_ranking.py): worked out once per catalogue, off the event loop,
+reused by the catalogue's parts and by every request, and the choices the same as from the tools as they are."""
 
 import asyncio
 import json
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +19,11 @@ from app.chat.offer.tool_ranking import kept_ranking, list_chars, prepare_rankin
 from app.mcp.convert import Catalogue, ConversionOptions, build_catalogue
 from bench.eval.tasks import client_tools, load_tasks
 from bench.scale_catalogue import mcp_tools
+from tests.conftest import running_gateway
+from tests.support.fake_upstream import FakeUpstream, Turn
 
 CATALOGUE = Path(__file__).parents[3] / "bench" / "eval" / "catalogue"
+MANY_TOOLS = Path(__file__).parents[3] / "bench" / "many_tools_server.py"
 OPEN_WEBUI = client_tools("open_webui")
 ASKED = ["What do you remember about Alice?", "Open example.com in the browser", "Scale the web deployment to 5",
          "Find open issues about login errors", "How many orders did we get last week?"]
@@ -129,3 +133,26 @@ def test_a_list_held_whole_within_the_budget_is_never_worked_out(worked_out: Cou
     tools = list(catalogue_of(1, 8).openai_tools)
     assert choose_within(tools, [], user(ASKED[0]), Budget(8, 1 << 40)) is None
     assert worked_out == {}
+
+
+def test_a_gateways_ranking_data_is_worked_out_off_the_event_loop_once_per_tool_list_not_per_request(
+    tmp_path: Path, upstream: FakeUpstream, worked_out: Counter[str],
+) -> None:
+    servers = {name: {"command": sys.executable, "args": [str(MANY_TOOLS), "--count", "30", "--offset", str(offset)]}
+               for name, offset in (("a", 0), ("b", 30))}
+    with running_gateway(tmp_path, servers, ready=tuple(servers), upstream_url=f"{upstream.url}/v1",
+                         tool_budget=8) as gateway:
+        client = gateway.client()
+        start = worked_out.copy()
+        assert start["facts"] >= 60 and start["indexes"] >= 1  # with the catalogues, as the servers came
+        for text in ASKED:
+            upstream.script(Turn(content="ok"))
+            client.chat.completions.create(model="m", messages=user(text))  # type: ignore[arg-type]
+            assert len(upstream.chat_requests()[0]["tools"]) == 8  # ranked (a model of no known context)
+        assert worked_out == start  # no request worked anything out
+        toolset = gateway.client(default_headers={"X-Toolbridge-Tools": "a"})
+        for text in ASKED:  # a part of the catalogue: its index once, by the first of its requests
+            upstream.script(Turn(content="ok"))
+            toolset.chat.completions.create(model="m", messages=user(text))  # type: ignore[arg-type]
+        assert worked_out == start + Counter(indexes=1)
+    assert worked_out["facts on the loop"] == worked_out["indexes on the loop"] == 0
