@@ -42,6 +42,7 @@ from app.chat.offer import (
     describe_offer,
     describe_request,
     load_ranker_in_background,
+    prepare_ranking,
     with_virtual_models,
 )
 from app.chat.ports import RequestStats, SignInWaits, ToolOutput
@@ -54,5 +55,5 @@ __all__ = [
     "Payload", "PersonView", "RequestStats", "ShutdownCutoff", "SignInWaits", "StoredImage", "ToolListing",
     "ToolOutput", "Turn", "answer_chat", "answer_parts", "chat_cut_off", "choose_tools", "describe_offer",
     "describe_request", "digest", "known_context", "load_ranker_in_background", "memory_owner", "openwebui_fields",
-    "request_loop_options", "tool_budget_for", "with_virtual_models",
+    "prepare_ranking", "request_loop_options", "tool_budget_for", "with_virtual_models",
 ]
