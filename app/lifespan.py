@@ -4,6 +4,7 @@ import asyncio
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import TypedDict
 
@@ -12,7 +13,7 @@ import structlog
 
 from app import __version__
 from app.access import KeyRing
-from app.chat import ImageStore, MemoryStores
+from app.chat import ImageStore, MemoryStores, prepare_ranking
 from app.greeting import greet
 from app.mcp import (
     Complete,
@@ -66,8 +67,10 @@ def build_pool(
     metrics: Metrics | None = None,
     recent: RecentCalls | None = None,
     vault: Vault | None = None,
+    ranks: bool = False,
 ) -> McpPool:
-    """The MCP pool with the conversion and result settings; shared by the app and `toolbridge tools`."""
+    """The MCP pool with the conversion and result settings; shared by the app and `toolbridge tools`. `ranks`: the
+    gateway's, whose tool budget ranks each catalogue's tools, worked out when the catalogue is built."""
     mcp, tools = settings.mcp, settings.tools
     paths = config_paths(mcp.config)
     sampling = upstream is not None and mcp.sampling
@@ -92,6 +95,7 @@ def build_pool(
         complete=_completer(upstream) if sampling and upstream is not None else None,
         on_tool_call=_observer(metrics, recent),
         vault=vault,
+        prepare=partial(prepare_ranking, budget=tools.tool_budget) if ranks and tools.tool_budget else None,
     )
 
 
@@ -137,7 +141,8 @@ def build_lifespan(
             )
             vault = await open_sign_in_vault(settings.state, config, stack)
             pool = await stack.enter_async_context(build_pool(
-                settings, config, reload=True, upstream=upstream, metrics=metrics, recent=recent, vault=vault))
+                settings, config, reload=True, upstream=upstream, metrics=metrics, recent=recent, vault=vault,
+                ranks=True))
             metrics.watch_servers(pool.health)
             await _watch_keys(keys, stack)
             _reload_on_sighup([pool.request_reload, keys.reload], stack)

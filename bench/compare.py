@@ -1,7 +1,8 @@
 """toolbridge beside the upstream itself, two feature-less relays and (when installed) its peers, in one run.
 
-Starts on 127.0.0.1: the raw-ASGI upstream (bench/upstream.py), the `naive` FastAPI+httpx relay and the
-`floor` raw-ASGI+aiohttp relay (bench/relays.py), toolbridge with no MCP server and with one
+Starts on 127.0.0.1: the raw-ASGI upstream (bench/upstream.py), the `naive` FastAPI+httpx relay, the
+`floor` raw-ASGI+aiohttp relay and the floor's relay as a FastAPI route (`fastapi`: what the framework alone
+costs; bench/relays.py), toolbridge with no MCP server and with one
 (mcp-server-time), and the peers whose virtualenvs are given. The relays run pinned to the second core,
 the upstream and the load on the first (`taskset`, when there are two cores). Then, interleaved in a
 fresh random order each round, it measures:
@@ -16,6 +17,9 @@ fresh random order each round, it measures:
 
     .venv/bin/python -m bench.compare [--rounds 7] [--quick] [--json out.json]
         [--mcp-bridge VENV] [--litellm VENV]
+
+`--json` writes the figures printed (not the samples), with the commit, version, machine and load: what
+docs/benchmarks.md keeps per release, to see drift.
 
 Peers, each in its own virtualenv (neither is a dependency of toolbridge):
 
@@ -41,6 +45,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -354,7 +359,8 @@ def main() -> None:
     parser.add_argument("--mcp-bridge", type=Path, help="virtualenv with mcp-bridge 0.5.1 installed")
     parser.add_argument("--litellm", type=Path, help="virtualenv with litellm[proxy] installed")
     parser.add_argument("--skip", default="", help="comma-separated parts to leave out: throughput,startup")
-    parser.add_argument("--json", type=Path, help="write the figures there too")
+    parser.add_argument("--json", type=Path, help="write the figures there too (what docs/benchmarks/ keeps)")
+    parser.add_argument("--against", type=Path, help="a release's figures (docs/benchmarks/VERSION.json): the drift")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.requests, args.seconds = 3, 25, 1.0
@@ -378,6 +384,7 @@ def main() -> None:
         with running(arms):
             arms.append(start_relay("naive", upstream))
             arms.append(start_relay("floor", upstream))
+            arms.append(start_relay("fastapi", upstream))
             bare, _, _ = start_toolbridge(work, upstream, 0)
             arms.append(bare)
             with_mcp, _, _ = start_toolbridge(work, upstream, 1, name="toolbridge+mcp")
@@ -406,9 +413,15 @@ def main() -> None:
         upstream_process.wait(30)
         shutil.rmtree(work, ignore_errors=True)
     figures["load"] = [load_before, os.getloadavg()[0]]
-    report(figures, [a.name for a in every], args)
+    figures["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                       text=True).stdout.strip()
+    names = [a.name for a in every]
+    report(figures, names, args)
+    facts = summary(figures, names, args)
+    if args.against:
+        print(drift(json.loads(args.against.read_text()), facts))
     if args.json:
-        args.json.write_text(json.dumps(figures, indent=1))
+        args.json.write_text(json.dumps(facts, indent=1) + "\n")
 
 
 def rss_mb(arm: Arm) -> float:
@@ -490,7 +503,8 @@ def parts_in_turn(client: httpx.Client, direct: Arm, mcp: McpDirect, tool_reply:
     return {"": asked + called + answered, "turn1": asked, "mcp": called, "turn2": answered}
 
 
-def report(figures: dict[str, Any], names: list[str], args: argparse.Namespace) -> None:
+def summary(figures: dict[str, Any], names: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """The figures printed, per arm, with what they were measured on: `--json` writes this."""
     latency = figures["latency"]
 
     def p50(name: str) -> float:
@@ -499,48 +513,100 @@ def report(figures: dict[str, Any], names: list[str], args: argparse.Namespace) 
     def p99(name: str) -> float:
         return statistics.median(percentile(r, 0.99) for r in latency[name])
 
-    print(f"\nmachine: {os.cpu_count()} cpus, {platform.machine()}, {platform.python_implementation()} "
-          f"{platform.python_version()}; pinned: {TWO_CORES}; 1-minute load {figures['load'][0]:.2f} before, "
-          f"{figures['load'][1]:.2f} after; {args.rounds} rounds, interleaved at random; medians of round medians")
+    direct_json, direct_ttft = p50("direct|json"), p50("direct|stream50|ttft")
+    parts = p50("parts")
+    rps = figures.get("rps", {})
+    arms: dict[str, dict[str, float]] = {}
+    for n in names:
+        arm = arms[n] = {"chat_p50_ms": p50(f"{n}|json"), "first_token_ms": p50(f"{n}|stream50|ttft")}
+        for chunks in (2000, 10000):
+            arm[f"stream{chunks}_ms"] = p50(f"{n}|stream{chunks}|total")
+            arm[f"stream{chunks}_x_direct"] = arm[f"stream{chunks}_ms"] / p50(f"direct|stream{chunks}|total")
+        if n != "direct":
+            arm |= {"added_p50_ms": arm["chat_p50_ms"] - direct_json,
+                    "added_p99_ms": p99(f"{n}|json") - p99("direct|json"),
+                    "first_token_added_ms": arm["first_token_ms"] - direct_ttft}
+        if f"{n}|tool" in latency:
+            arm |= {"tool_round_ms": p50(f"{n}|tool"), "tool_round_beyond_parts_ms": p50(f"{n}|tool") - parts,
+                    "tool_round_beyond_x_parts": (p50(f"{n}|tool") - parts) / parts}
+        arm |= {f"rps_c{c}": rps[f"{n} c={c}"] for c in (16, 64) if f"{n} c={c}" in rps}
+        if "rps_c64" in arm:
+            arm["rps_c64_x_c16"] = arm["rps_c64"] / arm["rps_c16"]
+        for key in ("rss_idle_mb", "rss_after_mb"):
+            if n in figures.get(key, {}):
+                arm[key] = figures[key][n]
+    for n, arm in arms.items():  # beside the floor relay, as issue 47 states its goals
+        if n not in ("direct", "floor") and "floor" in arms:
+            arm["added_p50_x_floor"] = arm["added_p50_ms"] / arms["floor"]["added_p50_ms"]
+            if "rps_c64" in arm:
+                arm["rps_c64_x_floor"] = arm["rps_c64"] / arms["floor"]["rps_c64"]
+    return {
+        "commit": figures.get("commit", ""), "version": version("toolbridge"), "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{os.cpu_count()} cpus, {platform.machine()}, {platform.python_implementation()} "
+                   f"{platform.python_version()}", "pinned": TWO_CORES, "rounds": args.rounds,
+        "load": figures["load"],
+        "parts_ms": {"all": parts, "turn1": p50("parts|turn1"), "mcp": p50("parts|mcp"), "turn2": p50("parts|turn2")},
+        "arms": arms,
+        "startup_s": {str(n): {"http": http, "tools": tools}
+                      for n, (http, tools) in figures.get("startup", {}).items()},
+    }
+
+
+DRIFT_FIGURES = ("added_p50_ms", "added_p50_x_floor", "tool_round_beyond_parts_ms", "tool_round_beyond_x_parts",
+                 "rps_c64", "rps_c64_x_floor", "rss_idle_mb")
+
+
+def drift(before: dict[str, Any], now: dict[str, Any]) -> str:
+    """toolbridge's figures beside a release's, each with its change: ratios to the floor and to the parts are what
+    carry from one machine to another; the absolute figures only on the same one."""
+    lines = [f"\nagainst {before['version']} ({before['commit']}, {before['date']}, {before['machine']}):"]
+    for arm in ("toolbridge", "toolbridge+mcp"):
+        old, new = before["arms"].get(arm, {}), now["arms"].get(arm, {})
+        for key in DRIFT_FIGURES:
+            if key in old and key in new:
+                change = (new[key] - old[key]) / abs(old[key]) if old[key] else 0.0
+                lines.append(f"  {arm:16} {key:28} {old[key]:10.2f} -> {new[key]:10.2f}  {change:+.0%}")
+    return "\n".join(lines)
+
+
+def report(figures: dict[str, Any], names: list[str], args: argparse.Namespace) -> None:
+    facts = summary(figures, names, args)
+    arms = facts["arms"]
+    print(f"\nmachine: {facts['machine']}; pinned: {facts['pinned']}; 1-minute load {facts['load'][0]:.2f} "
+          f"before, {facts['load'][1]:.2f} after; {args.rounds} rounds, interleaved at random; medians of round "
+          "medians")
     width = max(12, *(len(n) + 2 for n in names))
     print("\n" + "figure".ljust(34) + "".join(n.rjust(width) for n in names))
 
-    def row(label: str, cells: list[str]) -> None:
-        print(label.ljust(34) + "".join(c.rjust(width) for c in cells))
+    def row(label: str, key: str, form: str, skip: tuple[str, ...] = ()) -> None:
+        cells = [form.format(arms[n][key]) if key in arms[n] and n not in skip else "" for n in names]
+        if any(cells):
+            print(label.ljust(34) + "".join(c.rjust(width) for c in cells))
 
-    direct_json, direct_ttft = p50("direct|json"), p50("direct|stream50|ttft")
-    row("chat p50, c=1 (ms)", [f"{p50(f'{n}|json'):.2f}" for n in names])
-    row("  added p50 (ms)", ["" if n == "direct" else f"+{p50(f'{n}|json') - direct_json:.2f}" for n in names])
-    row("  added p99 (ms)", ["" if n == "direct" else
-                             f"+{p99(f'{n}|json') - p99('direct|json'):.2f}" for n in names])
-    naive_added = p50("naive|json") - direct_json
-    row("  added / naive's added", ["" if n == "direct" else
-                                    f"{(p50(f'{n}|json') - direct_json) / naive_added:.2f}x" for n in names])
-    row("first token, 50 chunks (ms)", [f"{p50(f'{n}|stream50|ttft'):.2f}" for n in names])
-    row("  added (ms)", ["" if n == "direct" else f"+{p50(f'{n}|stream50|ttft') - direct_ttft:.2f}" for n in names])
+    row("chat p50, c=1 (ms)", "chat_p50_ms", "{:.2f}")
+    row("  added p50 (ms)", "added_p50_ms", "+{:.2f}")
+    row("  added p99 (ms)", "added_p99_ms", "+{:.2f}")
+    row("  added / floor's added", "added_p50_x_floor", "{:.2f}x")
+    row("first token, 50 chunks (ms)", "first_token_ms", "{:.2f}")
+    row("  added (ms)", "first_token_added_ms", "+{:.2f}")
     for chunks in (2000, 10000):
-        base = p50(f"direct|stream{chunks}|total")
-        row(f"{chunks}-chunk stream (ms)", [f"{p50(f'{n}|stream{chunks}|total'):.1f}" for n in names])
-        row("  x direct", [f"{p50(f'{n}|stream{chunks}|total') / base:.2f}x" for n in names])
-    parts = p50("parts")
-    tool_arms = [n for n in names if f"{n}|tool" in latency]
-    row("tool round (ms)", [f"{p50(f'{n}|tool'):.2f}" if n in tool_arms else "" for n in names])
-    row("  beyond its parts (ms)", [f"+{p50(f'{n}|tool') - parts:.2f}" if n in tool_arms else "" for n in names])
-    print(f"  (parts, done straight in turn: {parts:.2f} ms; upstream turns {p50('parts|turn1'):.2f} + "
-          f"{p50('parts|turn2'):.2f} ms, mcp-server-time call {p50('parts|mcp'):.2f} ms)")
-    if "rps" in figures:
-        rps = figures["rps"]
-        for connections in (16, 64):
-            row(f"throughput c={connections} (RPS)", [f"{rps[f'{n} c={connections}']:.0f}" for n in names])
-        row("  c=64 / c=16", [f"{rps[f'{n} c=64'] / rps[f'{n} c=16']:.2f}" for n in names])
-        for peer in ("LiteLLM",):
-            if peer in names:
-                row(f"  x {peer} (c=64)", [f"{rps[f'{n} c=64'] / rps[f'{peer} c=64']:.1f}x" for n in names])
-    row("RSS idle (MB)", [f"{figures['rss_idle_mb'][n]:.0f}" if n in figures["rss_idle_mb"] else "" for n in names])
-    row("RSS after the run (MB)", [f"{figures['rss_after_mb'][n]:.0f}" if n in figures["rss_after_mb"] else ""
-                                   for n in names])
-    for servers, (http, tools) in figures.get("startup", {}).items():
-        print(f"toolbridge start with {servers} stdio server(s): HTTP ready {http:.2f} s, tools ready {tools:.2f} s")
+        row(f"{chunks}-chunk stream (ms)", f"stream{chunks}_ms", "{:.1f}")
+        row("  x direct", f"stream{chunks}_x_direct", "{:.2f}x")
+    row("tool round (ms)", "tool_round_ms", "{:.2f}")
+    row("  beyond its parts (ms)", "tool_round_beyond_parts_ms", "+{:.2f}")
+    row("  beyond / parts", "tool_round_beyond_x_parts", "{:.2f}x")
+    parts = facts["parts_ms"]
+    print(f"  (parts, done straight in turn: {parts['all']:.2f} ms; upstream turns {parts['turn1']:.2f} + "
+          f"{parts['turn2']:.2f} ms, mcp-server-time call {parts['mcp']:.2f} ms)")
+    row("throughput c=16 (RPS)", "rps_c16", "{:.0f}")
+    row("throughput c=64 (RPS)", "rps_c64", "{:.0f}")
+    row("  c=64 / c=16", "rps_c64_x_c16", "{:.2f}")
+    row("  x floor (c=64)", "rps_c64_x_floor", "{:.2f}x")
+    row("RSS idle (MB)", "rss_idle_mb", "{:.0f}")
+    row("RSS after the run (MB)", "rss_after_mb", "{:.0f}")
+    for servers, ready in facts["startup_s"].items():
+        print(f"toolbridge start with {servers} stdio server(s): HTTP ready {ready['http']:.2f} s, "
+              f"tools ready {ready['tools']:.2f} s")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 - `naive`: FastAPI and an httpx.AsyncClient, the relay most people would write in 30 lines.
 - `floor`: raw ASGI and aiohttp, about as little as Python can do per request and per chunk.
+- `fastapi`: the floor's relay as a FastAPI route: what the framework alone costs a request, beside the floor
+  (toolbridge is a FastAPI app; its chat route skips the router but not FastAPI's and Starlette's middlewares).
 
     python -m bench.relays naive --port 9002 --upstream http://127.0.0.1:9001/v1
 """
@@ -35,6 +37,33 @@ def naive_app(upstream: str) -> Any:
     return app
 
 
+def fastapi_app(upstream: str) -> Any:
+    import aiohttp
+    from fastapi import FastAPI, Request
+    from fastapi.responses import Response, StreamingResponse
+
+    app = FastAPI()
+    session: aiohttp.ClientSession | None = None
+    url = upstream + "/chat/completions"
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        nonlocal session
+        session = session or aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
+        response = await session.post(url, data=await request.body(), headers={"content-type": "application/json"})
+        media_type = response.headers["content-type"]
+        if media_type.startswith("text/event-stream"):
+            async def relayed() -> Any:
+                async with response:
+                    async for part in response.content.iter_any():
+                        yield part
+            return StreamingResponse(relayed(), response.status, media_type=media_type)
+        async with response:
+            return Response(await response.read(), response.status, media_type=media_type)
+
+    return app
+
+
 def floor_app(upstream: str) -> Any:
     import aiohttp
 
@@ -59,11 +88,11 @@ def floor_app(upstream: str) -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=["naive", "floor"])
+    parser.add_argument("kind", choices=["naive", "floor", "fastapi"])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True)
     args = parser.parse_args()
-    app = (naive_app if args.kind == "naive" else floor_app)(args.upstream)
+    app = {"naive": naive_app, "floor": floor_app, "fastapi": fastapi_app}[args.kind](args.upstream)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 
 

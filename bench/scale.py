@@ -1,6 +1,7 @@
 """Scale figures, each beside 20 tools: what ranking costs a request with 1,000 tools (time and the index's
-memory), a gateway's start with 50 stdio MCP servers of 20 tools (1,000 tools), and a chat request's overhead
-with 1,000 tools mounted, ranked into an 8k context or all sent (TOOLBRIDGE_TOOL_BUDGET=0).
+memory), a gateway's start with 50 stdio MCP servers of 20 tools (1,000 tools), a chat request's overhead
+with 1,000 tools mounted, ranked into an 8k context or all sent (TOOLBRIDGE_TOOL_BUDGET=0), and how long a
+rebuild of the catalogue holds the event loop (a task that asks to run every millisecond meanwhile).
 
 The tools are the 155 recorded from twelve popular MCP servers (bench/eval/catalogue/), repeated with numbered
 names past 155 (bench/scale_catalogue.py); each MCP server is bench/many_tools_server.py. The model is
@@ -10,10 +11,18 @@ process started is stopped at the end, the MCP servers with their gateway (a sur
 
     .venv/bin/python -m bench.scale                     # 50 servers take many minutes to start: see --limit
     .venv/bin/python -m bench.scale --quick             # fewer runs, start-up given at most 240 s
-    .venv/bin/python -m bench.scale --skip startup      # ranking and a request's overhead: about 3 minutes"""
+    .venv/bin/python -m bench.scale --skip startup      # ranking, a request's overhead, rebuilds: about 3 minutes
+    .venv/bin/python -m bench.scale --skip startup --source /tmp/before   # the same of another checkout's app/
+
+`--source DIR` puts DIR first on the path of this process and of every one it starts (the gateways run `python -m
+app` from a temporary directory, with this checkout's app/ by default): ranking, rebuilds and the gateways run that
+checkout's app/, on its own API (before issue 47 a request's ranking worked out its tools' data itself, and a
+rebuild ran on the event loop), with this checkout's bench."""
 
 import argparse
+import asyncio
 import gc
+import inspect
 import json
 import os
 import statistics
@@ -22,7 +31,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,12 +41,10 @@ import httpx
 import openai
 import psutil
 
-from app.chat.offer.tool_budget import budget_for, choose_within
 from bench.scale_catalogue import openai_tools
 from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 SERVER = Path(__file__).resolve().parent / "many_tools_server.py"
 SIZES = (20, 155, 1000)
 TOOLS_PER_SERVER = 20
@@ -45,6 +52,8 @@ CONTEXT_TOKENS = 8192
 DEFAULT_BUDGET, DEFAULT_MIN_MCP = 24, 4  # TOOLBRIDGE_TOOL_BUDGET and TOOLBRIDGE_MIN_MCP_TOOLS as shipped
 START_TIMEOUT = 1200.0
 STOP_GRACE = 60.0
+REBUILDS = 5  # of each kind, at each size
+SOURCE: Path | None = None  # --source: the checkout whose app/ is measured
 # Everyday requests that do not name a tool (none says "time": the stand-in model would call a time tool).
 REQUESTS = [
     "What do you remember about Alice?",
@@ -67,21 +76,36 @@ MODES = {"ranked, 8k context": {"TOOLBRIDGE_CONTEXT_TOKENS": str(CONTEXT_TOKENS)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs and requests")
-    parser.add_argument("--skip", default="", help="comma-separated parts to leave out: ranking,overhead,startup")
+    parser.add_argument("--skip", default="",
+                        help="comma-separated parts to leave out: ranking,overhead,rebuild,startup")
     parser.add_argument("--servers", default="1,10,50", help="start-up: how many servers of 20 tools, in turn")
     parser.add_argument("--limit", type=float, default=START_TIMEOUT, help="start-up: seconds to wait at most")
+    parser.add_argument("--source", type=Path, help="a checkout whose app/ is measured instead of this one's")
     parser.add_argument("--index-memory", type=int, help=argparse.SUPPRESS)  # the child that weighs one index
+    parser.add_argument("--rebuild-holds", type=int, help=argparse.SUPPRESS)  # the child that rebuilds at one size
     args = parser.parse_args()
+    if args.source:
+        global SOURCE
+        SOURCE = args.source.resolve()
+        sys.path.insert(0, str(SOURCE))
     if args.index_memory:
         print(json.dumps(weigh_index(args.index_memory)))
         return
+    if args.rebuild_holds:
+        print(json.dumps(asyncio.run(rebuild_holds(args.rebuild_holds, REBUILDS))))
+        return
     skip = set(filter(None, args.skip.split(",")))
-    print(f"{os.cpu_count()} cores, 1-minute load {os.getloadavg()[0]:.1f} at the start")
+    import app
+
+    print(f"{os.cpu_count()} cores, 1-minute load {os.getloadavg()[0]:.1f} at the start; app/ of"
+          f" {Path(app.__file__).parent.parent}")
     if "ranking" not in skip:
         ranking_figures(runs=15 if args.quick else 60)
     if {"overhead", "startup"} - skip:
         setups = [(int(n), TOOLS_PER_SERVER) for n in args.servers.split(",")]
         gateway_figures(15 if args.quick else 60, setups, min(args.limit, 240) if args.quick else args.limit, skip)
+    if "rebuild" not in skip:
+        rebuild_figures()
     print(f"1-minute load {os.getloadavg()[0]:.1f} at the end")
 
 
@@ -93,41 +117,65 @@ def messages(number: int) -> list[dict[str, Any]]:
 
 def budget() -> Any:
     """What a request is given by default with an 8k context: 24 tools, at most half the context, at least 4."""
+    from app.chat.offer.tool_budget import budget_for
+
     return budget_for(DEFAULT_BUDGET, CONTEXT_TOKENS, False, DEFAULT_MIN_MCP)
 
 
+def prepared(tools: list[dict[str, Any]]) -> Any:
+    """A catalogue's tools as the gateway's requests rank them: with their ranking data, worked out once when the
+    catalogue is built (app/chat/offer/tool_ranking.py); before issue 47, as they are (each request worked out
+    what it needed, the index cached by the tools' documents)."""
+    try:
+        from app.chat.offer.tool_ranking import ToolIndex
+    except ImportError:
+        return tools
+    return ToolIndex.of(tools, {})
+
+
+def rank(tools: Any, number: int) -> Any:
+    from app.chat.offer.tool_budget import choose_within
+
+    return choose_within(tools, [], messages(number), budget())
+
+
 def rank_times(count: int, runs: int) -> tuple[list[float], list[float], float]:
-    """Milliseconds of each cold request (a catalogue not seen before: its index is built) and each warm one (the
-    same catalogue again, another user message), and how many tools a warm one kept (the median)."""
+    """Milliseconds of each cold request (a catalogue not seen before: its ranking data worked out, then ranked)
+    and each warm one (the same catalogue again, another user message), and how many tools a warm one kept (the
+    median)."""
     cold, warm, kept = [], [], []
     for run in range(runs):
         tools = openai_tools(count, tag=f"c{run}")  # a fresh catalogue: its documents are not cached
         started = time.perf_counter()
-        choose_within(tools, [], messages(run), budget())
+        ready = prepared(tools)
+        rank(ready, run)
         cold.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        choice = choose_within(tools, [], messages(run + 1), budget())
+        choice = rank(ready, run + 1)
         warm.append((time.perf_counter() - started) * 1000)
         kept.append(count if choice is None else count - len(choice.withheld))
     return cold, warm, statistics.median(kept)
 
 
 def weigh_index(count: int) -> dict[str, float]:
-    """In a fresh process: the RSS one catalogue's first ranking adds (its index stays cached), then under
-    tracemalloc, for another catalogue of the same size, the peak while ranking and what stays after."""
-    choose_within(openai_tools(8, tag="warm"), [], messages(0), budget())  # bm25s, numpy and the code loaded
+    """In a fresh process: the RSS one catalogue's first ranking adds (its data kept, as the catalogue keeps it),
+    then under tracemalloc, for another catalogue of the same size, the peak while ranking and what stays after."""
+    rank(prepared(openai_tools(8, tag="warm")), 0)  # bm25s, numpy and the code loaded
     first, second = openai_tools(count, tag="a"), openai_tools(count, tag="b")
     gc.collect()
     process = psutil.Process()
     before = process.memory_info().rss
-    choose_within(first, [], messages(1), budget())
+    kept_first = prepared(first)
+    rank(kept_first, 1)
     gc.collect()
     grown = process.memory_info().rss - before
     tracemalloc.start()
-    choose_within(second, [], messages(2), budget())
+    kept_second = prepared(second)
+    rank(kept_second, 2)
     gc.collect()
     kept, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
+    del kept_first, kept_second
     return {"rss_growth": grown / 2**20, "peak": peak / 2**20, "kept": kept / 2**20}
 
 
@@ -139,11 +187,102 @@ def ranking_figures(runs: int) -> None:
           f" {'tracemalloc peak':>17} {'retained':>11} {'RSS growth':>11}")
     for count in SIZES:
         cold, warm, kept = rank_times(count, runs)
-        out = subprocess.run([sys.executable, "-m", "bench.scale", "--index-memory", str(count)], cwd=ROOT,
-                             capture_output=True, text=True, check=True)
-        memory = json.loads(out.stdout)
+        memory = json.loads(child("--index-memory", str(count)))
         print(f"{count:>6} {kept:>7.0f} {ms(median(cold))} {ms(p95(cold))} {ms(median(warm))} {ms(p95(warm))}"
               f" {memory['peak']:>14.1f} MB {memory['kept']:>8.1f} MB {memory['rss_growth']:>8.1f} MB", flush=True)
+
+
+def child(*args: str) -> str:
+    """The last line a fresh process of this module prints (on the same checkout's app/; the pool logs before)."""
+    source = ["--source", str(SOURCE)] if SOURCE else []
+    return subprocess.run([sys.executable, "-m", "bench.scale", *args, *source], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip().splitlines()[-1]
+
+
+# ---- 4. rebuilds: the event loop held --------------------------------------------------------------------------
+
+async def held_while(work: Callable[[], Awaitable[object]]) -> tuple[float, float]:
+    """The longest gap between two runs of a task that asks to run every millisecond while `work` runs (the event
+    loop's longest hold, plus that millisecond), and how long `work` took; both in ms."""
+    longest, done = 0.0, False
+
+    async def tick() -> None:
+        nonlocal longest
+        last = time.perf_counter()
+        while not done:
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            longest, last = max(longest, now - last), now
+
+    ticking = asyncio.create_task(tick())
+    await asyncio.sleep(0.01)
+    started = time.perf_counter()
+    await work()
+    took = time.perf_counter() - started
+    done = True
+    await ticking
+    return longest * 1000, took * 1000
+
+
+async def rebuild_holds(count: int, runs: int) -> dict[str, Any]:
+    """One stdio server of `count` tools (and its `change_list`) in a pool as the gateway makes it (its garbage
+    collection tuned, the ranking data worked out with each catalogue where the checkout does): the loop's longest
+    hold while the pool rebuilds its catalogue, `runs` times, and while a changed tool list is taken up (the
+    server's notice, the list read again, the rebuild), `runs` times; and, for comparison, while nothing happens
+    for 0.3 s."""
+    from app.cli import _tune_garbage_collection
+    from app.mcp.config import McpConfig, StdioServerConfig
+    from app.mcp.pool import McpPool
+    from app.mcp.supervisor import PoolOptions
+
+    _tune_garbage_collection()  # as `toolbridge` does before it serves: what the imports made, frozen
+    server = StdioServerConfig(command=sys.executable, args=[str(SERVER), "--count", str(count), "--changing"],
+                               mode="legacy")
+    extra: dict[str, Any] = {}
+    if "prepare" in inspect.signature(McpPool).parameters:
+        from app.chat import prepare_ranking
+
+        extra["prepare"] = prepare_ranking
+    pool = McpPool(McpConfig(path=Path("bench-mcp.json"), found=True, servers={"s00": server}),
+                   PoolOptions(connect_timeout=START_TIMEOUT, call_timeout=60), **extra)
+
+    async def rebuild() -> None:
+        rebuilt = pool._rebuild_catalogue()  # on the event loop before issue 47; awaited since
+        if inspect.isawaitable(rebuilt):
+            await rebuilt
+
+    changed = 0
+
+    async def change() -> None:
+        nonlocal changed
+        changed += 1
+        await pool.call_tool("s00__change_list", "{}")  # adds added_1, added_2, ...
+        while not pool.catalogue.owns(f"s00__added_{changed}"):
+            await pool.next_change()
+
+    async with pool:
+        await asyncio.wait_for(pool.wait_settled(), START_TIMEOUT)
+        tools = len(pool.catalogue.openai_tools)
+        idle = await held_while(lambda: asyncio.sleep(0.3))
+        rebuilds = [await held_while(rebuild) for _ in range(runs)]
+        changes = [await held_while(change) for _ in range(runs)]
+    return {"tools": tools, "idle": idle[0], "rebuild_hold": [hold for hold, _ in rebuilds],
+            "rebuild_ms": [took for _, took in rebuilds], "change_hold": [hold for hold, _ in changes],
+            "change_ms": [took for _, took in changes]}
+
+
+def rebuild_figures() -> None:
+    print(f"\n4. A rebuild of the catalogue: the event loop's longest hold (the longest gap between two runs of a task"
+          f" that asks to run every 1 ms), {REBUILDS} rebuilds and {REBUILDS} changed lists at each size, one stdio"
+          " server, in a fresh process; the same while nothing happens, for comparison")
+    print(f"{'tools':>6} {'idle':>8} {'rebuild hold p50':>17} {'max':>9} {'rebuild took p50':>17}"
+          f" {'list change hold p50':>21} {'max':>9} {'took p50':>10}")
+    for count in SIZES:
+        held = json.loads(child("--rebuild-holds", str(count)))
+        print(f"{held['tools']:>6} {ms(held['idle'], 5)} {ms(median(held['rebuild_hold']), 14)}"
+              f" {ms(max(held['rebuild_hold']))} {ms(median(held['rebuild_ms']), 14)}"
+              f" {ms(median(held['change_hold']), 18)} {ms(max(held['change_hold']))}"
+              f" {ms(median(held['change_ms']), 7)}", flush=True)
 
 
 # ---- 2 and 3. gateways -------------------------------------------------------------------------------------
@@ -195,9 +334,11 @@ def gateway(directory: Path, upstream: str, servers: int, tools_each: int, setti
     # Servers wait their turn to start while the gateway is busy: none must fail for it, only be counted late.
     env |= {"TOOLBRIDGE_STATE_URL": "memory://", "TOOLBRIDGE_LOG_LEVEL": "warning",
             "TOOLBRIDGE_MCP_CONNECT_TIMEOUT": str(int(START_TIMEOUT)), **settings}
+    # The app/ measured (this checkout's by default), whichever checkout the venv's editable install points at.
+    env["PYTHONPATH"] = str(SOURCE or ROOT)
     port = free_port()
     started = time.perf_counter()
-    process = subprocess.Popen([str(BIN / "toolbridge"), "--port", str(port), "--upstream-url", upstream,
+    process = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), "--upstream-url", upstream,
                                 "--mcp-config", str(mcp_config(directory, servers, tools_each))],
                                cwd=directory, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     running = Gateway(process, f"http://127.0.0.1:{port}", servers)

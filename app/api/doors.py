@@ -35,7 +35,7 @@ from app.chat import (
     answer_chat,
     memory_owner,
 )
-from app.doors.door import Door, DoorContext, Streamed, Timing, Whole
+from app.doors.door import Answer, Door, DoorContext, Stream, Streamed, Timing, Whole
 from app.mcp import KeyView, McpPool
 from app.openai.errors import ClientLeft, InvalidRequest, Overloaded
 from app.openai.wire import ChatBody, JSONObject
@@ -130,7 +130,8 @@ async def serve_chat(raw: Request, door: Door) -> Response:
     exchange = await read_json_object(raw, door.parse)
     reply, person = await answer(raw, door, await exchange.chat_body(lambda: door_context(raw)))
     rendering = exchange.render(reply, person, Timing(started, time.perf_counter_ns()))
-    if isinstance(rendering, Whole):
+    # The doors' own classes first: a runtime Protocol's isinstance reads every member of it, each request.
+    if isinstance(rendering, Answer) or (not isinstance(rendering, Stream) and isinstance(rendering, Whole)):
         return await send_whole(raw, rendering)
     return send_stream(raw, rendering)
 

@@ -41,6 +41,7 @@ from app.chat.offer import (
     choose_tools,
     describe_offer,
     describe_request,
+    prepare_ranking,
     ranked,
     with_virtual_models,
 )
@@ -53,6 +54,6 @@ __all__ = [
     "CallsDone", "ChatNeeds", "ChatPayload", "ChatPool", "ChatReply", "Delta", "Ended", "ImageStore", "MemoryStores",
     "Payload", "PersonView", "RequestStats", "ShutdownCutoff", "SignInWaits", "StoredImage", "ToolListing",
     "ToolOutput", "Turn", "answer_chat", "answer_parts", "chat_cut_off", "choose_tools", "describe_offer",
-    "describe_request", "digest", "known_context", "memory_owner", "openwebui_fields", "ranked", "request_loop_options",
-    "tool_budget_for", "with_virtual_models",
+    "describe_request", "digest", "known_context", "memory_owner", "openwebui_fields", "prepare_ranking", "ranked",
+    "request_loop_options", "tool_budget_for", "with_virtual_models",
 ]

@@ -2,7 +2,7 @@
 options) and what it fills in (the request's stats). The upstream client and the MCP pool implement these
 Protocols; tests implement them with plain Python (tests/chat/loop/test_loop.py)."""
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, Required, TypedDict
@@ -93,6 +93,12 @@ class RequestTools(Protocol):
 
     @property
     def openai_tools(self) -> Sequence[Tool]: ...
+
+    @property
+    def memo(self) -> MutableMapping[str, object]:
+        """What is worked out from these tools once (the tool budget's ranking data, offer/tool_ranking.py): kept
+        with the catalogue they come from, and shared with its other parts."""
+        ...
 
     async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None,
                         answers: ToolAnswers | None = None) -> ToolOutput:
@@ -279,12 +285,8 @@ class LoopOptions:
     sees_images: Callable[[], Awaitable[bool]] | None = None  # asked only once a tool returned an image
     offer_tools: bool = True
     tool_selection: ToolSelection = ALL_TOOLS
-    # The tools to offer when the budget leaves some out: (history, MCP tools, client tools, each MCP tool's
-    # server) -> choice, or None.
-    tool_budget: (
-        Callable[[list[Message], Sequence[Tool], Sequence[Tool], Mapping[str, str]],
-                 Awaitable[BudgetChoice | None]] | None
-    ) = None
+    # The tools to offer when the budget leaves some out: (history, MCP tools, client tools) -> choice, or None.
+    tool_budget: Callable[[list[Message], RequestTools, Sequence[Tool]], Awaitable[BudgetChoice | None]] | None = None
     # The model's context window in tokens, asked only when earlier turns' results were restored.
     context_tokens: Callable[[], Awaitable[int]] | None = None
     # A slash command's prompt messages, standing in for the last user message (slash_commands.py).

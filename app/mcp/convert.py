@@ -67,6 +67,10 @@ class Catalogue:
 
     openai_tools: tuple[OpenAITool, ...] = ()
     routes: Mapping[str, ToolRoute] = field(default_factory=dict)
+    # What the chat wing works out from these tools once (the tool budget's ranking data), kept for as long as they
+    # are offered: one for a built catalogue and every part of it (`select`, `ordered`, `clear_of`), so that a
+    # toolset reuses what the whole catalogue worked out, and it goes with them when a new catalogue is built.
+    memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     def owns(self, name: str) -> bool:
         return name in self.routes
@@ -111,14 +115,14 @@ class Catalogue:
             used.add(new)
         tools = tuple(_renamed(tool, renamed[name]) if (name := tool_name(tool)) in renamed else tool
                       for tool in self.openai_tools)
-        return Catalogue(tools, {renamed.get(name, name): route for name, route in self.routes.items()})
+        return Catalogue(tools, {renamed.get(name, name): route for name, route in self.routes.items()}, self.memo)
 
     def select(self, keep: Callable[[str, ToolRoute], bool]) -> "Catalogue":
         """The catalogue with only the tools `keep(name, route)` admits, in the same order."""
         routes = {name: route for name, route in self.routes.items() if keep(name, route)}
         if len(routes) == len(self.routes):
             return self
-        return Catalogue(tuple(t for t in self.openai_tools if t["function"]["name"] in routes), routes)
+        return Catalogue(tuple(t for t in self.openai_tools if t["function"]["name"] in routes), routes, self.memo)
 
     def ordered(self, names: Sequence[str]) -> "Catalogue":
         """The same tools offered in the order of `names` (those it leaves out after them, as they were)."""
@@ -126,7 +130,7 @@ class Catalogue:
             return self
         place = {name: index for index, name in enumerate(names)}
         tools = sorted(self.openai_tools, key=lambda tool: place.get(tool["function"]["name"], len(place)))
-        return Catalogue(tuple(tools), self.routes)
+        return Catalogue(tuple(tools), self.routes, self.memo)
 
     def describe(self) -> list[DescribedTool]:
         """The injected tools with the server and tool each one maps back to."""

@@ -82,8 +82,9 @@ class _Running:
         self.declined: str | None = None  # why its question was declined for the bounds: what the model is told
         self.stages, self.stage_reader = anyio.create_memory_object_stream[Stage | _Failed](
             QUESTIONS_PER_CALL + 2)
-        self._answered = anyio.Event()
-        self._answer = ElicitResult(action="cancel")
+        # Each question's own, made when it is asked (most calls ask none); the answer is read only once set.
+        self._answered: anyio.Event
+        self._answer: ElicitResult
 
     def answer(self, result: ElicitResult) -> None:
         self._answer = result

@@ -125,7 +125,10 @@ class ServerOffer:
             self._changes[kind] = anyio.Event()
             try:
                 if kind == "tools":
-                    self._republish(await list_all_tools(client, refresh=True))
+                    tools = await list_all_tools(client, refresh=True)
+                    # Off the event loop: two definitions a tool took 50-90 ms at 1,000 tools.
+                    before, after = await anyio.to_thread.run_sync(_definitions, self.tools or [], tools)
+                    self._republish(tools, before, after)
                     continue
                 if kind == "resources":
                     self.resources = await list_resources(client, refresh=True)
@@ -137,10 +140,9 @@ class ServerOffer:
             log.info("mcp_list_changed", server=self.name, list=kind)
             self._changed()
 
-    def _republish(self, tools: list[Tool]) -> None:
-        """Swaps in a changed tool list; a changed definition of a known tool is flagged (rug pull)."""
-        before = {tool.name: definition(tool) for tool in self.tools or []}
-        after = {tool.name: definition(tool) for tool in tools}
+    def _republish(self, tools: list[Tool], before: dict[str, str], after: dict[str, str]) -> None:
+        """Swaps in a changed tool list; a changed definition of a known tool is flagged (rug pull). `before`,
+        `after`: each tool's definition, by name, in the list offered and in `tools`."""
         added, removed = sorted(after.keys() - before.keys()), sorted(before.keys() - after.keys())
         changed = sorted(n for n in after.keys() & before.keys() if after[n] != before[n])
         if changed:
@@ -152,3 +154,7 @@ class ServerOffer:
             log.info("mcp_tools_changed", server=self.name, added=added, removed=removed, changed=changed)
         self.tools = tools
         self._changed()
+
+
+def _definitions(*listings: list[Tool]) -> tuple[dict[str, str], ...]:
+    return tuple({tool.name: definition(tool) for tool in tools} for tools in listings)

@@ -2,7 +2,7 @@
 (app/chat/ports.py). A tool list that changes meanwhile reaches the next request; the pool (pool.py)
 runs the calls, each named as in this request's catalogue."""
 
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -30,6 +30,10 @@ class PinnedTools:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "openai_tools", self.catalogue.openai_tools)
+
+    @property
+    def memo(self) -> MutableMapping[str, object]:
+        return self.catalogue.memo
 
     async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None,
                         answers: ToolAnswers | None = None) -> ToolOutcome:

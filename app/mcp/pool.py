@@ -1,9 +1,9 @@
 """The MCP servers of mcp.json, connected for the gateway's lifetime, and their tools routed to.
 
 One `ServerSupervisor` per server keeps it connected (supervisor.py); the pool holds them by name, builds
-the catalogue from their tools, answers for their health, routes each call to its server, and applies
-reloads of the config. Servers start in parallel and the pool's `__aenter__` returns at once, so HTTP
-serves while slow servers are still starting.
+the catalogue from their tools (in a worker thread, rebuilds.py), answers for their health, routes each call to
+its server, and applies reloads of the config. Servers start in parallel and the pool's `__aenter__` returns at
+once, so HTTP serves while slow servers are still starting.
 """
 
 from collections import Counter
@@ -26,6 +26,7 @@ from app.mcp.per_key import callers_catalogue, supervisor_for
 from app.mcp.pinned import PinnedTools
 from app.mcp.processes import end_process_groups
 from app.mcp.prompts import PromptBook, PromptEntry, PromptFailed, build_prompt_book
+from app.mcp.rebuilds import Rebuilds
 from app.mcp.reload import ConfigReloads, diff_configs, request_on_change
 from app.mcp.resources import ServerResources
 from app.mcp.results import FailureKind, ToolOutcome
@@ -38,6 +39,9 @@ from app.ops.server_health import ServerHealth
 from app.state import Vault
 
 log = structlog.get_logger("toolbridge.mcp")
+
+# What a rebuild makes: the catalogue, the prompts, and how many tools each server that had a list is offered.
+Built = tuple[Catalogue, PromptBook, dict[str, int]]
 
 # The SDK bounds each stdio shutdown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL); this bounds them all.
 SHUTDOWN_TIMEOUT = 10.0
@@ -56,9 +60,12 @@ class McpPool:
         complete: Complete | None = None,
         on_tool_call: ToolCallObserver | None = None,
         vault: Vault | None = None,
+        prepare: Callable[[Catalogue], None] | None = None,
     ) -> None:
         """`load_config` re-reads the config on `request_reload` (with `watch`, when those files change); `complete`
-        answers sampling requests; `on_tool_call` learns of every call, to an unknown tool too (server None)."""
+        answers sampling requests; `on_tool_call` learns of every call, to an unknown tool too (server None);
+        `prepare` works out what requests will need of each new catalogue (the tool budget's ranking data) in the
+        worker thread that built it, before it is in force."""
         self.config, self._options = config, options
         self._reloads = ConfigReloads(load_config) if load_config is not None else None
         self._on_tool_call = on_tool_call
@@ -68,6 +75,9 @@ class McpPool:
                                         start_gate=StartGate(options.start_slots, options.start_turn),
                                         max_message_bytes=options.max_message_bytes)
         self._stopping = anyio.Event()
+        self._prepare = prepare
+        self._rebuilds = Rebuilds(self._take_offers, self._install)
+        self._counts: dict[str, int] = {}  # the tools the catalogue in force offers of each server that had a list
         self._supervisors = {name: self._supervisor(name, server) for name, server in config.servers.items()}
         self._unrun = unrun_statuses(config)  # entries that never run: broken or disabled ones
         self._catalogue = Catalogue()
@@ -82,6 +92,7 @@ class McpPool:
         log_config(self.config)
         self._task_group = self._opener.task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
+        self._task_group.start_soon(self._rebuilds.run, name="mcp:catalogue")
         for supervisor in self._supervisors.values():
             self._start(supervisor)
         self._status_changed()
@@ -109,8 +120,8 @@ class McpPool:
 
     def _supervisor(self, name: str, server: ServerConfig) -> ServerSupervisor:
         return supervisor_for(name, server, self._options, self._opener, self.sign_ins.of(name, server), self._start,
-                              stopping=self._stopping, offer_changed=self._rebuild_catalogue,
-                              state_changed=self._status_changed)
+                              stopping=self._stopping, offer_changed=self._offer_changed,
+                              offered=self._rebuilds.caught_up, state_changed=self._status_changed)
 
     def _start(self, supervisor: ServerSupervisor) -> None:
         assert self._task_group is not None
@@ -147,7 +158,7 @@ class McpPool:
         going = [self._supervisors[name] for name in diff.stopping]
         for supervisor in going:
             supervisor.retire()
-        self._rebuild_catalogue()
+        await self._rebuild_catalogue()
         for supervisor in going:
             with anyio.move_on_after(supervisor.longest_call + SHUTDOWN_TIMEOUT):
                 await supervisor.done.wait()
@@ -158,7 +169,7 @@ class McpPool:
         for name in diff.starting:
             self._supervisors[name] = self._supervisor(name, new.servers[name])
             self._start(self._supervisors[name])
-        self._rebuild_catalogue()
+        await self._rebuild_catalogue()
 
     # -- what requests see --------------------------------------------------------------------------
 
@@ -271,19 +282,48 @@ class McpPool:
             raise PromptFailed(f"MCP server '{entry.server}' was removed from the config.")
         return supervisor.live
 
-    def _rebuild_catalogue(self) -> None:
+    def _offer_changed(self) -> None:
+        if not self._stopping.is_set():  # a catalogue built while every server stops would serve no request
+            self._rebuilds.ask()
+
+    async def _rebuild_catalogue(self) -> None:
+        """Rebuilds the catalogue and returns once the new one is in force."""
+        self._rebuilds.ask()
+        await self._rebuilds.caught_up()
+
+    def _take_offers(self) -> Callable[[], Built]:
+        """What the servers offer now, and the build of the catalogue and prompts from it (run in a worker thread:
+        it reads only what is taken here)."""
         ordered = {name: s.offer.offered() for name, s in self._supervisors.items() if s.offer.tools is not None}
         readers = {name for name, s in self._supervisors.items() if s.offer.reads_resources}
         confirms = {name: s.config.confirm for name, s in self._supervisors.items()}  # mcp.json's, per server
-        self._catalogue = build_catalogue(ordered, self._options.conversion, readers, confirms)
-        self._prompt_book = build_prompt_book({name: s.offer.prompts for name, s in self._supervisors.items()})
-        # What is offered, after every filter (mcp.json, blocked, tools that only run as MCP tasks).
-        offered = Counter(route.server for route in self._catalogue.routes.values())
-        for name in ordered:
-            self._supervisors[name].count_tools(offered[name])
+        prompts = {name: s.offer.prompts for name, s in self._supervisors.items()}
+        conversion, prepare = self._options.conversion, self._prepare
+
+        def build() -> Built:
+            catalogue = build_catalogue(ordered, conversion, readers, confirms)
+            if prepare is not None:
+                try:
+                    prepare(catalogue)
+                except Exception:  # boundary: requests work out what it failed to, as they need it
+                    log.exception("mcp_catalogue_prepare_failed")
+            # What is offered, after every filter (mcp.json, blocked, tools that only run as MCP tasks).
+            offered = Counter(route.server for route in catalogue.routes.values())
+            return catalogue, build_prompt_book(prompts), {name: offered[name] for name in ordered}
+
+        return build
+
+    def _install(self, built: Built) -> None:
+        self._catalogue, self._prompt_book, self._counts = built
         self._status_changed()
 
     def _status_changed(self) -> None:
+        # Counted at each change, not only with each catalogue: a `per_key` server shows its count only to a key
+        # whose own connection is ready, which comes after the build that offers its tools.
+        for name, count in self._counts.items():
+            supervisor = self._supervisors.get(name)
+            if supervisor is not None and supervisor.offer.tools is not None:
+                supervisor.count_tools(count)
         if not any(s.state is ServerState.STARTING for s in self._statuses().values()):
             self._settled.set()
         self._change.set()

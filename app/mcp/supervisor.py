@@ -5,12 +5,12 @@ the connection in its `live` (live.py).
 The pool runs one supervisor per server, each in its own task of the pool's task group: it connects,
 lists the tools, publishes them, and waits for shutdown. anyio requires a client to be opened and closed
 in one task, and this layout gives that for free. What the whole pool shares (shutdown, the catalogue,
-"has every server settled") reaches a supervisor as an event and two callbacks.
+"has every server settled") reaches a supervisor as an event and callbacks.
 """
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -50,12 +50,14 @@ class ServerSupervisor:
         stopping: anyio.Event,
         offer_changed: Callable[[], None],
         state_changed: Callable[[], None],
+        offered: Callable[[], Awaitable[None]] | None = None,
         auth: ServerAuth | None = None,
     ) -> None:
         """`stopping`: the pool's shutdown; `offer_changed`, `state_changed`: rebuild the catalogue, the status
-        changed. `auth`: an HTTP server's OAuth."""
+        changed; `offered`: returns once the catalogue offers what the offer published last. `auth`: an HTTP
+        server's OAuth."""
         self.name, self.config, self._options, self._opener = name, config, options, opener
-        self._stopping, self._state_changed = stopping, state_changed
+        self._stopping, self._state_changed, self._offered = stopping, state_changed, offered
         self.status = ServerStatus(ServerState.STARTING, transport_name(config))
         self.live = LiveConnection(name, self.status, self.call_timeout, options.longest_call_timeout, options.held)
         self.offer = ServerOffer(name, config, block_changed_tools=options.block_changed_tools,
@@ -85,7 +87,8 @@ class ServerSupervisor:
         return configured if configured is not None else self._options.connect_timeout
 
     def retire(self) -> None:
-        """Stops the server (a reload removed or changed it); new requests stop seeing its tools at once."""
+        """Stops the server (a reload removed or changed it); new requests stop seeing its tools once the pool has
+        rebuilt its catalogue."""
         self.stop.set()
         self.offer.withdraw(announce=False)
 
@@ -181,8 +184,7 @@ class ServerSupervisor:
         ready()  # the next server may start: this one's CPU-bound start is over
         scope.deadline = math.inf
         self._start_scope = None
-        self._publish(connection, listing)
-        self._served = True
+        await self._publish(connection, listing)
         log.info("mcp_server_ready", server=self.name, tools=len(listing.tools),
                  protocol=client.protocol_version, seconds=round(time.perf_counter() - started, 2),
                  restarts=self.status.restarts)
@@ -261,12 +263,15 @@ class ServerSupervisor:
     async def _stderr_hint(self) -> str:
         return "" if self._stderr is None else await self._stderr.hint()
 
-    def _publish(self, connection: Connection, listing: Listing) -> None:
+    async def _publish(self, connection: Connection, listing: Listing) -> None:
         self.live.publish(connection.client)
+        self.offer.publish(listing)
+        self._served = True
+        if self._offered is not None:  # ready means offered: a client that waits for "ready" gets its tools
+            await self._offered()
         status = self.status
         status.state, status.error, status.ready_since = ServerState.READY, None, time.monotonic()
         status.protocol_version = connection.client.protocol_version
-        self.offer.publish(listing)
         self._state_changed()
 
     def _unpublish(self) -> None:

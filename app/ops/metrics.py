@@ -42,23 +42,39 @@ class Metrics:
                                        ["server", "tool"], buckets=TOOL_BUCKETS, registry=r)
         self._tokens = Counter("toolbridge_tokens", "Tokens the upstream reported, summed over tool rounds",
                                ["direction"], registry=r)
+        # Each label set's children, looked up once: `labels()` checks and converts its values and takes a lock on
+        # every call. As bounded as the labels themselves (routes are templates, tools named by their servers).
+        self._per_request: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
+        self._per_upstream: dict[str, Histogram] = {}
+        self._per_tool: dict[tuple[str | None, str, str], tuple[Counter, Histogram]] = {}
+        self._per_direction: dict[str, Counter] = {}  # made at the first tokens: no series of zeros before
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
-        self._requests.labels(route, method if method in METHODS else "other", str(status)).inc()
-        self._latency.labels(route).observe(seconds)
+        labels = (route, method if method in METHODS else "other", str(status))
+        if (request := self._per_request.get(labels)) is None:
+            request = self._per_request[labels] = (self._requests.labels(*labels), self._latency.labels(route))
+        request[0].inc()
+        request[1].observe(seconds)
 
     def observe_upstream(self, kind: str, seconds: float) -> None:
-        self._upstream.labels(kind).observe(seconds)
+        if (upstream := self._per_upstream.get(kind)) is None:
+            upstream = self._per_upstream[kind] = self._upstream.labels(kind)
+        upstream.observe(seconds)
 
     def observe_tool_call(self, call: CallRecord) -> None:
-        self._tool_calls.labels(call.server, call.tool, call.outcome).inc()
-        self._tool_latency.labels(call.server, call.tool).observe(call.seconds)
+        labels = (call.server, call.tool, call.outcome)
+        if (tool := self._per_tool.get(labels)) is None:
+            tool = self._per_tool[labels] = (self._tool_calls.labels(*labels),
+                                             self._tool_latency.labels(call.server, call.tool))
+        tool[0].inc()
+        tool[1].observe(call.seconds)
 
     def observe_tokens(self, prompt: int, completion: int) -> None:
-        if prompt:
-            self._tokens.labels("in").inc(prompt)
-        if completion:
-            self._tokens.labels("out").inc(completion)
+        for direction, tokens in (("in", prompt), ("out", completion)):
+            if tokens:
+                if (counter := self._per_direction.get(direction)) is None:
+                    counter = self._per_direction[direction] = self._tokens.labels(direction)
+                counter.inc(tokens)
 
     def watch_servers(self, health: Callable[[], dict[str, ServerHealth]]) -> None:
         """Server states and restarts, read from `health()` at each scrape."""

@@ -40,7 +40,8 @@ class RecentCalls:
     def __init__(self, size: int = RECENT_CALLS, show_values: bool = False) -> None:
         self._calls: deque[tuple[str, CallEntry]] = deque(maxlen=size)  # by the key that made it
         self._show_values = show_values
-        self._added = anyio.Event()
+        # Made when someone waits (the status page's long poll): not one per call for nobody.
+        self._added: anyio.Event | None = None
         self.count = 0  # calls ever added: a reader that saw `count` knows which ones are new
 
     def add(self, call: CallRecord) -> None:
@@ -58,8 +59,9 @@ class RecentCalls:
             entry |= {"arguments": call.arguments, "result": call.result, "error": call.error}
         self.count += 1
         self._calls.append((CURRENT_SCOPE.get().caller, entry))
-        self._added.set()
-        self._added = anyio.Event()
+        if self._added is not None:
+            self._added.set()
+            self._added = None
 
     def entries(self, after: int = 0, scope: KeyScope = EVERYTHING) -> list[CallEntry]:
         """The calls kept, oldest first; with `after`, only those numbered past it; those `scope`'s key may see."""
@@ -67,6 +69,8 @@ class RecentCalls:
 
     async def next_call(self) -> None:
         """Returns when the next call is added."""
+        if self._added is None:
+            self._added = anyio.Event()
         await self._added.wait()
 
 

@@ -40,7 +40,8 @@ class RequestEntry(TypedDict):
 class RecentRequests:
     def __init__(self, size: int = RECENT_REQUESTS) -> None:
         self._requests: deque[tuple[str, RequestEntry]] = deque(maxlen=size)  # by the key that made it
-        self._added = anyio.Event()
+        # Made when someone waits (the status page's long poll): not one per request for nobody.
+        self._added: anyio.Event | None = None
         self.count = 0  # requests ever added: a reader that saw `count` knows which ones are new
 
     def add(self, model: str | None, offered: int, withheld: Sequence[str], why: str) -> None:
@@ -56,8 +57,9 @@ class RecentRequests:
             "withheld": list(withheld[:NAMES_KEPT]),
             "why": why or None,
         }))
-        self._added.set()
-        self._added = anyio.Event()
+        if self._added is not None:
+            self._added.set()
+            self._added = None
 
     def entries(self, after: int = 0, scope: KeyScope = EVERYTHING) -> list[RequestEntry]:
         """The requests kept, oldest first; with `after`, only those numbered past it; those `scope`'s key may see."""
@@ -65,4 +67,6 @@ class RecentRequests:
 
     async def next_request(self) -> None:
         """Returns when the next request is added."""
+        if self._added is None:
+            self._added = anyio.Event()
         await self._added.wait()

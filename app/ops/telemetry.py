@@ -62,6 +62,9 @@ class TokenUsage(Protocol):
 def end_chat_span(
     span: Span, *, rounds: int, finish_reason: str | None, usage: TokenUsage | None, error: BaseException | None = None
 ) -> None:
+    if not span.is_recording():  # a no-op span (no SDK, or not sampled) keeps nothing of what is set on it
+        span.end()
+        return
     span.set_attribute("toolbridge.tool_rounds", rounds)
     if finish_reason:
         span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
@@ -77,6 +80,11 @@ def end_chat_span(
 @contextmanager
 def tool_span(parent: Span, name: str, call_id: str) -> Iterator[Span]:
     """The span of one tool call, current while it runs so the mcp SDK's own span nests under it."""
+    if not _tracing():
+        # The API's no-op tracer would hand back `parent` and make it current, which it already is: the same,
+        # without the attributes and the context's attach and detach (with end_chat_span's, 60 Python calls a round).
+        yield parent
+        return
     with _tracer.start_as_current_span(
         f"execute_tool {name}",
         context=trace.set_span_in_context(parent),
@@ -85,6 +93,11 @@ def tool_span(parent: Span, name: str, call_id: str) -> Iterator[Span]:
                     "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function"},
     ) as span:
         yield span
+
+
+def _tracing() -> bool:
+    """Whether a tracer provider was installed (ours, or the OTel distro's): otherwise every span is a no-op."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 def tool_failed(span: Span, kind: str) -> None:

@@ -398,7 +398,10 @@ async function refreshTools() {
 
 function serversChanged(servers) {
   const count = (all) => Object.values(all).map((s) => `${s.state}:${s.tools}`).join();
-  if (count(servers) !== count(state.servers)) refreshTools();  // a server came, went or changed its tools
+  // The catalogue is rebuilt after a server's state changes (app/mcp/rebuilds.py), and says so with another
+  // event: tools still listed for a server that is no longer ready are fetched again then.
+  const stale = state.tools.some((t) => servers[t.server] && servers[t.server].state !== "ready");
+  if (stale || count(servers) !== count(state.servers)) refreshTools();  // a server came, went or changed its tools
   renderServers(servers);
 }
 

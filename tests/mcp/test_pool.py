@@ -1,9 +1,11 @@
 """The MCP pool on its own: start failures, timeouts and routing, against real stdio servers."""
 
+import asyncio
 import contextlib
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from structlog.testing import capture_logs
 
 from app.chat.ports import ToolAnswers
 from app.mcp.config import HttpServerConfig, McpConfig, ServerConfig, StdioServerConfig
-from app.mcp.convert import ConversionOptions
+from app.mcp.convert import Catalogue, ConversionOptions
 from app.mcp.pool import McpPool
 from app.mcp.supervisor import PoolOptions
 from tests.conftest import BASIC_TOOLS, SERVERS
@@ -195,6 +197,29 @@ async def test_progress_extends_the_timeout_up_to_the_cap() -> None:
     assert data["error"] == "timeout"
     assert data["message"].startswith("The tool ran its limit of 4")
     assert readable(after.content) == "4"
+
+
+async def test_a_server_is_ready_once_its_tools_are_offered_and_the_catalogue_is_built_off_the_event_loop() -> None:
+    building, release = threading.Event(), threading.Event()
+    on_loop: list[bool] = []
+
+    def prepare(catalogue: Catalogue) -> None:  # with each build, in its thread: held until the test lets it end
+        on_loop.append(asyncio._get_running_loop() is not None)
+        building.set()
+        release.wait(SETTLE_TIMEOUT)
+
+    pool = McpPool(config(basic=stdio("basic.py")), options(), prepare=prepare)
+    async with pool:
+        try:
+            with anyio.fail_after(SETTLE_TIMEOUT):
+                assert await anyio.to_thread.run_sync(building.wait, SETTLE_TIMEOUT)  # its tools listed, being built
+                assert pool.health()["basic"]["state"] == "starting" and not pool.catalogue.owns("basic__echo")
+                release.set()  # the loop runs this while the build waits for it
+                await pool.wait_for("basic", lambda health: health["state"] == "ready")
+                assert pool.catalogue.owns("basic__echo") and pool.health()["basic"]["tools"] == len(BASIC_TOOLS)
+        finally:
+            release.set()
+    assert on_loop and not any(on_loop)
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-listen", "2025-notification"])

@@ -62,7 +62,8 @@ def decide(done: Round) -> Decision:
     """The next step after `done`."""
     if not done.mcp_calls and not done.client_calls:
         return End(Action.ANSWER, plain_finish_reason(done.finish_reason))
-    repeated = all(same_call(call) in done.answered for call in done.mcp_calls)
+    # Nothing answered yet (every first round): no call can repeat one, and none need be spelled out to tell.
+    repeated = all(same_call(call) in done.answered for call in done.mcp_calls) if done.answered else not done.mcp_calls
     if done.waiting and not repeated:
         # Before anything runs, even at the limit: the person answers, and the next request goes on from there.
         return End(Action.ASK, "stop")

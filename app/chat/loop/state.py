@@ -87,7 +87,7 @@ async def _within_budget(
     """The MCP tools and client tools to offer: all of them, unless the tool budget leaves some out."""
     choice = None
     if options.tool_budget is not None and mcp_tools.openai_tools:
-        choice = await options.tool_budget(messages, mcp_tools.openai_tools, client_tools, mcp_tools.servers())
+        choice = await options.tool_budget(messages, mcp_tools, client_tools)
     if (finding := find_tools_offer(options.find_tools, messages, mcp_tools, client_tools, choice)) is not None:
         stats.tools_withheld, choice, mcp_tools = finding.behind, None, finding
     if choice is not None:

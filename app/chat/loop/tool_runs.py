@@ -3,9 +3,10 @@ the model is shown the images they returned."""
 
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 
 import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 
 from app.chat.events import ToolProgress, ToolsRan, ToolsStarted
 from app.chat.ports import LoopOptions, RequestTools, ToolAnswers, ToolOutput
@@ -39,20 +40,31 @@ async def run_tools(
                 tool_failed(call_span, "tool_error")
         durations[index] = (time.perf_counter() - started) * 1000
 
-    async def run_all() -> None:
-        async with progress_in, anyio.create_task_group() as calls_group:
-            for index, call in enumerate(calls):
-                calls_group.start_soon(run, index, call)
-
+    left = [len(calls)]
     try:
         async with anyio.create_task_group() as group:
-            group.start_soon(run_all)
+            for index, call in enumerate(calls):
+                group.start_soon(_last_closes, run, index, call, left, progress_in)
+            if not calls:
+                progress_in.close()
             async with progress_out:
                 async for progress in progress_out:
                     yield progress
     except* GatewayError as stopped:  # a call that ends the request (its key was taken out): as itself, not a group
         raise _first(stopped) from None
     yield ToolsRan(calls, [output for output in outputs if output is not None], durations)
+
+
+async def _last_closes(run: Callable[[int, ToolCall], Awaitable[None]], index: int, call: ToolCall, left: list[int],
+                       progress: MemoryObjectSendStream[ToolProgress]) -> None:
+    """One call of a round; the last of them to end closes the progress stream, which ends the round's loop: one
+    task group a round, and no task of its own to wait for the calls."""
+    try:
+        await run(index, call)
+    finally:
+        left[0] -= 1
+        if not left[0]:
+            progress.close()
 
 
 def _first(group: BaseExceptionGroup[GatewayError]) -> GatewayError:

@@ -1,11 +1,13 @@
-"""The ranker (bm25s, and numpy beneath it) imported when a request first ranks, in a worker thread.
+"""The ranker (bm25s, and numpy beneath it) imported when a request first ranks, off the event loop.
 
 It costs about 12 MB of memory, which a gateway whose requests all fit their tool budget never needs: imported at
 start whenever a budget was set (the default), it was most of what the idle gateway grew by, 100 MB to 120 (issue
 47). Imported on the event loop by the first ranked request, it held every other request (and /health) for
-0.15-0.3 s. So a choice that may rank runs through `ranked`: if it needs bm25s before bm25s is imported, it stops
-there, having done nothing (`_Deferred`), the import runs in a worker thread while the loop serves the others, and
-the choice runs again. The first ranked request waits for the import; no other does.
+0.15-0.3 s. A catalogue past the budget's count has its ranking data worked out, bm25s with it, in the pool's worker
+thread when it is built (tool_ranking.py), and a chat that must work data out does it in a worker thread
+(loop_options.py). What ranks on the loop (`GET`/`POST /tools`) runs through `ranked`: if it needs bm25s before
+bm25s is imported, it stops there, having done nothing (`_Deferred`), the import runs in a worker thread while the
+loop serves the others, and it runs again.
 """
 
 import logging

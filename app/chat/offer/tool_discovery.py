@@ -12,12 +12,13 @@ nothing more. A server's or a client's own `find_tools` keeps its name: the gate
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 
 import structlog
 
 from app.chat.offer.tool_budget import budget_for, choose_within
+from app.chat.offer.tool_ranking import ranking_of
 from app.chat.ports import BudgetChoice, ImagePart, InputNeeded, ProgressReport, RequestTools, ToolAnswers, ToolOutput
 from app.openai.result_format import RenderOptions, recorded_result
 from app.openai.wire import ChatBody, FunctionDefinition, JSONObject, JSONValue, Message, Tool, tool_name
@@ -69,6 +70,10 @@ class FindingTools:
     def openai_tools(self) -> Sequence[Tool]:
         return [*(self.definitions[name] for name in self.offered), self.definition]
 
+    @property
+    def memo(self) -> MutableMapping[str, object]:
+        return self.every.memo
+
     async def call_tool(self, name: str, arguments: str, on_progress: ProgressReport | None = None,
                         answers: ToolAnswers | None = None) -> ToolOutput:
         if name == FIND_TOOLS:
@@ -92,11 +97,9 @@ class FindingTools:
         need = _need(arguments)
         if not need:
             return _answer('find_tools takes {"need": "..."}: the task in a few words.', True, self.render)
-        tools = list(self.every.openai_tools)
-        servers = {name: server for tool in tools if (server := self.every.server_of(name := tool_name(tool)))}
-        choice = choose_within(tools, [], [{"role": "user", "content": need}], budget_for(FOUND, None, False),
-                               servers=servers)
-        order = {tool_name(tool): index for index, tool in enumerate(tools)}
+        ranking = ranking_of(self.every)
+        choice = choose_within(ranking, [], [{"role": "user", "content": need}], budget_for(FOUND, None, False))
+        order = {name: index for index, name in enumerate(ranking.names)}
         scores = {} if choice is None else choice.scores
         kept = order.keys() if choice is None else choice.kept
         found = sorted((n for n in kept if scores.get(n, 1.0) > 0), key=lambda n: (-scores.get(n, 1.0), order[n]))

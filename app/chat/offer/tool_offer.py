@@ -7,6 +7,7 @@ from typing import Protocol, Required, TypedDict
 
 from app.chat.offer.context_budget import wire_chars
 from app.chat.offer.tool_budget import UNLIMITED, UNLIMITED_CHARS, Budget, choose_within
+from app.chat.offer.tool_ranking import Rankable, ranking_of
 from app.chat.ports import BudgetChoice, DescribedTool
 from app.openai.wire import Message, Tool
 
@@ -57,12 +58,10 @@ def describe_request(
     be sent) and the MCP tools, each with its relevance and whether it is offered; the names withheld, and
     why."""
     described = catalogue.describe()
-    # Ranked and sized as the model gets them: what /tools adds (server, originals) is not sent.
-    tools: list[Tool] = [{"type": entry["type"], "function": function} for entry in described
-                         if (function := entry["function"]) is not None]  # always: MCP tools are functions
     budget = budget or Budget(UNLIMITED, UNLIMITED_CHARS)
-    servers = {_name(entry): entry.get("server", "") for entry in described}
-    choice = choose_within(tools, client_tools, messages, budget, always_rank=True, servers=servers)
+    # Ranked and sized as the model gets them (what /tools adds, server and originals, is not sent), from the
+    # ranking data the catalogue keeps for requests.
+    choice = choose_within(ranking_of(catalogue), client_tools, messages, budget, always_rank=True)
     assert choice is not None
     sent = choice.compacted_client_tools or tuple(client_tools)
     clients: list[DescribedTool] = [
@@ -99,5 +98,5 @@ def _name(entry: DescribedTool) -> str:
     return function.get("name", "") if function is not None else ""
 
 
-class Describable(Protocol):
+class Describable(Rankable, Protocol):
     def describe(self) -> list[DescribedTool]: ...

@@ -54,6 +54,7 @@ class Tools:
     selections: list[ToolSelection] = field(default_factory=list)
     offer: bool = True
     confirm: set[str] = field(default_factory=set)  # the tools whose calls wait for the person's yes
+    memo: dict[str, object] = field(default_factory=dict)
 
     @property
     def openai_tools(self) -> Sequence[dict[str, Any]]:

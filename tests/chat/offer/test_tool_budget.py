@@ -13,7 +13,7 @@ from mcp.types import Tool
 from structlog.testing import capture_logs
 
 from app.chat.loop_options import tool_budget_for
-from app.chat.offer.tool_budget import Budget, _index, budget_for, choose_within
+from app.chat.offer.tool_budget import Budget, budget_for, choose_within
 from app.chat.offer.tool_offer import why_withheld
 from app.mcp.convert import ConversionOptions, build_catalogue
 from app.settings import Settings
@@ -51,17 +51,6 @@ def test_seventy_tools_are_cut_to_the_budget_keeping_the_most_relevant() -> None
     assert choice is not None and len(choice.kept) == 10 and len(choice.withheld) == 60
     assert all(name.split("__")[1].startswith("weather") for name in choice.kept)
     assert choice.scores["s0__weather_0"] > 0 == choice.scores["s0__email_0"]
-
-
-def test_a_tool_list_is_indexed_once_and_a_changed_list_anew() -> None:
-    _index.cache_clear()
-    email = [{"role": "user", "content": "Send an email message to Ada."}]
-    assert choose_within(SEVENTY, [], USER, Budget(10, ROOMY)).kept != choose_within(  # type: ignore[union-attr]
-        SEVENTY, [], email, Budget(10, ROOMY)).kept  # type: ignore[union-attr]
-    assert (_index.cache_info().misses, _index.cache_info().hits) == (1, 1)  # the second question, same index
-    renamed = [tool("s0__weather_0", "Sends email messages.", "message"), *SEVENTY[1:]]
-    choice = choose_within(renamed, [], email, Budget(11, ROOMY))  # the ten email tools, and this one
-    assert choice is not None and "s0__weather_0" in choice.kept and _index.cache_info().misses == 2
 
 
 def test_the_kept_tools_are_offered_most_relevant_first_and_a_named_one_before_them() -> None:

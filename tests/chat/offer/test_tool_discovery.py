@@ -202,6 +202,7 @@ class Catalogue:
     def __init__(self, tools: list[dict[str, Any]]) -> None:
         self.openai_tools = tools
         self.calls: list[str] = []
+        self.memo: dict[str, object] = {}
 
     async def call_tool(self, name: str, arguments: str, on_progress: Any = None, answers: Any = None) -> Any:
         self.calls.append(name)
