@@ -578,8 +578,8 @@ def report(figures: dict[str, Any], names: list[str], args: argparse.Namespace) 
     width = max(12, *(len(n) + 2 for n in names))
     print("\n" + "figure".ljust(34) + "".join(n.rjust(width) for n in names))
 
-    def row(label: str, key: str, form: str, skip: tuple[str, ...] = ()) -> None:
-        cells = [form.format(arms[n][key]) if key in arms[n] and n not in skip else "" for n in names]
+    def row(label: str, key: str, form: str) -> None:
+        cells = [form.format(arms[n][key]) if key in arms[n] else "" for n in names]
         if any(cells):
             print(label.ljust(34) + "".join(c.rjust(width) for c in cells))
 
