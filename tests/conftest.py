@@ -2,6 +2,7 @@
 
 import compileall
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -75,6 +76,14 @@ def wait_for_health(
 
 def servers_ready(*names: str) -> Any:
     return lambda body: all(body["servers"].get(n, {}).get("state") == "ready" for n in names)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Two workers a core for `-n auto`: most tests wait on processes and sockets, and with one worker a core
+    the two cores were 67 % busy. Measured on two cores, quiet, the whole suite: 437 s with two workers, 400 s
+    with three, 367 s with four (less CPU in all, 700 against 720 s: fewer minutes of idle servers' polling)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return 2 * cores
 
 
 def pytest_configure(config: pytest.Config) -> None:
