@@ -47,3 +47,22 @@ def test_the_drift_against_a_release_gives_each_figure_its_change() -> None:
     beyond = next(line for line in lines if "tool_round_beyond_parts_ms" in line)
     assert beyond.split()[-4:] == ["2.50", "->", "1.00", "-60%"]
     assert next(line for line in lines if "rss_idle_mb" in line).endswith("+0%")
+
+
+def test_each_release_keeps_its_figures_and_the_drift_can_be_read_against_them() -> None:
+    """docs/benchmarks/VERSION.json, written by `bench.compare --json` on a quiet machine: the version being made has
+    its file, and each file holds every figure the drift compares (the tool round only with an MCP server)."""
+    import tomllib
+    from pathlib import Path
+
+    from bench.compare import DRIFT_FIGURES
+
+    root = Path(__file__).parent.parent
+    version = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    releases = {path.stem: json.loads(path.read_text()) for path in (root / "docs" / "benchmarks").glob("*.json")}
+    assert version in releases, f"docs/benchmarks/{version}.json: run bench.compare --quick --json on a quiet machine"
+    for name, figures in releases.items():
+        assert figures["version"] == name and figures["load"][0] < 1.0, name  # measured quiet, as the file says
+        assert set(DRIFT_FIGURES) <= figures["arms"]["toolbridge+mcp"].keys(), name
+        assert {f for f in DRIFT_FIGURES if "tool_round" not in f} <= figures["arms"]["toolbridge"].keys(), name
+        assert "tool_round_beyond_x_parts" in drift(figures, figures)
