@@ -20,8 +20,9 @@ from typing import Any
 
 from mcp.types import Tool
 
-from app.chat.offer.tool_budget import budget_for, choose_within
+from app.chat.offer.tool_budget import budget_for, choose_in_conversation, choose_within
 from app.mcp.convert import ConversionOptions, build_catalogue
+from app.openai.wire import Message
 from bench.eval.__main__ import _model_file as model_file
 from bench.eval.tasks import Task, load_tasks
 
@@ -37,12 +38,19 @@ def catalogue() -> tuple[list[dict[str, Any]], dict[str, str]]:
     return list(built.openai_tools), {name: route.server for name, route in built.routes.items()}
 
 
-def offered(tools: list[dict[str, Any]], servers: dict[str, str], turns: list[str], relevance: bool) -> list[str]:
-    """The names a request of these user turns is offered, in the order it is offered them."""
-    messages = [{"role": "user", "content": turn} for turn in turns]
-    choice = choose_within(tools, [], messages, budget_for(24, CONTEXT, False, 4, relevance_order=relevance),
-                           servers=servers)
-    assert choice is not None
+def offered(tools: list[dict[str, Any]], servers: dict[str, str], turns: list[str], relevance: bool,
+            conversation: bool = True) -> list[str]:
+    """The names a request of these user turns is offered, in the order it is offered them: as the gateway chooses
+    them (`conversation`: a follow-up on the same subject keeps the request before's), or by its words alone."""
+    messages: list[Message] = []
+    for index, turn in enumerate(turns):
+        messages += [{"role": "assistant", "content": ANSWER}] if index else []
+        messages.append({"role": "user", "content": turn})
+    budget = budget_for(24, CONTEXT, False, 4, relevance_order=relevance)
+    choose = choose_in_conversation if conversation else choose_within
+    choice = choose(tools, [], messages, budget, servers=servers)
+    if choice is None:  # everything fits: all of them, as configured
+        return [t["function"]["name"] for t in tools]
     return list(choice.order) or [t["function"]["name"] for t in tools if t["function"]["name"] in choice.kept]
 
 
@@ -78,10 +86,12 @@ def main() -> None:
     by_name = {tool["function"]["name"]: tool for tool in tools}
     tasks = follow_ups()
     for relevance in (False, True):
-        same = sum(offered(tools, servers, t.turns[:1], relevance) == offered(tools, servers, t.turns[:2], relevance)
-                   for t in tasks)
-        print(f"TOOL_ORDER={'relevance' if relevance else 'configured'}: the second turn's tools are the first's, "
-              f"in its order, in {same} of {len(tasks)} follow-ups")
+        for conversation in (False, True):
+            same = sum(offered(tools, servers, t.turns[:1], relevance)
+                       == offered(tools, servers, t.turns[:2], relevance, conversation) for t in tasks)
+            print(f"TOOL_ORDER={'relevance' if relevance else 'configured'}: the second turn's tools are the first's, "
+                  f"in its order, in {same} of {len(tasks)} follow-ups"
+                  f" ({'as the gateway offers them' if conversation else 'chosen by its words alone'})")
 
     from llama_cpp import Llama  # the eval's extra
 
@@ -103,6 +113,33 @@ def main() -> None:
           f"{statistics.median(warm):.2f} s median")
     print(f"  second turn, the same tools in another order (processed again): first token in "
           f"{statistics.median(cold):.2f} s median")
+    mounted(model, tools, servers, tasks[: args.follow_ups])
+
+
+def mounted(model: Any, tools: list[dict[str, Any]], servers: dict[str, str], tasks: list[Task]) -> None:
+    """Issue 47's figure: the first token with the twelve servers mounted (the tools the gateway offers at an 8k
+    context) against mcp-server-time alone, for a conversation's first turn (the model server's cache holds another
+    conversation) and its follow-up (the cache holds the first turn)."""
+    by_name = {tool["function"]["name"]: tool for tool in tools}
+    time_only = [name for name, server in servers.items() if server == "time"]
+    figures: dict[str, tuple[list[float], list[float]]] = {}
+    for arm in ("155 tools", "mcp-server-time"):
+        firsts, follow_ups_ = figures.setdefault(arm, ([], []))
+        for index, task in enumerate(tasks):
+            turns = task.turns[:2]
+            names = [offered(tools, servers, turns[:n], False) if arm == "155 tools" else time_only for n in (1, 2)]
+            other = tasks[index - 1].turns[:1]  # what the cache held: another conversation's first turn
+            first_token_seconds(model, prompt(by_name, offered(tools, servers, other, False)
+                                              if arm == "155 tools" else time_only, other))
+            firsts.append(first_token_seconds(model, prompt(by_name, names[0], turns[:1])))
+            follow_ups_.append(first_token_seconds(model, prompt(by_name, names[1], turns)))
+    print("The first token, median over the follow-up tasks (the tools the gateway offers at an 8k context):")
+    for arm, (firsts, later) in figures.items():
+        print(f"  {arm:>16}: first turn {statistics.median(firsts):.2f} s, follow-up {statistics.median(later):.2f} s")
+    (ours_first, ours_later), (time_first, time_later) = figures["155 tools"], figures["mcp-server-time"]
+    first_x = statistics.median(ours_first) / statistics.median(time_first)
+    print(f"  155 tools / mcp-server-time: first turn {first_x:.1f}x,"
+          f" follow-up {statistics.median(ours_later) / statistics.median(time_later):.1f}x")
 
 
 if __name__ == "__main__":

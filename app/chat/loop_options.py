@@ -11,7 +11,15 @@ import structlog
 
 from app.chat.clients import is_background_task
 from app.chat.memory import ConversationMemory, MemoryStores, memory_owner
-from app.chat.offer import Budget, all_fit, budget_for, choose_within, kept_ranking, ranking_of, why_withheld
+from app.chat.offer import (
+    Budget,
+    all_fit,
+    budget_for,
+    choose_in_conversation,
+    kept_ranking,
+    ranking_of,
+    why_withheld,
+)
 from app.chat.ports import ALL_TOOLS, BudgetChoice, LoopOptions, ModelFacts, RequestTools, ToolSelection
 from app.chat.turn import Caller, Turn
 from app.openai.result_format import RenderOptions, system_hint
@@ -88,7 +96,7 @@ async def _choose(mcp_tools: RequestTools, client_tools: Sequence[Tool], message
     bm25s is not imported."""
     kept = kept_ranking(mcp_tools)
     if kept is not None and not (budget.rank_client_tools and client_tools):
-        return choose_within(kept, client_tools, messages, budget)
+        return choose_in_conversation(kept, client_tools, messages, budget)
     if kept is None and all_fit(mcp_tools.openai_tools, client_tools, budget):
         return None
     return await anyio.to_thread.run_sync(partial(_choose_anew, mcp_tools, client_tools, messages, budget))
@@ -96,7 +104,7 @@ async def _choose(mcp_tools: RequestTools, client_tools: Sequence[Tool], message
 
 def _choose_anew(mcp_tools: RequestTools, client_tools: Sequence[Tool], messages: Sequence[Message],
                  budget: Budget) -> BudgetChoice | None:
-    return choose_within(ranking_of(mcp_tools), client_tools, messages, budget)
+    return choose_in_conversation(ranking_of(mcp_tools), client_tools, messages, budget)
 
 
 def _say_withheld(choice: BudgetChoice, budget: Budget, client_tools: Sequence[Tool]) -> str:

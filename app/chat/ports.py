@@ -161,6 +161,8 @@ class BudgetChoice:
     compacted_client_tools: tuple[Tool, ...] | None = None
     # The tools kept, most relevant first, when TOOLBRIDGE_TOOL_ORDER=relevance ranks them; empty: as configured.
     order: tuple[str, ...] = ()
+    # Kept whatever their score: called earlier in the conversation, or named by the user.
+    pinned: frozenset[str] = frozenset()
 
 
 class DescribedTool(TypedDict, total=False):

@@ -13,7 +13,7 @@ from mcp.types import Tool
 from structlog.testing import capture_logs
 
 from app.chat.loop_options import tool_budget_for
-from app.chat.offer.tool_budget import Budget, budget_for, choose_within
+from app.chat.offer.tool_budget import Budget, budget_for, choose_in_conversation, choose_within
 from app.chat.offer.tool_offer import why_withheld
 from app.mcp.convert import ConversionOptions, build_catalogue
 from app.settings import Settings
@@ -136,6 +136,67 @@ def test_tools_called_before_and_tools_the_user_names_are_always_kept() -> None:
     assert len(choice.kept) == 4 and sum(name.split("__")[1].startswith("weather") for name in choice.kept) == 2
 
 
+def _follow_up(first: str, second: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": first}, {"role": "assistant", "content": "Here it is."},
+            {"role": "user", "content": second}]
+
+
+# Three weather tools among sixty others: the follow-up's own words rank them in another order.
+WEATHER = [tool("w__weather_now", "The current weather in a city: temperature and wind.", "city"),
+           tool("w__weather_forecast", "The weather forecast for the coming days in a city.", "city", "days"),
+           tool("w__weather_alerts", "Severe weather warnings for a region.", "region"), *SEVENTY[10:]]
+NOW = "What is the weather in Oslo now?"
+
+
+@pytest.mark.parametrize("second", ["And the forecast for the coming days?", "Thanks!"])
+def test_a_follow_up_on_the_same_subject_is_offered_the_tools_before_it_in_their_order(second: str) -> None:
+    """What the model server cached of the request before stays the start of this one: the same tools, in the
+    same order, though the follow-up's own words would put the forecast first."""
+    budget = Budget(3, ROOMY, relevance_order=True)
+    before = choose_within(WEATHER, [], [{"role": "user", "content": NOW}], budget)
+    alone = choose_within(WEATHER, [], _follow_up(NOW, second), budget)
+    chosen = choose_in_conversation(WEATHER, [], _follow_up(NOW, second), budget)
+    assert before is not None and alone is not None and chosen is not None
+    assert (chosen.kept, chosen.order) == (before.kept, before.order)
+    assert before.order[0] == "w__weather_now"
+    if second != "Thanks!":
+        assert alone.order[0] == "w__weather_forecast"
+
+
+@pytest.mark.parametrize("second", ["Now send an email message to Kari.", "Use database_7 for it."])
+def test_a_follow_up_on_another_subject_or_naming_a_tool_gets_the_tools_its_words_call_for(second: str) -> None:
+    budget = Budget(3, ROOMY, relevance_order=True)
+    chosen, alone = (choose(WEATHER, [], _follow_up(NOW, second), budget)
+                     for choose in (choose_in_conversation, choose_within))
+    assert chosen is not None and alone is not None and (chosen.kept, chosen.order) == (alone.kept, alone.order)
+    assert {"s0__email_0", "s7__database_7"} & chosen.kept
+
+
+def test_a_conversations_first_request_is_chosen_as_before() -> None:
+    assert choose_in_conversation(SEVENTY, [], USER, Budget(10, ROOMY)) == choose_within(SEVENTY, [], USER,
+                                                                                          Budget(10, ROOMY))
+
+
+def test_the_eval_at_scale_follow_ups_keep_their_tools_where_they_can_and_each_is_offered_a_tool_it_needs(
+    twelve_servers: tuple[list[dict[str, Any]], dict[str, str]],
+) -> None:
+    """The eval's follow-ups over the 155 tools at an 8k context: 4 of 9 second turns now start as the first did
+    (1 of 9 chose the same tools by their words alone), and none loses the tool its task calls."""
+    tasks = [task for task in load_tasks() if task.servers == "catalogue" and len(task.turns) > 1]
+    tools, servers = twelve_servers
+    budget = budget_for(24, 8192, False, 4)
+    kept_as_before, missing = [], []
+    for task in tasks:
+        first = choose_within(tools, [], _follow_up(*task.turns[:2])[:1], budget, servers=servers)
+        second = choose_in_conversation(tools, [], _follow_up(*task.turns[:2]), budget, servers=servers)
+        assert first is not None and second is not None
+        kept_as_before += [task.id] if second == first else []
+        needed = {name for call in task.calls or [] for name in call.names}
+        missing += [task.id] if needed and not needed & second.kept else []
+    assert (len(tasks), missing) == (9, [])
+    assert sorted(kept_as_before) == ["scale-follow-db", "scale-follow-gh-pr", "scale-follow-k8s", "scale-follow-time"]
+
+
 def test_client_tools_are_never_dropped_but_count_in_the_contexts_share() -> None:
     client = [tool(f"owui_{n}", "Open WebUI's own tool. " + "x" * 500) for n in range(36)]
     size = len(json.dumps(client, separators=(",", ":")))
@@ -256,6 +317,27 @@ def test_a_tool_called_in_an_earlier_turn_stays_offered(budgeted: Gateway, upstr
     client.chat.completions.create(model="m", messages=later)
     assert "third__get_weather" in offered(upstream)  # restored from memory, so still offered
     assert {"other__add", "third__add"} <= set(offered(upstream))
+
+
+def test_a_follow_up_on_the_same_subject_is_sent_the_tools_of_the_turn_before_in_their_order(
+    budgeted: Gateway, upstream: FakeUpstream
+) -> None:
+    """Through the openai SDK, as Open WebUI keeps a conversation (the answer's text only; the call restored from
+    memory): the follow-up's request starts as the one before did, so the model server's prompt cache holds."""
+    upstream.script(Turn(calls=[Call("third__get_weather", {"city": "Oslo"})]), Turn(content="Cold."))
+    client = budgeted.client()
+    question = {"role": "user", "content": "How is the weather in Oslo?"}
+    answer = client.chat.completions.create(model="m", messages=[question]).choices[0].message.content
+    first = offered(upstream)
+    upstream.script(Turn(content="Colder."))  # and forgets the requests before
+    again = "And the weather in Bergen? Try again if it fails."
+    later = [question, {"role": "assistant", "content": answer}, {"role": "user", "content": again}]
+    client.chat.completions.create(model="m", messages=later)
+    follow_up = offered(upstream)
+    assert len(first) == 4 and "third__get_weather" in first and follow_up == first
+    listed = httpx.get(f"{budgeted.url}/tools", params={"q": again}).json()  # its words alone: a `fail` tool too
+    assert "basic__fail" in [t["function"]["name"] for t in listed["data"] if t["offered"]]
+    assert "basic__fail" not in follow_up
 
 
 def test_tools_with_a_query_agrees_with_what_a_request_is_offered(budgeted: Gateway, upstream: FakeUpstream) -> None:
