@@ -136,6 +136,12 @@ def mounted(model: Any, tools: list[dict[str, Any]], servers: dict[str, str], ta
     print("The first token, median over the follow-up tasks (the tools the gateway offers at an 8k context):")
     for arm, (firsts, later) in figures.items():
         print(f"  {arm:>16}: first turn {statistics.median(firsts):.2f} s, follow-up {statistics.median(later):.2f} s")
+    kept = [offered(tools, servers, task.turns[:1], False) == offered(tools, servers, task.turns[:2], False)
+            for task in tasks]
+    for keeps, words in ((True, "keep the first turn's tools"), (False, "are offered others")):
+        times = [seconds for seconds, same in zip(figures["155 tools"][1], kept, strict=True) if same == keeps]
+        if times:
+            print(f"  155 tools, the {len(times)} follow-ups that {words}: {statistics.median(times):.2f} s median")
     (ours_first, ours_later), (time_first, time_later) = figures["155 tools"], figures["mcp-server-time"]
     first_x = statistics.median(ours_first) / statistics.median(time_first)
     print(f"  155 tools / mcp-server-time: first turn {first_x:.1f}x,"
