@@ -81,7 +81,7 @@ def servers_ready(*names: str) -> Any:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """Two workers a core for `-n auto`: most tests wait on processes and sockets, and with one worker a core
     the two cores were 67 % busy. Measured on two cores, quiet, the whole suite: 437 s with two workers, 400 s
-    with three, 367 s with four (less CPU in all, 700 against 720 s: fewer minutes of idle servers' polling)."""
+    with three, 367 s with four (CPU in all: 721 s with three, 700 s with four)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return 2 * cores
 

@@ -119,7 +119,7 @@ def choose_in_conversation(mcp_tools: "Sequence[Tool] | ToolIndex", client_tools
                            servers: Mapping[str, str] | None = None) -> BudgetChoice | None:
     """choose_within's choice; or, for a follow-up that stays on its conversation's subject, what the request before
     it was offered, in the same order. The model server's prompt cache (LM Studio, llama.cpp) then holds everything
-    up to the new turn: on CPU a follow-up's first token came in 0.24 s instead of 21 s (bench.prompt_cache). The
+    up to the new turn: on CPU a follow-up's first token came in 0.14 s instead of 13 s (bench.prompt_cache). The
     follow-up stays on its subject when the tools it keeps whatever their score (called before, named now) and those
     its words match nearly as well as the best (SAME_SUBJECT) were all offered before, or when its words match no tool
     ("thanks!"). Otherwise it gets the tools its words call for, as a first turn does: "Is that crawl finished yet?"
