@@ -4,6 +4,7 @@ import asyncio
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TypedDict
@@ -13,7 +14,7 @@ import structlog
 
 from app import __version__
 from app.access import KeyRing
-from app.chat import ImageStore, MemoryStores, prepare_ranking
+from app.chat import GrantBook, ImageStore, MemoryStores, prepare_ranking
 from app.greeting import greet
 from app.mcp import (
     Complete,
@@ -140,6 +141,8 @@ def build_lifespan(
                 open_upstream(settings.upstream, upstream_transport, metrics=metrics, memory=memory)
             )
             vault = await open_sign_in_vault(settings.state, config, stack)
+            # The person's grants live in the vault (shared by replicas, kept over restarts); without one, here.
+            memory = replace(memory, grants=GrantBook(vault) if vault is not None else GrantBook.in_memory())
             pool = await stack.enter_async_context(build_pool(
                 settings, config, reload=True, upstream=upstream, metrics=metrics, recent=recent, vault=vault,
                 ranks=True))

@@ -70,7 +70,7 @@ def test_an_approval_is_asked_and_the_yes_on_the_next_turn_runs_the_call(
     assert asked.code == 0, asked.transcript
     assert 'Waiting for your approval: add({"a": 2, "b": 3})' in asked.transcript
     assert "- **add** on the server **basic**, with\n  - a: `2`\n  - b: `3`" in asked.answer
-    assert "Reply **yes** to run it, **no** to refuse, or **always**" in asked.answer
+    assert "Reply **yes** to run it or **no** to refuse. Beyond this call: **yes for this chat**" in asked.answer
     assert not [m for m in model.chat_requests()[-1]["messages"] if m["role"] == "tool"]  # nothing ran yet
     ran = codex.resume("yes")
     assert ran.code == 0, ran.transcript

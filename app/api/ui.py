@@ -38,7 +38,7 @@ from app.api.deps import (
 )
 from app.api.doors import read_body
 from app.api.health import health_report
-from app.chat import MemoryStores
+from app.chat import Grant, MemoryStores
 from app.mcp import KeyView, first_of
 from app.openai.errors import Conflict, InvalidRequest, Overloaded, RouteNotFound
 from app.openai.wire import JSONValue
@@ -203,6 +203,35 @@ async def decide_round(round_id: str, request: Request, memory: MemoryDep, owner
                        "here.", code="waiting_taken_up")
     held.verdict = "approve" if stands == b"approve" else "deny"
     return {"id": held.id, "decided": held.verdict}
+
+
+@router.get("/grants")
+async def grants(memory: MemoryDep, owner: OwnerDep) -> dict[str, Any]:
+    """The caller's grants in force (the person's "yes for this chat", "for 1 hour", "always", "never"), oldest first;
+    without keys, everyone's. What marks a grant's chat is not shown: it is a digest of the chat's words."""
+    try:
+        listed = await memory.grants.of(owner) if memory.grants is not None else []
+    except StateStoreError as exc:
+        raise Overloaded("The grants cannot be read now; try again.") from exc
+    return {"object": "list", "data": [_grant_view(grant) for grant in listed]}
+
+
+@router.post("/grants/{grant_id}/revoke")
+async def revoke_grant(grant_id: str, memory: MemoryDep, owner: OwnerDep) -> dict[str, Any]:
+    """Takes one of the caller's grants out: the tool asks again from the next call, on every replica."""
+    try:
+        gone = await memory.grants.revoke(owner, grant_id) if memory.grants is not None else None
+    except StateStoreError as exc:
+        raise Overloaded("The grants cannot be changed now; try again.") from exc
+    if gone is None:
+        raise RouteNotFound("No grant of yours has this id: it was revoked or expired.", code="grant_not_found")
+    return {"id": gone.id, "revoked": True}
+
+
+def _grant_view(grant: Grant) -> dict[str, Any]:
+    return {"id": grant.id, "allow": grant.allow, "server": grant.server, "tool": grant.tool,
+            "scope": grant.scope.value, "made": grant.made, "expires": grant.expires, "under": grant.under,
+            "described": grant.described()}
 
 
 async def _json(request: Request, usage: str) -> JSONValue:

@@ -29,12 +29,13 @@ from app.chat.answer import (
     answer_parts,
     chat_cut_off,
 )
+from app.chat.asking import Grant
 from app.chat.clients import OPENWEBUI_PREFIX, openwebui_fields
 from app.chat.loop_options import known_context, tool_budget_for
 
 # Under another name: `loop_options` here would hide the module of that name (app.chat.loop_options).
 from app.chat.loop_options import loop_options as request_loop_options
-from app.chat.memory import MemoryStores, digest, memory_owner
+from app.chat.memory import GrantBook, MemoryStores, digest, memory_owner
 from app.chat.offer import (
     TOOLS_HEADER,
     ToolListing,
@@ -51,9 +52,9 @@ from app.chat.turn import Caller, Turn
 
 __all__ = [
     "CUT_OFF_MESSAGE", "IMAGES_ROUTE", "OPENWEBUI_PREFIX", "SHUTTING_DOWN", "TOOLS_HEADER", "AnswerPart", "Caller",
-    "CallsDone", "ChatNeeds", "ChatPayload", "ChatPool", "ChatReply", "Delta", "Ended", "ImageStore", "MemoryStores",
-    "Payload", "PersonView", "RequestStats", "ShutdownCutoff", "SignInWaits", "StoredImage", "ToolListing",
-    "ToolOutput", "Turn", "answer_chat", "answer_parts", "chat_cut_off", "choose_tools", "describe_offer",
-    "describe_request", "digest", "known_context", "memory_owner", "openwebui_fields", "prepare_ranking", "ranked",
-    "request_loop_options", "tool_budget_for", "with_virtual_models",
+    "CallsDone", "ChatNeeds", "ChatPayload", "ChatPool", "ChatReply", "Delta", "Ended", "Grant", "GrantBook",
+    "ImageStore", "MemoryStores", "Payload", "PersonView", "RequestStats", "ShutdownCutoff", "SignInWaits",
+    "StoredImage", "ToolListing", "ToolOutput", "Turn", "answer_chat", "answer_parts", "chat_cut_off", "choose_tools",
+    "describe_offer", "describe_request", "digest", "known_context", "memory_owner", "openwebui_fields",
+    "prepare_ranking", "ranked", "request_loop_options", "tool_budget_for", "with_virtual_models",
 ]

@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, Required, TypedDict
 
-from app.chat.asking import FormValue, Reply
+from app.chat.asking import Answer, FormValue, Grant, Reply
 from app.openai.accumulate import ToolCall, Usage
 from app.openai.result_format import RenderOptions
 from app.openai.wire import ChatBody, FunctionDefinition, JSONObject, JSONValue, Message, Tool
@@ -248,13 +248,12 @@ class TurnMemory(Protocol):
         """True the first time a waiting turn is resumed, False after: its calls run once."""
         ...
 
-    async def always_approved(self, names: set[str]) -> set[str]:
-        """Those of the tools the person answered "always" for in this conversation: its history carries the
-        question and the "always" (with Open WebUI's chat id, anywhere in that chat)."""
+    async def granted(self, calls: Sequence[ToolCall], server_of: Callable[[str], str | None]) -> dict[str, Grant]:
+        """By call id, the grant that decides each call one covers (yes or no without asking); the others ask."""
         ...
 
-    async def approve_always(self, names: set[str]) -> None:
-        """The "always" that ends the history, to the question before it, holds for these tools from now on."""
+    async def grant(self, answer: Answer, asked: Sequence[ToolCall], server_of: Callable[[str], str | None]) -> None:
+        """The answer that ends the history holds beyond these calls, as far as it says (none: these calls only)."""
         ...
 
 

@@ -13,6 +13,7 @@ replica on one Redis; this process for a SQLite file or memory), so that work wh
 a sign-in's refresh, runs once.
 """
 
+import hashlib
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
@@ -110,7 +111,13 @@ class Vault:
         self.backend = backend
         self.kind = backend.kind
         self._fernet = Fernet(key)
+        # Names that must not tell whose they are (an owner's digest, which a weak API key would give away offline).
+        self._names = hashlib.blake2b(key, digest_size=32, person=b"vault names").digest()
         self._unreadable: set[str] = set()  # names already logged as not decrypting
+
+    def private_name(self, text: str) -> str:
+        """`text` keyed with the vault's key: a name that says whose it is only to this gateway."""
+        return hashlib.blake2b(_bytes(text), key=self._names, digest_size=16, person=b"private name").hexdigest()
 
     async def get(self, name: str) -> JSONObject | None:
         sealed = await self.backend.read(name)

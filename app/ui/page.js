@@ -3,7 +3,7 @@
 // Every value from a server or a model is set as text, never as HTML.
 "use strict";
 
-const state = { tools: [], calls: [], servers: {}, requests: [], waiting: [] };
+const state = { tools: [], calls: [], servers: {}, requests: [], waiting: [], grants: [] };
 const WAITING_POLL_MS = 5000;
 const HEALTH_POLL_MS = 5000;  // the gateway looks at the model server at most this often (app/upstream/watch.py)
 const SERVER_KINDS = { lmstudio: "LM Studio", llamacpp: "llama.cpp" };
@@ -207,6 +207,40 @@ async function refreshWaiting() {
   try {
     state.waiting = (await json("/ui/waiting")).data;
     renderWaiting();
+  } catch { /* the next poll tries again */ }
+}
+
+// The person's grants (app/chat/asking/grants.py): what each holds, and a button that revokes it.
+const HOLDS = { chat: "in one chat", always: "until revoked" };
+
+function renderGrants() {
+  const rows = state.grants.map((g) => el("tr", { "data-grant": g.id },
+    el("td", { class: g.allow ? "ok" : "error" }, g.allow ? "yes" : "no"),
+    el("td", {}, g.tool),
+    el("td", {}, g.server),
+    el("td", {}, g.scope === "timed" ? `until ${new Date(g.expires * 1000).toLocaleString()}` : HOLDS[g.scope]),
+    el("td", {}, g.under ? el("code", {}, g.under) : "any"),
+    el("td", {}, new Date(g.made * 1000).toLocaleString()),
+    el("td", {}, el("button", { class: "revoke", onclick: () => revoke(g.id) }, "Revoke")),
+  ));
+  document.querySelector("#grants tbody").replaceChildren(...rows);
+  document.getElementById("grants").hidden = rows.length === 0;
+  document.getElementById("grants-none").hidden = rows.length !== 0;
+}
+
+async function revoke(id) {
+  try {
+    await json(`/ui/grants/${encodeURIComponent(id)}/revoke`, { method: "POST", headers: { "Content-Type": "application/json" } });
+  } catch (error) {
+    alert(`Not revoked: ${error.message}`);
+  }
+  refreshGrants();
+}
+
+async function refreshGrants() {
+  try {
+    state.grants = (await json("/ui/grants")).data;
+    renderGrants();
   } catch { /* the next poll tries again */ }
 }
 
@@ -415,6 +449,7 @@ function listen() {
     state.requests = [...state.requests, JSON.parse(e.data)].slice(-100);
     renderRequests();
     refreshWaiting();  // the request may ask the person
+    refreshGrants();  // or act on an answer that granted
   });
   source.addEventListener("call", (e) => {
     state.calls = [...state.calls, JSON.parse(e.data)].slice(-200);
@@ -438,8 +473,9 @@ async function start() {
   renderCalls();
   state.requests = (await json("/ui/requests")).data;
   renderRequests();
-  await refreshWaiting();
-  setInterval(refreshWaiting, WAITING_POLL_MS);  // a round asked before its request's event, and the time since
+  await Promise.all([refreshWaiting(), refreshGrants()]);
+  setInterval(refreshWaiting, WAITING_POLL_MS);
+  setInterval(refreshGrants, WAITING_POLL_MS);  // another replica's or another tab's answers  // a round asked before its request's event, and the time since
   setInterval(refreshHealth, HEALTH_POLL_MS);  // the model server coming and going, which no event tells
   listen();
 }

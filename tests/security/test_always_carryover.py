@@ -6,7 +6,8 @@ with the same opening ("help me with my notes") run the destructive tool at once
 (approvals_attack.py's last check: the note was deleted, no question asked). The attacker here is whoever opens a
 chat the same way under the same key: a colleague sharing it, a script, or the person's own later chat. Now the
 grant holds only while the history carries the exchange that granted it: the conversation that said "always"
-goes on without asking, and a new one asks again.
+goes on without asking, and a new one asks again. Since issue 48 that answer is "yes for this chat" ("always" now
+means what it says: this key, until revoked, a choice the question offers by name).
 
 Real HTTP to a real gateway, a real stdio server (tests/support/mcp_servers/files.py, `delete_note` destructive),
 the openai SDK as the client; memory in SQLite and in a real redis-server.
@@ -67,7 +68,7 @@ def test_always_in_one_chat_does_not_run_unasked_in_a_new_chat_that_opens_the_sa
     upstream.script(*deleting(first))
     question = chat(notes, [SYSTEM, OPENING])
     assert "needs your approval" in question
-    granted = [SYSTEM, OPENING, {"role": "assistant", "content": question}, {"role": "user", "content": "always"}]
+    granted = [SYSTEM, OPENING, {"role": "assistant", "content": question}, {"role": "user", "content": "yes for this chat"}]
     assert chat(notes, granted) == "Deleted."
     assert "no note" in note(notes, first)
 

@@ -9,7 +9,7 @@ What follows a round is decided by `decision.py`; this module asks, acts on the 
 releases the tool choice between rounds.
 """
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
 
 from app.chat.events import Finished, LoopEvent, RoundBreak, Started, ToolsRan
@@ -24,7 +24,7 @@ from app.chat.loop.decision import (
     split_calls,
     stopped_note,
 )
-from app.chat.loop.held import waiting_calls
+from app.chat.loop.held import gated_calls
 from app.chat.loop.pausing import ask_for_input, ask_person, resume
 from app.chat.loop.state import (
     LoopState,
@@ -105,19 +105,19 @@ async def _rounds(state: LoopState, context: RoundContext) -> AsyncGenerator[Loo
         _count(context.stats, number, turn)
         calls = turn.tool_calls()
         mcp_calls, client_calls = split_calls(calls, state.offer.client_tool_names)
-        waiting = await waiting_calls(mcp_calls, state.offer.mcp_tools, context.memory)
+        gate = await gated_calls(mcp_calls, state.offer.mcp_tools, context.memory)
         done = Round(number, max_rounds, state.answering_now, turn.finish_reason, mcp_calls, client_calls,
-                     frozenset(state.answered), waiting)
+                     frozenset(state.answered), gate.waiting)
         decision = decide(done)
         if decision.action is Action.ANSWER_NOW:
             state.answering_now = True
             continue
         if decision.action is Action.ASK:
-            step = ask_person(turn.content, mcp_calls, waiting, state, context)
+            step = ask_person(turn.content, mcp_calls, gate.waiting, state, context)
         elif isinstance(decision, End) and decision.action is not Action.HAND_BACK:
             step = _answer(decision, turn.content, state, context)
         else:
-            step = _run_calls(decision, turn.content, calls, mcp_calls, client_calls, state, context)
+            step = _run_calls(decision, turn.content, calls, mcp_calls, client_calls, state, context, gate.declined)
         async with aclosing(step) as acting:
             async for acted in acting:
                 yield acted
@@ -173,12 +173,13 @@ async def _answer(end: End, content: str, state: LoopState, context: RoundContex
 
 async def _run_calls(
     decision: Decision, content: str, calls: list[ToolCall], mcp_calls: list[ToolCall], client_calls: list[ToolCall],
-    state: LoopState, context: RoundContext,
+    state: LoopState, context: RoundContext, declined: Mapping[str, ToolOutput],
 ) -> AsyncGenerator[LoopEvent, None]:
-    """Runs the round's MCP calls; then hands the client its own calls, or feeds the results back."""
+    """Runs the round's MCP calls (but those the person's grants `declined`); then hands the client its own calls,
+    or feeds the results back."""
     outputs: list[ToolOutput] = []
     if mcp_calls:
-        async with aclosing(run_tools(state.offer.mcp_tools, mcp_calls, context.span)) as running:
+        async with aclosing(run_tools(state.offer.mcp_tools, mcp_calls, context.span, declined=declined)) as running:
             async for tool_event in running:
                 if isinstance(tool_event, ToolsRan):
                     outputs = tool_event.outputs

@@ -19,27 +19,33 @@ too. An answer that fits claims the round (it acts once, on any replica: the ser
 calls are sent again with it; the model sees only the calls and their final results.
 """
 
+import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.chat.asking import (
     DECLINED,
+    DECLINED_IN_ADVANCE,
     NOT_ANSWERED,
     Accepted,
     Answer,
     AskedCall,
     Cancelled,
+    FormAnswer,
     Invalid,
     Reply,
     answer_for,
     asked_again,
     looks_like_question,
     no_longer_waiting,
+    outside,
     question,
     question_for,
+    read_answer,
     read_reply,
     too_late,
+    within,
 )
 from app.chat.events import ToolsRan
 from app.chat.ports import (
@@ -76,6 +82,47 @@ class NotRun:
 
 
 @dataclass(frozen=True)
+class Edited:
+    """A call's output after the note that the person changed its arguments (a `ToolOutput`): what the model reads,
+    and what later turns restore."""
+
+    output: ToolOutput
+    note: str
+
+    @property
+    def content(self) -> str:
+        return f"{self.note}\n{self.output.content}"
+
+    @property
+    def is_error(self) -> bool:
+        return self.output.is_error
+
+    @property
+    def images(self) -> Sequence[ImagePart]:
+        return self.output.images
+
+    @property
+    def retryable(self) -> bool:
+        return self.output.retryable
+
+    @property
+    def data(self) -> JSONValue:
+        return self.output.data
+
+    @property
+    def error_message(self) -> str | None:
+        return self.output.error_message
+
+    @property
+    def shown(self) -> Sequence[ImagePart | str]:
+        return self.output.shown
+
+    @property
+    def input_needed(self) -> InputNeeded | None:
+        return self.output.input_needed
+
+
+@dataclass(frozen=True)
 class Held:
     """What the request does before its first round: run or refuse a waiting round's calls, or say that
     nothing waits any more (`notice`: then nothing else happens)."""
@@ -89,6 +136,7 @@ class Held:
     notice: str | None = None
     remember_notice: bool = False  # the notice asks again: the next request leaves it and the reply before it out
     answers: dict[str, ToolAnswers] = field(default_factory=dict)  # by call id: sent again with the person's answers
+    edited: dict[str, Mapping[str, JSONValue]] = field(default_factory=dict)  # by call id: arguments the person changed
 
     def to_run(self) -> list[ToolCall]:
         return [call for call in self.calls if call.id not in self.refused]
@@ -112,33 +160,63 @@ async def held_round(
     if waiting.inputs:  # the server's questions: the reply is their answer
         held = await answered(waiting, reply, memory, confirm_timeout, server_of)
         return (history if held.notice is not None else before_reply), held
-    answer = read_reply(content_text(reply.get("content")))
+    answer = read_answer(content_text(reply.get("content")))
     verdict = await memory.verdict(waiting)  # given on the status page: it decides, whatever the message says
     unanswered = Held(waiting.calls, {call.id: NotRun(NOT_ANSWERED, retryable=True) for call in waiting.calls},
                       reply=reply)
-    if verdict is None and answer is Reply.OTHER:
+    if verdict is None and answer is None:
         return before_reply, unanswered
     if not await memory.claim(waiting):
-        return (before_reply, unanswered) if answer is Reply.OTHER else (history, Held(notice=no_longer_waiting()))
-    decided = answer if verdict is None or (verdict is Reply.YES and answer is Reply.ALWAYS) else verdict
-    refused = await _refusals(waiting, decided, memory, confirm_timeout)
-    if answer is Reply.OTHER:  # decided on the page: the message is answered after the calls' results
-        return before_reply, Held(waiting.calls, refused, reply=reply, decided=True)
-    return before_reply, Held(waiting.calls, refused)
+        return (before_reply, unanswered) if answer is None else (history, Held(notice=no_longer_waiting()))
+    if verdict is None or (verdict is Reply.YES and answer is not None and answer.allow):
+        decided = answer or Answer(allow=True)  # the reply's reach and changed arguments hold with the page's yes
+    else:
+        decided = Answer(allow=verdict is Reply.YES)
+    calls, refused = await _decided(waiting, decided, memory, confirm_timeout, server_of)
+    if answer is None:  # decided on the page: the message is answered after the calls' results
+        return before_reply, Held(calls, refused, reply=reply, decided=True)
+    edited = {call.id: decided.edits for call in calls if call.id in waiting.asks and call.id not in refused}
+    return before_reply, Held(calls, refused, edited=edited if decided.edits else {})
 
 
-async def _refusals(
-    waiting: WaitingTurn, answer: Reply, memory: TurnMemory, confirm_timeout: float
-) -> dict[str, NotRun]:
-    """The calls that do not run, and what the model is told of each."""
+async def _decided(
+    waiting: WaitingTurn, answer: Answer, memory: TurnMemory, confirm_timeout: float,
+    server_of: Callable[[str], str | None],
+) -> tuple[tuple[ToolCall, ...], dict[str, NotRun]]:
+    """The round's calls as they run (the asked ones with the person's changed arguments), and those that do not,
+    with what the model is told of each; the answer kept as grants when it reaches beyond these calls."""
     asked = [call for call in waiting.calls if call.id in waiting.asks]
-    if answer is Reply.NO:
-        return {call.id: NotRun(DECLINED, retryable=False) for call in asked}
+    others = [call for call in waiting.calls if call.id not in waiting.asks]
+    # A call that needed no yes when the round was asked may have been refused for good since ("never").
+    refused = {call_id: NotRun(DECLINED_IN_ADVANCE, retryable=False)
+               for call_id, grant in (await memory.granted(others, server_of)).items() if not grant.allow}
+    if not answer.allow:
+        await memory.grant(answer, asked, server_of)
+        return waiting.calls, refused | {call.id: NotRun(DECLINED, retryable=False) for call in asked}
     if time.time() - waiting.asked_at > confirm_timeout:
-        return {call.id: NotRun(too_late(confirm_timeout), retryable=True) for call in asked}
-    if answer is Reply.ALWAYS:
-        await memory.approve_always({call.name for call in asked})
-    return {}
+        return waiting.calls, refused | {call.id: NotRun(too_late(confirm_timeout), retryable=True) for call in asked}
+    edited = {call.id: with_edits(call, answer.edits) for call in asked} if answer.edits else {}
+    calls = tuple(edited.get(call.id, call) for call in waiting.calls)
+    await memory.grant(answer, [edited.get(call.id, call) for call in asked], server_of)
+    if answer.under is not None:  # bound: only the calls within it run now
+        refused |= {call.id: NotRun(outside(answer.under), retryable=True) for call in asked
+                    if not within(_arguments(edited.get(call.id, call)), answer.under)}
+    return calls, refused
+
+
+def with_edits(call: ToolCall, edits: Mapping[str, JSONValue]) -> ToolCall:
+    """The call with the person's changed arguments over the model's; checked against the tool's schema when it
+    runs, like any call."""
+    arguments = _arguments(call) or {}
+    return ToolCall(call.id, call.name, json.dumps({**arguments, **edits}, ensure_ascii=False))
+
+
+def _arguments(call: ToolCall) -> dict[str, JSONValue] | None:
+    try:
+        parsed = json.loads(call.arguments or "{}")
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def _stale_answer(sent: Sequence[Message]) -> Held | None:
@@ -150,14 +228,24 @@ def _stale_answer(sent: Sequence[Message]) -> Held | None:
     return Held(notice=no_longer_waiting()) if looks_like_question(content_text(sent[-2].get("content"))) else None
 
 
-async def waiting_calls(calls: list[ToolCall], tools: RequestTools, memory: TurnMemory | None) -> list[ToolCall]:
-    """The calls that wait for the person's yes: their tools ask first, and the person has not said "always"
-    for them in this chat."""
+@dataclass(frozen=True)
+class Gate:
+    """A round's MCP calls before they run: those that wait for the person's yes, and those a grant refused."""
+
+    waiting: list[ToolCall]
+    declined: dict[str, NotRun]  # by call id
+
+
+async def gated_calls(calls: list[ToolCall], tools: RequestTools, memory: TurnMemory | None) -> Gate:
+    """The calls whose tools ask first, less those the person's grants decide: a yes runs them unasked, a no
+    ("never") refuses them unasked."""
     asking = [call for call in calls if tools.asks_first(call.name)]
     if not asking or memory is None:
-        return asking
-    approved = await memory.always_approved({call.name for call in asking})
-    return [call for call in asking if call.name not in approved]
+        return Gate(asking, {})
+    granted = await memory.granted(asking, tools.server_of)
+    return Gate([call for call in asking if call.id not in granted],
+                {call_id: NotRun(DECLINED_IN_ADVANCE, retryable=False)
+                 for call_id, grant in granted.items() if not grant.allow})
 
 
 def asking_text(content: str, waiting: list[ToolCall], tools: RequestTools, reference: str) -> str:
@@ -212,7 +300,7 @@ async def answered(waiting: WaitingTurn, reply: Message, memory: TurnMemory, con
     return Held(calls, answers=answers, reply=reply if given_up else None)
 
 
-def _as_result(answer: Answer) -> ElicitAnswer:
+def _as_result(answer: FormAnswer) -> ElicitAnswer:
     """An answer as the server's ElicitResult, in JSON."""
     if isinstance(answer, Accepted):
         return {"action": "accept", "content": answer.content}

@@ -5,15 +5,16 @@ round (`resume`): the calls run, with the answers, or are refused, and the round
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
-from app.chat.asking import new_reference
+from app.chat.asking import edited_note, new_reference
 from app.chat.events import Finished, LoopEvent, Started, ToolsRan, ToolsWaiting
 from app.chat.loop.decision import same_call
-from app.chat.loop.held import Held, asking_text, needing_input, questions_text
+from app.chat.loop.held import Edited, Held, asking_text, needing_input, questions_text
 from app.chat.loop.state import LoopState, RoundContext, assistant_message, image_message, tool_messages
 from app.chat.loop.tool_runs import run_tools, sees_images
 from app.chat.ports import ToolOutput
 from app.openai.accumulate import ToolCall
 from app.openai.markup import TextDelta
+from app.openai.wire import Message
 
 
 async def ask_person(
@@ -73,9 +74,14 @@ async def resume(state: LoopState, context: RoundContext) -> AsyncGenerator[Loop
                 yield event
         return
     outputs: dict[str, ToolOutput] = dict(held.refused)
+    if held.edited:  # the model sees the calls as they run, and is told the person changed them
+        state.messages = with_arguments(state.messages, held.calls)
     async with aclosing(_run_held(held, outputs, context, state)) as running:
         async for event in running:
             yield event
+    for call_id, edits in held.edited.items():
+        if (output := outputs.get(call_id)) is not None and output.input_needed is None:
+            outputs[call_id] = Edited(output, edited_note(edits))
     calls, ordered = list(held.calls), [outputs[call.id] for call in held.calls]
     if any(output.input_needed is not None for output in ordered):  # the server's next question: asked in turn
         async with aclosing(ask_for_input("", calls, ordered, state, context, again=True)) as asking:
@@ -90,6 +96,20 @@ async def resume(state: LoopState, context: RoundContext) -> AsyncGenerator[Loop
         state.messages.append(held.reply)
         if not held.decided:  # decided on the status page: the results are this turn's to keep (held.py)
             state.first_count = len(state.messages)
+
+
+def with_arguments(messages: list[Message], calls: Sequence[ToolCall]) -> list[Message]:
+    """The history with the assistant message that made `calls` holding their arguments as given now."""
+    given = {call.id: call.arguments for call in calls}
+    changed: list[Message] = []
+    for message in messages:
+        tool_calls = message.get("tool_calls")
+        if message.get("role") == "assistant" and tool_calls and any(c.get("id") in given for c in tool_calls):
+            message = {**message, "tool_calls": [
+                {**c, "function": {**c["function"], "arguments": given[c["id"]]}} if c.get("id") in given else c
+                for c in tool_calls]}
+        changed.append(message)
+    return changed
 
 
 async def _noticed(held: Held, state: LoopState, context: RoundContext) -> AsyncGenerator[LoopEvent, None]:

@@ -19,9 +19,10 @@ PROGRESS_BUFFER = 64  # progress past this many unread notes is dropped, never w
 
 async def run_tools(
     tools: RequestTools, calls: list[ToolCall], span: Span, answers: Mapping[str, ToolAnswers] | None = None,
+    *, declined: Mapping[str, ToolOutput] | None = None,
 ) -> AsyncGenerator[ToolsStarted | ToolProgress | ToolsRan, None]:
-    """Runs the calls at once, passing on their progress as it comes; ends with `ToolsRan`. A call with
-    `answers` (by call id) is sent again with the person's answers to the server's questions."""
+    """Runs the calls at once, passing on their progress as it comes; ends with `ToolsRan`. A call with `answers` (by
+    call id) is sent again with the person's answers to its server's questions; one `declined` has that output."""
     yield ToolsStarted(calls)
     outputs: list[ToolOutput | None] = [None] * len(calls)
     durations = [0.0] * len(calls)
@@ -32,6 +33,9 @@ async def run_tools(
             with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):
                 progress_in.send_nowait(ToolProgress(call, progress, total, message))
 
+        if declined and call.id in declined:
+            outputs[index] = declined[call.id]
+            return
         started = time.perf_counter()
         with tool_span(span, call.name, call.id) as call_span:
             output = outputs[index] = await tools.call_tool(call.name, call.arguments, report,

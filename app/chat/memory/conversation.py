@@ -40,7 +40,7 @@ import anyio.to_thread
 import structlog
 
 from app.chat.answer import RecordedCall
-from app.chat.asking import Reply
+from app.chat.asking import Answer, Grant, Reply, Scope, decided_by, grants_for
 from app.chat.memory.entry import (
     ANSWERED,
     GATEWAY_REPLY,
@@ -51,10 +51,12 @@ from app.chat.memory.entry import (
     decode_all,
     rough_chars,
 )
+from app.chat.memory.grant_book import GrantBook
 from app.chat.memory.keys import ROOT, ConversationKeys, Lookups, memory_owner, normal
 from app.chat.memory.restore import rewrite_history
 from app.chat.offer import CHARS_PER_TOKEN, fit_restored
 from app.chat.ports import InputNeeded, RestoredHistory, WaitingTurn
+from app.openai.accumulate import ToolCall
 from app.openai.result_format import RenderOptions, omitted_result, recorded_result, shortened_result
 from app.openai.wire import Message
 from app.ops.waiting_rounds import WaitingCall, WaitingRounds, verdict_key
@@ -81,6 +83,7 @@ class MemoryStores:
     pending: StateStore
     failure: str | None = None  # why the configured store could not be opened (memory is off then)
     waiting: WaitingRounds | None = None  # the rounds waiting for a yes, for the status page
+    grants: GrantBook | None = None  # the person's answers that hold beyond their calls (None: each call asks)
 
     async def problem(self) -> str | None:
         """None when memory works; else why not, for /health."""
@@ -102,7 +105,7 @@ class ConversationMemory:
         self._chain = ROOT  # of the history as the client sent it, set by `restore`
         self._sent: Sequence[Message] = ()  # the history as the client sent it, set by `restore`
         self._lookups: Lookups = {}  # its assistant messages' keys, set by `restore`
-        self._conversation: str | None = None  # Open WebUI's chat, for "always": asked only with a chat id
+        self._conversation: str | None = None  # Open WebUI's chat, for "for this chat": asked only with a chat id
 
     async def restore(self, messages: Sequence[Message],
                       context_tokens: Callable[[], Awaitable[int]] | None = None) -> RestoredHistory:
@@ -124,15 +127,17 @@ class ConversationMemory:
                      turns=no_room, room_bytes=room)
         return history
 
-    async def _grants(self, granting: bool = False) -> list[str]:
-        """Where this conversation's "always" grants are: the exchanges in its history that granted one (`granting`:
+    async def _chat_marks(self, granting: bool = False) -> list[str]:
+        """What tells this chat for a grant "for this chat": the exchanges in its history that gave one (`granting`:
         the one that ends it), and with Open WebUI's chat id, the chat."""
         since = len(self._sent) - 2 if granting else 0
-        grants = self._keys.exchanges(self._sent, self._lookups, since)
-        return [*grants, await self._conversation_key()] if self._chat_id else grants
+        marks = self._keys.exchanges(self._sent, self._lookups, since)
+        if self._chat_id:
+            marks.append(await self._conversation_key())
+        return [self._keys.chat_mark(mark) for mark in marks]
 
     async def _conversation_key(self) -> str:
-        """Open WebUI's chat's identity for "always": only a request whose model called a tool that asks first
+        """Open WebUI's chat's identity for "for this chat": only a request whose model called a tool that asks first
         needs it; a long first message is read in a worker thread, as the history's keys are."""
         if self._conversation is None:
             first = self._sent[:next((i + 1 for i, m in enumerate(self._sent) if m.get("role") == "user"),
@@ -242,23 +247,38 @@ class ConversationMemory:
                         consequence="a waiting call is not run, since it cannot be known to run once")
             return False
 
-    async def always_approved(self, names: set[str]) -> set[str]:
-        if self._stores is None or not names:
-            return set()
-        keys = {self._keys.always(grant, name): name for grant in await self._grants() for name in names}
-        if not keys:
-            return set()
+    async def granted(self, calls: Sequence[ToolCall], server_of: Callable[[str], str | None]) -> dict[str, Grant]:
+        """By call id, the grant that decides each call a grant covers (app/chat/asking/grants.py); the others ask.
+        A vault that cannot be read decides nothing: the person is asked rather than a call run unasked."""
+        book = self._stores.grants if self._stores is not None else None
+        if book is None or not calls:
+            return {}
         try:
-            found = await self._stores.pending.get_many(list(keys))
-        except StateStoreError:
-            return set()  # asked again rather than run unasked
-        return {keys[key] for key in found}
+            grants = await book.of(self._owner)
+        except StateStoreError as exc:
+            log.warning("grants_unavailable", error=str(exc), consequence="the person is asked about every call")
+            return {}
+        if not grants:
+            return {}
+        chats = await self._chat_marks() if any(grant.chats for grant in grants) else []
+        now = book.clock()
+        decided = {call.id: decided_by(grants, server_of(call.name) or "", call.name, call.arguments, chats, now)
+                   for call in calls}
+        return {call_id: grant for call_id, grant in decided.items() if grant is not None}
 
-    async def approve_always(self, names: set[str]) -> None:
-        """The person answered "always" (the message that ends the history) to the question before it."""
-        if self._stores is not None and names:
-            await self._put(self._stores.pending, {self._keys.always(grant, name): ANSWERED
-                                                   for grant in await self._grants(granting=True) for name in names})
+    async def grant(self, answer: Answer, asked: Sequence[ToolCall], server_of: Callable[[str], str | None]) -> None:
+        """The person's answer (the message that ends the history) holds beyond its calls: kept as grants of this key
+        for their tools (none for an answer about these calls only)."""
+        book = self._stores.grants if self._stores is not None else None
+        if book is None or answer.scope is Scope.CALL:
+            return
+        chats = await self._chat_marks(granting=True) if answer.scope is Scope.CHAT else []
+        grants = grants_for(answer, [(server_of(call.name) or "", call.name) for call in asked], chats, "",
+                            book.clock())
+        try:
+            await book.add(self._owner, grants)
+        except StateStoreError as exc:
+            log.warning("grants_unavailable", error=str(exc), consequence="the answer holds for these calls only")
 
     async def remember_reply(self, messages: Sequence[Message], text: str) -> None:
         """The gateway answered the slash line that ends `messages` itself: marked, under the key its answer

@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Sequence
 
 from app.chat.answer import strip_trace
-from app.chat.asking import Reply, read_reply
+from app.chat.asking import Scope, read_answer
 from app.openai.schemas import content_text
 from app.openai.wire import Message
 from app.state import ANONYMOUS
@@ -97,28 +97,29 @@ class ConversationKeys:
         """Claimed when a waiting turn's calls are run or refused, so that its reply acts once."""
         return "resumed:" + digest(self._scope, turn_key)
 
-    def always(self, grant: str, tool: str) -> str:
-        """Written when the person answers "always" for a tool: `grant` is the exchange that granted it
-        (`exchanges`), or with Open WebUI's chat id, the chat (`conversation`)."""
-        return "always:" + digest(self._scope, grant, tool)
+    def chat_mark(self, mark: str) -> str:
+        """A chat's mark (`exchanges`, `conversation`) within this caller's scope (its key, Open WebUI's chat id), as a
+        grant for the chat keeps it: the same opening under another key or in another chat is another chat."""
+        return digest(self._scope, "chat", mark)
 
     def exchanges(self, messages: Sequence[Message], lookups: Lookups, since: int = 0) -> list[str]:
-        """The exchanges from `since` on that granted "always": a question of the gateway (its turn's key, which
-        digests the whole history before it) and the person's "always" right after it. A grant holds while the
-        history carries its exchange: a new chat that opens the same way has none."""
+        """The exchanges from `since` on that answered for the chat ("yes for this chat", "never for this chat"): a
+        question of the gateway (its turn's key, which digests the whole history before it) and the person's answer
+        right after it. Such a grant holds while the history carries its exchange: a new chat that opens the same
+        way has none."""
         found = []
         for index, (key, _) in sorted(lookups.items()):
             after = messages[index + 1] if since <= index < len(messages) - 1 else None
             if after is None or after.get("role") != "user":
                 continue
             text = content_text(after.get("content"))
-            if read_reply(text) is Reply.ALWAYS:
+            if (answer := read_answer(text)) is not None and answer.scope is Scope.CHAT:
                 found.append(digest("exchange", key, normal(text, assistant=False)))
         return found
 
     def conversation(self, messages: Sequence[Message]) -> str:
-        """Open WebUI's chat (its chat id is in the scope), where "always" holds in the whole chat, as that chat's
-        system messages and first user message."""
+        """Open WebUI's chat (its chat id is in the scope), where "for this chat" holds in the whole chat, as that
+        chat's system messages and first user message."""
         parts: list[bytes] = []
         for message in messages:
             role = message.get("role")
