@@ -38,6 +38,10 @@ class _Command(FlatSettingsBase):
         description="serve: run the gateway. tools: connect to the MCP servers, print their tools as "
         "OpenAI function tools (JSON), and exit.",
     )
+    changes: bool = Field(
+        False, description="with tools: print instead each tool whose definition changed since it was pinned, as a "
+        "diff (TOOLBRIDGE_PIN_TOOLS).",
+    )
 
 
 CommandLine = with_every_setting(_Command, "CommandLine")  # the command, then every setting by its flat name
@@ -81,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"toolbridge: {exc}", file=sys.stderr)
         return 2
     if args.command == "tools":
-        return anyio.run(print_tools, settings)
+        return anyio.run(print_changes if args.changes else print_tools, settings)
     serve(settings)
     return 0
 
@@ -134,6 +138,25 @@ def _tune_garbage_collection() -> None:
     What the imports made lives as long as the process: frozen, no collection walks it again."""
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+
+
+async def print_changes(settings: Settings) -> int:
+    """Prints each tool whose server now defines it otherwise than when it was pinned (the gateway's state store
+    keeps the pins), as a diff; status 1 when any did, 2 when pinning is off."""
+    if not settings.mcp.pin_tools:
+        print("toolbridge: TOOLBRIDGE_PIN_TOOLS is off: no definition is pinned", file=sys.stderr)
+        return 2
+    config = load_mcp_configs(config_paths(settings.mcp.config))
+    async with AsyncExitStack() as stack:
+        vault = await open_sign_in_vault(settings.state, config, stack)
+        pool = await stack.enter_async_context(build_pool(settings, config, retry=False, vault=vault))
+        await pool.wait_settled()
+        changes = pool.definition_changes()
+    for change in changes:
+        print(f"{change.server} / {change.tool}: changed since it was pinned\n{change.diff}\n", flush=True)
+    if not changes:
+        print("toolbridge: no tool's definition changed since it was pinned", file=sys.stderr)
+    return 1 if changes else 0
 
 
 async def print_tools(settings: Settings) -> int:

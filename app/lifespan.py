@@ -23,6 +23,7 @@ from app.mcp import (
     McpConfig,
     McpPool,
     PoolOptions,
+    TrustedDefinitions,
     config_paths,
     load_mcp_configs,
     request_on_change,
@@ -71,10 +72,9 @@ def build_pool(
     ranks: bool = False,
 ) -> McpPool:
     """The MCP pool with the conversion and result settings; shared by the app and `toolbridge tools`. `ranks`: the
-    gateway's, whose tool budget ranks each catalogue's tools, worked out when the catalogue is built."""
+    gateway's, whose tool budget ranks each catalogue's tools when it is built; `vault` keeps sign-ins and pins."""
     mcp, tools = settings.mcp, settings.tools
-    paths = config_paths(mcp.config)
-    sampling = upstream is not None and mcp.sampling
+    paths, sampling = config_paths(mcp.config), upstream is not None and mcp.sampling
     options = PoolOptions(
         connect_timeout=mcp.connect_timeout,
         call_timeout=mcp.tool_timeout,
@@ -84,6 +84,7 @@ def build_pool(
         rendering=RenderOptions(result_format=tools.result_format, max_chars=tools.max_result_chars),
         retry=retry,
         block_changed_tools=mcp.block_changed_tools,
+        trusted=TrustedDefinitions(vault) if mcp.pin_tools else None,
         sampling_model=mcp.sampling_model or None,
         resource_tools=mcp.resource_tools,
         max_message_bytes=int(mcp.message_mb * (1 << 20)),

@@ -40,7 +40,7 @@ from app.api.doors import read_body
 from app.api.health import health_report
 from app.chat import Grant, MemoryStores
 from app.mcp import KeyView, first_of
-from app.openai.errors import Conflict, InvalidRequest, Overloaded, RouteNotFound
+from app.openai.errors import Conflict, Forbidden, InvalidRequest, Overloaded, RouteNotFound
 from app.openai.wire import JSONValue
 from app.ops.recent_calls import RecentCalls
 from app.ops.recent_requests import RecentRequests
@@ -203,6 +203,28 @@ async def decide_round(round_id: str, request: Request, memory: MemoryDep, owner
                        "here.", code="waiting_taken_up")
     held.verdict = "approve" if stands == b"approve" else "deny"
     return {"id": held.id, "decided": held.verdict}
+
+
+@router.get("/changes")
+async def definition_changes(pool: ViewDep) -> dict[str, Any]:
+    """The tools whose servers changed their definitions since they were pinned (app/mcp/trusted.py), with the diff;
+    of the servers the caller's key may use."""
+    return {"object": "list", "data": [
+        {"server": change.server, "tool": change.tool, "diff": change.diff}
+        for change in pool.pool.definition_changes() if pool.scope.may_use_server(change.server)]}
+
+
+@router.post("/changes/{server}/{tool}/accept")
+async def accept_definition(server: str, tool: str, pool: ViewDep) -> dict[str, Any]:
+    """An operator trusts the tool's new definition: it asks as before from the next request. A key limited to some
+    servers may not: trusting a definition is for whoever runs the gateway."""
+    if not pool.scope.everything:
+        raise Forbidden("Only a key that may use every server can accept a changed tool definition.",
+                               code="not_an_operator")
+    if not await pool.pool.accept_definition(server, tool):
+        raise RouteNotFound(f"The tool '{tool}' of '{server}' has no changed definition to accept.",
+                            code="change_not_found")
+    return {"server": server, "tool": tool, "accepted": True}
 
 
 @router.get("/grants")

@@ -120,6 +120,11 @@ class RequestTools(Protocol):
         """The name of the MCP server the tool belongs to, as mcp.json names it; None for an unknown name."""
         ...
 
+    def definition_change(self, name: str) -> str | None:
+        """How the tool's definition differs from the one pinned when it was first seen (a diff), or None: a changed
+        tool asks before every call, whatever the person's grants."""
+        ...
+
     def servers(self) -> dict[str, str]:
         """Each offered tool's MCP server (`server_of`), by the tool's name, in the order offered: asked once for
         the whole list."""

@@ -23,10 +23,12 @@ from app.mcp.sign_in import SIGN_IN_SECONDS, SignInFailed
 from app.mcp.sign_in import finish as finish_sign_in
 from app.mcp.sign_in import start as start_sign_in
 from app.mcp.status import ServerState
+from app.mcp.trusted import Change, TrustedDefinitions
 from app.mcp.waits import first_of
 
 __all__ = [
     "SIGN_IN_SECONDS",
+    "Change",
     "Complete",
     "ConversionOptions",
     "HttpServerConfig",
@@ -42,6 +44,7 @@ __all__ = [
     "ServerState",
     "SignInFailed",
     "SignInUnavailable",
+    "TrustedDefinitions",
     "build_prompt_book",
     "config_paths",
     "finish_sign_in",

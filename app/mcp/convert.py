@@ -54,6 +54,8 @@ class ToolRoute:
     description: str = field(default="", compare=False, repr=False)  # the server's, before any shortening
     reads_resources: bool = False  # the gateway's own tool for the server's resources (resources.py)
     asks_first: bool = False  # a call waits for the person's yes (TOOLBRIDGE_CONFIRM, mcp.json's `confirm`)
+    # How its definition differs from the one pinned (trusted.py): it asks before every call, whatever the grants.
+    changed: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def safe_to_retry(self) -> bool:
@@ -184,10 +186,12 @@ def hashed_name(name: str, server: str, tool: str) -> str:
 def build_catalogue(
     tools_by_server: Mapping[str, Sequence[Tool]], options: ConversionOptions | None = None,
     readers: AbstractSet[str] = frozenset(), confirms: Mapping[str, ServerConfirm] | None = None,
+    changed: Mapping[tuple[str, str], str] | None = None,
 ) -> Catalogue:
     """Converts every server's tools, in config order, into one catalogue with unique names. The servers in
-    `readers` have the gateway's resource reader among their tools (resources.READ_RESOURCE); `confirms` holds
-    each server's `confirm` from mcp.json, which with `options.confirm` says which calls wait for a yes."""
+    `readers` have the gateway's resource reader among their tools (resources.READ_RESOURCE); `confirms` holds each
+    server's `confirm` from mcp.json, which with `options.confirm` says which calls wait for a yes; `changed`, the
+    diff of each (server, tool) whose definition differs from its pin (those ask first too)."""
     options = options or ConversionOptions()
     usable = [
         (server, tool)
@@ -196,15 +200,13 @@ def build_catalogue(
         if not _requires_task(tool)
     ]
     names = _names(usable, options.prefix)
-    taken = Counter(names)
-    openai_tools: list[OpenAITool] = []
-    routes: dict[str, ToolRoute] = {}
+    taken, openai_tools, routes = Counter(names), list[OpenAITool](), dict[str, ToolRoute]()
     for (server, tool), name in zip(usable, names, strict=True):
         if taken[name] > 1:  # e.g. "a.b" and "a_b" sanitise alike: both get a hash
             name = hashed_name(name, server, tool.name)
         if name in routes:  # a server listing one tool twice: keep the first
             continue
-        annotations = tool.annotations
+        annotations, diff = tool.annotations, (changed or {}).get((server, tool.name))
         routes[name] = ToolRoute(
             server=server,
             tool=tool.name,
@@ -214,7 +216,9 @@ def build_catalogue(
             description=tool.description or "",
             reads_resources=(reads := server in readers and tool.name == READ_RESOURCE),
             # The gateway's own reader only reads, whatever the server's tools do.
-            asks_first=not reads and asks_first(tool.name, annotations, (confirms or {}).get(server), options.confirm),
+            asks_first=diff is not None or (
+                not reads and asks_first(tool.name, annotations, (confirms or {}).get(server), options.confirm)),
+            changed=diff,
         )
         openai_tools.append(to_openai_tool(name, tool, options.profile))
     return Catalogue(openai_tools=tuple(openai_tools), routes=routes)

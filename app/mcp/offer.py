@@ -18,6 +18,7 @@ from mcp.types import Prompt, Tool
 from app.mcp.config import ServerConfig
 from app.mcp.prompts import list_all_prompts
 from app.mcp.resources import READ_RESOURCE, ResourceListing, list_resources, reader_tool
+from app.mcp.trusted import TrustedDefinitions
 from app.mcp.watching import ListKind, definition, list_all_tools, listen_for_changes, notified_change
 
 log = structlog.get_logger("toolbridge.mcp")
@@ -34,9 +35,10 @@ class Listing:
 
 class ServerOffer:
     def __init__(self, name: str, config: ServerConfig, *, block_changed_tools: bool, resource_tools: bool,
-                 changed: Callable[[], None]) -> None:
-        """`changed` tells the pool to rebuild its catalogue and prompts."""
-        self.name, self.config, self._changed = name, config, changed
+                 changed: Callable[[], None], trusted: TrustedDefinitions | None = None) -> None:
+        """`changed` tells the pool to rebuild its catalogue and prompts; `trusted` compares each listing with the
+        definitions pinned before it is published."""
+        self.name, self.config, self._changed, self._trusted = name, config, changed, trusted
         self._block_changed_tools, self._resource_tools = block_changed_tools, resource_tools
         self.tools: list[Tool] | None = None  # None: nothing to offer (not listed yet, or withdrawn)
         self.resources: ResourceListing | None = None
@@ -66,6 +68,8 @@ class ServerOffer:
 
         Raises: whatever listing the tools raises (the connection is no use without them)."""
         tools = await list_all_tools(client)
+        if self._trusted is not None:
+            await self._trusted.check(self.name, tools)
         capabilities = client.server_capabilities
         resources: ResourceListing | None = None
         prompts: tuple[Prompt, ...] = ()
@@ -126,6 +130,8 @@ class ServerOffer:
             try:
                 if kind == "tools":
                     tools = await list_all_tools(client, refresh=True)
+                    if self._trusted is not None:
+                        await self._trusted.check(self.name, tools)
                     # Off the event loop: two definitions a tool took 50-90 ms at 1,000 tools.
                     before, after = await anyio.to_thread.run_sync(_definitions, self.tools or [], tools)
                     self._republish(tools, before, after)

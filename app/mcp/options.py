@@ -8,6 +8,7 @@ from app.mcp.connect import START_TURN_SECONDS
 from app.mcp.convert import ConversionOptions
 from app.mcp.held_calls import HeldCalls
 from app.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES
+from app.mcp.trusted import TrustedDefinitions
 from app.openai.result_format import RenderOptions
 
 # How often a 2025-era remote session is pinged to learn that it is gone before a call does.
@@ -36,6 +37,8 @@ class PoolOptions:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # one message a stdio server may send (stdio.py)
     # The calls waiting for people on all the servers, counted together for their bounds (held_calls.py).
     held: HeldCalls = field(default_factory=HeldCalls, compare=False)
+    # Each tool's definition pinned when first seen (trusted.py); None: TOOLBRIDGE_PIN_TOOLS=false.
+    trusted: TrustedDefinitions | None = field(default=None, compare=False)
 
     @property
     def longest_call_timeout(self) -> float:

@@ -46,6 +46,10 @@ class PinnedTools:
         route = self.catalogue.route(name)
         return route is not None and route.asks_first
 
+    def definition_change(self, name: str) -> str | None:
+        route = self.catalogue.route(name)
+        return None if route is None else route.changed
+
     def server_of(self, name: str) -> str | None:
         route = self.catalogue.route(name)
         return None if route is None else route.server

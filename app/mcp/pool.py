@@ -34,6 +34,7 @@ from app.mcp.sampling import Complete
 from app.mcp.server_auth import SignIns
 from app.mcp.status import ServerState, ServerStatus, unrun_statuses
 from app.mcp.supervisor import PoolOptions, ServerSupervisor
+from app.mcp.trusted import Change
 from app.ops.call_record import ToolCallObserver
 from app.ops.server_health import ServerHealth
 from app.state import Vault
@@ -282,6 +283,18 @@ class McpPool:
             raise PromptFailed(f"MCP server '{entry.server}' was removed from the config.")
         return supervisor.live
 
+    def definition_changes(self) -> list[Change]:
+        """The tools whose definitions differ from those pinned (trusted.py), for the status page and the CLI."""
+        return self._options.trusted.changes() if self._options.trusted is not None else []
+
+    async def accept_definition(self, server: str, tool: str) -> bool:
+        """An operator trusts a changed tool's definition as now listed: it asks as before from the next request.
+        False when it had not changed."""
+        if self._options.trusted is None or not await self._options.trusted.accept(server, tool):
+            return False
+        await self._rebuild_catalogue()
+        return True
+
     def _offer_changed(self) -> None:
         if not self._stopping.is_set():  # a catalogue built while every server stops would serve no request
             self._rebuilds.ask()
@@ -299,9 +312,11 @@ class McpPool:
         confirms = {name: s.config.confirm for name, s in self._supervisors.items()}  # mcp.json's, per server
         prompts = {name: s.offer.prompts for name, s in self._supervisors.items()}
         conversion, prepare = self._options.conversion, self._prepare
+        trusted = self._options.trusted
+        changed = {(c.server, c.tool): c.diff for c in trusted.changes()} if trusted is not None else {}
 
         def build() -> Built:
-            catalogue = build_catalogue(ordered, conversion, readers, confirms)
+            catalogue = build_catalogue(ordered, conversion, readers, confirms, changed)
             if prepare is not None:
                 try:
                     prepare(catalogue)

@@ -61,7 +61,8 @@ class ServerSupervisor:
         self.status = ServerStatus(ServerState.STARTING, transport_name(config))
         self.live = LiveConnection(name, self.status, self.call_timeout, options.longest_call_timeout, options.held)
         self.offer = ServerOffer(name, config, block_changed_tools=options.block_changed_tools,
-                                 resource_tools=options.resource_tools, changed=offer_changed)
+                                 resource_tools=options.resource_tools, changed=offer_changed,
+                                 trusted=options.trusted)
         self.stop, self.done = anyio.Event(), anyio.Event()
         self._stderr: StderrTail | None = None
         self._start_scope: anyio.CancelScope | None = None

@@ -49,6 +49,7 @@ FLAT_NAMES: dict[str, tuple[str, str]] = {
     "sampling": ("mcp", "sampling"),
     "sampling_model": ("mcp", "sampling_model"),
     "block_changed_tools": ("mcp", "block_changed_tools"),
+    "pin_tools": ("mcp", "pin_tools"),
     "mcp_connect_timeout": ("mcp", "connect_timeout"),
     "mcp_start_wait": ("mcp", "start_wait"),
     "shutdown_grace": ("server", "shutdown_grace"),

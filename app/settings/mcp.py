@@ -33,6 +33,10 @@ class McpSettings(Group):
     block_changed_tools: bool = Field(
         default=False, description="Stop offering a tool whose definition a server changes, until the gateway restarts."
     )
+    pin_tools: bool = Field(
+        default=True, description="Pin each tool's definition when first seen (kept over restarts); a tool whose "
+        "server changes it asks before every call, whatever the grants, until accepted on the status page."
+    )
     connect_timeout: PositiveFloat = Field(
         default=60.0, description="Seconds an MCP server may take to start and list its tools."
     )

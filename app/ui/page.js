@@ -3,7 +3,7 @@
 // Every value from a server or a model is set as text, never as HTML.
 "use strict";
 
-const state = { tools: [], calls: [], servers: {}, requests: [], waiting: [], grants: [] };
+const state = { tools: [], calls: [], servers: {}, requests: [], waiting: [], grants: [], changes: [] };
 const WAITING_POLL_MS = 5000;
 const HEALTH_POLL_MS = 5000;  // the gateway looks at the model server at most this often (app/upstream/watch.py)
 const SERVER_KINDS = { lmstudio: "LM Studio", llamacpp: "llama.cpp" };
@@ -208,6 +208,34 @@ async function refreshWaiting() {
     state.waiting = (await json("/ui/waiting")).data;
     renderWaiting();
   } catch { /* the next poll tries again */ }
+}
+
+// Tools whose definitions changed since they were pinned (app/mcp/trusted.py): the diff, and Accept.
+function renderChanges() {
+  const items = state.changes.map((c) => el("div", { class: "change", "data-change": `${c.server}/${c.tool}` },
+    el("p", {}, el("strong", {}, c.tool), ` on ${c.server} `,
+      el("button", { class: "accept", onclick: () => accept(c.server, c.tool) }, "Accept the new definition")),
+    el("pre", {}, el("code", {}, c.diff)),
+  ));
+  document.getElementById("changes").replaceChildren(...items);
+  document.getElementById("changes-none").hidden = items.length !== 0;
+}
+
+async function accept(server, tool) {
+  try {
+    await json(`/ui/changes/${encodeURIComponent(server)}/${encodeURIComponent(tool)}/accept`,
+      { method: "POST", headers: { "Content-Type": "application/json" } });
+  } catch (error) {
+    alert(`Not accepted: ${error.message}`);
+  }
+  refreshChanges();
+}
+
+async function refreshChanges() {
+  try {
+    state.changes = (await json("/ui/changes")).data;
+    renderChanges();
+  } catch { /* the next change of the servers tries again */ }
 }
 
 // The person's grants (app/chat/asking/grants.py): what each holds, and a button that revokes it.
@@ -444,7 +472,7 @@ function listen() {
   const source = new EventSource("/ui/events");
   source.addEventListener("open", () => { live.textContent = "live"; live.className = "badge ok"; });
   source.addEventListener("error", () => { live.textContent = "reconnecting"; live.className = "badge off"; });
-  source.addEventListener("servers", (e) => serversChanged(JSON.parse(e.data)));
+  source.addEventListener("servers", (e) => { serversChanged(JSON.parse(e.data)); refreshChanges(); });
   source.addEventListener("request", (e) => {
     state.requests = [...state.requests, JSON.parse(e.data)].slice(-100);
     renderRequests();
@@ -473,7 +501,7 @@ async function start() {
   renderCalls();
   state.requests = (await json("/ui/requests")).data;
   renderRequests();
-  await Promise.all([refreshWaiting(), refreshGrants()]);
+  await Promise.all([refreshWaiting(), refreshGrants(), refreshChanges()]);
   setInterval(refreshWaiting, WAITING_POLL_MS);
   setInterval(refreshGrants, WAITING_POLL_MS);  // another replica's or another tab's answers  // a round asked before its request's event, and the time since
   setInterval(refreshHealth, HEALTH_POLL_MS);  // the model server coming and going, which no event tells

@@ -68,7 +68,8 @@ def test_always_in_one_chat_does_not_run_unasked_in_a_new_chat_that_opens_the_sa
     upstream.script(*deleting(first))
     question = chat(notes, [SYSTEM, OPENING])
     assert "needs your approval" in question
-    granted = [SYSTEM, OPENING, {"role": "assistant", "content": question}, {"role": "user", "content": "yes for this chat"}]
+    granted = [SYSTEM, OPENING, {"role": "assistant", "content": question},
+               {"role": "user", "content": "yes for this chat"}]
     assert chat(notes, granted) == "Deleted."
     assert "no note" in note(notes, first)
 

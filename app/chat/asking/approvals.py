@@ -163,6 +163,7 @@ class AskedCall:
 
     call: ToolCall
     server: str | None
+    changed: str | None = None  # how the server changed the tool's definition since it was pinned (a diff)
 
 
 def question(asked: Sequence[AskedCall], reference: str) -> str:
@@ -174,6 +175,10 @@ def question(asked: Sequence[AskedCall], reference: str) -> str:
     for item in asked:
         where = f" on the server **{item.server}**" if item.server else ""
         lines.append(f"- **{item.call.name}**{where}{_arguments(item.call.arguments)}")
+        if item.changed is not None:
+            lines += ["  - **The server changed this tool's definition** since it was first trusted, so it asks "
+                      "whatever was granted before, until an operator accepts the change on the status page:",
+                      "", "    ```diff", *(f"    {line}" for line in item.changed.splitlines()), "    ```"]
     names = ", ".join(sorted({item.call.name for item in asked}))
     lines += ["", f"Reply **yes** to run {'it' if one else 'them'} or **no** to refuse. Beyond this call: **yes for "
               f"this chat**, **yes for 1 hour**, **always** or **never** for {names} (revoke on the status page); add "

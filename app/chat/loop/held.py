@@ -242,7 +242,8 @@ async def gated_calls(calls: list[ToolCall], tools: RequestTools, memory: TurnMe
     asking = [call for call in calls if tools.asks_first(call.name)]
     if not asking or memory is None:
         return Gate(asking, {})
-    granted = await memory.granted(asking, tools.server_of)
+    # A tool whose server changed its definition since it was pinned asks whatever was granted for it.
+    granted = await memory.granted([c for c in asking if tools.definition_change(c.name) is None], tools.server_of)
     return Gate([call for call in asking if call.id not in granted],
                 {call_id: NotRun(DECLINED_IN_ADVANCE, retryable=False)
                  for call_id, grant in granted.items() if not grant.allow})
@@ -250,7 +251,8 @@ async def gated_calls(calls: list[ToolCall], tools: RequestTools, memory: TurnMe
 
 def asking_text(content: str, waiting: list[ToolCall], tools: RequestTools, reference: str) -> str:
     """The question, after whatever the model said in the round; `reference` names it (`new_reference`)."""
-    text = question([AskedCall(call, tools.server_of(call.name)) for call in waiting], reference)
+    text = question([AskedCall(call, tools.server_of(call.name), tools.definition_change(call.name))
+                     for call in waiting], reference)
     return f"\n\n{text}" if content.strip() else text
 
 

@@ -89,6 +89,9 @@ class FindingTools:
     def server_of(self, name: str) -> str | None:
         return self.narrowed.server_of(name)
 
+    def definition_change(self, name: str) -> str | None:
+        return self.narrowed.definition_change(name)
+
     def servers(self) -> dict[str, str]:
         return self.narrowed.servers()
 

@@ -362,3 +362,17 @@ async def test_two_chats_alike_word_for_word_each_ask_and_each_yes_runs_its_call
         history, _ = await asked(store, tools)
         await turn(Model(["Deleted."]), tools, store, [*history, {"role": "user", "content": "yes"}])
     assert len(tools.calls) == 2
+
+
+async def test_a_tool_whose_definition_changed_asks_whatever_was_granted_and_shows_the_diff() -> None:
+    store = new_store()
+    later, tools = await granted(store, "always")
+    tools.changed["fetch"] = ('--- pinned\n+++ now\n-  "description": "Fetch a page."\n'
+                              '+  "description": "Fetch, and mail it."')
+    events = await turn(Model([[AGAIN]]), tools, store, later)
+    assert asks(events) and len(tools.calls) == 1
+    question = shown(events)
+    assert "**The server changed this tool's definition** since it was first trusted" in question
+    assert '    +  "description": "Fetch, and mail it."' in question
+    del tools.changed["fetch"]  # accepted: the grant holds again
+    assert not asks(await turn(Model([[AGAIN], "Done."]), tools, store, later))

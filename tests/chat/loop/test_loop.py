@@ -54,6 +54,7 @@ class Tools:
     selections: list[ToolSelection] = field(default_factory=list)
     offer: bool = True
     confirm: set[str] = field(default_factory=set)  # the tools whose calls wait for the person's yes
+    changed: dict[str, str] = field(default_factory=dict)  # the tools whose definitions changed since pinned: the diff
     memo: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -72,6 +73,9 @@ class Tools:
 
     def server_of(self, name: str) -> str | None:
         return "web" if name == "fetch" else None
+
+    def definition_change(self, name: str) -> str | None:
+        return self.changed.get(name)
 
     def servers(self) -> dict[str, str]:
         return {name: server for tool in self.openai_tools

@@ -216,6 +216,9 @@ class Catalogue:
     def asks_first(self, name: str) -> bool:
         return False
 
+    def definition_change(self, name: str) -> str | None:
+        return None
+
     def server_of(self, name: str) -> str | None:
         return name.split("__")[0] if any(t["function"]["name"] == name for t in self.openai_tools) else None
 
