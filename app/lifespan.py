@@ -29,6 +29,7 @@ from app.mcp import (
     request_on_change,
     resolve_profile,
 )
+from app.notify import Notifier
 from app.openai.accumulate import TurnAccumulator
 from app.openai.result_format import RenderOptions
 from app.openai.wire import ChatBody
@@ -148,6 +149,7 @@ def build_lifespan(
                 settings, config, reload=True, upstream=upstream, metrics=metrics, recent=recent, vault=vault,
                 ranks=True))
             metrics.watch_servers(pool.health)
+            await _notify(settings, pool, memory, stack)
             await _watch_keys(keys, stack)
             _reload_on_sighup([pool.request_reload, keys.reload], stack)
             images = ImageStore(max_bytes=int(settings.tools.image_store_mb * 1024 * 1024),
@@ -232,6 +234,19 @@ async def _watch_keys(keys: KeyRing, stack: AsyncExitStack) -> None:
     watchers = await stack.enter_async_context(anyio.create_task_group())
     stack.callback(watchers.cancel_scope.cancel)  # runs first, ending the watcher before the group is left
     watchers.start_soon(request_on_change, [keys.path.resolve()], keys.reload, name="keys:watch")
+
+
+async def _notify(settings: Settings, pool: McpPool, memory: MemoryStores, stack: AsyncExitStack) -> None:
+    """TOOLBRIDGE_NOTIFY_URL's webhook hears, for the app's life, when someone must act (app/notify/webhook.py)."""
+    ops, server = settings.ops, settings.server
+    if ops.notify_url is None:
+        return
+    link = (server.public_url or f"http://{server.host}:{server.port}").rstrip("/") + "/"
+    notifier = Notifier(ops.notify_url.get_secret_value(), link, fmt=ops.notify_format, after=ops.notify_after,
+                        values=ops.notify_values)
+    watcher = await stack.enter_async_context(anyio.create_task_group())
+    stack.callback(watcher.cancel_scope.cancel)
+    watcher.start_soon(notifier.watch, pool, memory.waiting, name="notify")
 
 
 async def _greet(settings: ServerSettings, upstream: UpstreamClient, stack: AsyncExitStack) -> None:

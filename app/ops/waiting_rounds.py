@@ -90,6 +90,11 @@ class WaitingRounds:
         self._forget_old()
         return [held for held in self._rounds.values() if held.owner == owner]
 
+    def everyone(self) -> list[WaitingRound]:
+        """Every owner's rounds, oldest first (the webhook's: app/notify/webhook.py)."""
+        self._forget_old()
+        return list(self._rounds.values())
+
     def find(self, round_id: str, owner: str) -> WaitingRound | None:
         """The owner's round with this id; None for another owner's, as for one that does not exist."""
         self._forget_old()

@@ -20,7 +20,7 @@ from app.settings.state import StateSettings
 from app.settings.tools import MIN_MCP_TOOLS_DEFAULT, TOOL_BUDGET_DEFAULT, ToolSettings
 from app.settings.upstream import UpstreamSettings
 
-SECRET_SETTINGS = frozenset({"api_keys", "upstream_api_key", "token_key"})  # by their flat names
+SECRET_SETTINGS = frozenset({"api_keys", "upstream_api_key", "token_key", "notify_url"})  # by their flat names
 
 __all__ = [
     "FLAT_NAMES", "MIN_MCP_TOOLS_DEFAULT", "SECRET_SETTINGS", "TOOL_BUDGET_DEFAULT", "AccessSettings",
@@ -61,4 +61,5 @@ class Settings(Group):
         """Every secret value the settings hold, for the log to redact."""
         upstream = self.upstream.api_key.get_secret_value() if self.upstream.api_key else ""
         state_password = urlsplit(self.state.url).password or ""  # redis://:PASSWORD@host
-        return [upstream, state_password, self.state.secret_key or "", *self.access.client_keys]
+        notify = self.ops.notify_url.get_secret_value() if self.ops.notify_url else ""
+        return [upstream, state_password, self.state.secret_key or "", notify, *self.access.client_keys]
