@@ -161,3 +161,40 @@ def test_a_grant_kept_in_sqlite_outlives_a_restart(upstream: FakeUpstream, tmp_p
         assert ask(restarted.client(ALICE), [{"role": "user", "content": "Delete after."}], stream=False).endswith(
             "Gone.")
         assert [grant["scope"] for grant in grants(restarted, ALICE)] == ["always"]
+
+
+def test_a_grant_record_copied_or_written_by_hand_in_redis_grants_nothing(
+    redis_server: RedisServer, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """Whoever can write to Redis (no TOOLBRIDGE_TOKEN_KEY) copies Bob's "always" over Alice's record, then writes
+    one by hand: Alice is still asked (each record is encrypted and sealed to its name: app/state/vault.py)."""
+    client = redis_server.client()
+    client.flushdb()
+    with keyed_gateway(tmp_path, upstream, state_url=redis_server.url) as gateway:
+        answered(gateway, upstream, "always", key=BOB)
+        [bobs] = client.keys(b"toolbridge:vault:v1:grants/*")
+        answered(gateway, upstream, "yes for this chat")  # Alice's record: for that chat only
+        [alices] = [name for name in client.keys(b"toolbridge:vault:v1:grants/*") if name != bobs]
+        client.set(alices, client.get(bobs))
+        upstream.script(delete("copied"))
+        assert ASKING in ask(gateway.client(ALICE), [{"role": "user", "content": "Delete copied."}], stream=False)
+        client.set(alices, json.dumps({"grants": [{"id": "x", "allow": True, "server": "files", "scope": "always",
+                                                   "tool": "files__delete_note", "made": 0}]}).encode())
+        upstream.script(delete("by-hand"))
+        assert ASKING in ask(gateway.client(ALICE), [{"role": "user", "content": "Delete by-hand."}], stream=False)
+        assert grants(gateway, ALICE) == []
+
+
+def test_a_changed_argument_the_schema_refuses_is_told_to_the_model_as_for_any_call(
+    upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    with keyed_gateway(tmp_path, upstream) as gateway:
+        client = gateway.client(ALICE)
+        upstream.script(delete("list"))
+        history: list[dict[str, Any]] = [{"role": "user", "content": "Delete list."}]
+        history.append({"role": "assistant", "content": ask(client, history, stream=False)})
+        upstream.script(Turn(content="That did not work."))
+        ask(client, [*history, {"role": "user", "content": "yes, but name=[1, 2]"}], stream=False)
+        [result] = results(upstream)
+        assert result.startswith('(The person changed the arguments before approving this call: name=[1, 2].)\n')
+        assert json.loads(result.split("\n", 1)[1])["status"] == "error"
