@@ -5,7 +5,7 @@ Open WebUI -> the gateway (keys set, the default trace, the default TOOLBRIDGE_C
 (tests/support/mcp_servers/files.py over stdio: `delete_note` is annotated destructive, so it asks) and a scripted
 upstream. Each chat first writes the note (write_note asks nothing), so a "deleted" only the server can say shows
 the yes really ran the tool, and reading the note back after a "no" shows the no ran nothing.
-Screenshots: test-artifacts/open_webui_approval_{asked,yes,no,first,again}.png.
+Screenshots: test-artifacts/open_webui_approval_{asked,yes,no,first,again,chat}.png.
 """
 
 import json
@@ -99,7 +99,7 @@ def _ask_to_delete(tab: Any, model: FakeUpstream, note: str) -> None:
     from playwright.sync_api import expect
 
     _say(tab, model, f"Write a note called {note}", f"Done: the notes server said wrote '{note}'")
-    [asked] = _say(tab, model, f"Delete my note called {note}", "to refuse, or")  # one request: nothing ran
+    [asked] = _say(tab, model, f"Delete my note called {note}", "to refuse. Beyond this call")  # nothing ran
     tool = offered_name(asked, "delete_note")
     assert tool is not None and content_text(asked["messages"][-1]["content"]) == f"Delete my note called {note}"
     expect(tab.get_by_text("needs your approval").last).to_be_visible()
@@ -147,3 +147,18 @@ def test_a_second_chat_like_an_answered_one_is_asked_and_runs_again(open_webui: 
             answer = tab.get_by_text(re.compile("Done: the notes server said deleted 'bread'|Nothing is waiting"))
             expect(answer.last).to_be_visible(timeout=WAIT)
             assert "deleted 'bread'" in answer.last.inner_text()
+
+
+def test_yes_for_this_chat_runs_the_next_delete_in_the_chat_unasked(open_webui: str, model: FakeUpstream) -> None:
+    """Issue 48: the person answers "yes for this chat"; deleting another note later in the same chat runs at once
+    (Open WebUI sends no chat id by default: the chat is known by the exchange that granted it)."""
+    from playwright.sync_api import expect
+
+    with chat_page(open_webui, "open_webui_approval_chat.png") as tab:
+        _ask_to_delete(tab, model, "butter")
+        _say(tab, model, "yes for this chat", "Done: the notes server said deleted 'butter'")
+        _say(tab, model, "Write a note called jam", "Done: the notes server said wrote 'jam'")
+        # Two requests: the model's call, run at once, then its answer from the result (asked, it would be one).
+        [_, deleted] = _say(tab, model, "Delete my note called jam", "Done: the notes server said deleted 'jam'")
+        assert tool_result(deleted["messages"][-1]["content"]) == "deleted 'jam'"
+        expect(tab.get_by_text("needs your approval")).to_have_count(1)  # the first delete's question alone

@@ -128,3 +128,26 @@ def _cli(tmp: Path, *args: str, description: str | None) -> subprocess.Completed
         "TOOLBRIDGE_TOOL_PREFIX": "always"}
     return subprocess.run([str(Path(sys.executable).parent / "toolbridge"), *args], capture_output=True, text=True,
                           timeout=120, env=environment, check=False)
+
+
+def test_with_pinning_off_a_changed_tool_keeps_its_grant_and_the_cli_says_nothing_is_pinned(
+    upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    with running_gateway(tmp_path, drifting(), ready=["mail"], key=KEY, upstream_url=f"{upstream.url}/v1",
+                         tool_trace="off", api_keys=KEY, pin_tools=False) as gateway:
+        always(gateway, upstream)
+        upstream.script(Turn(content="Drifting.", calls=[Call("mail__drift", {})]), Turn(content="Done."))
+        ask(gateway.client(KEY), [{"role": "user", "content": "Drift."}], stream=False)
+        wait_for_health(gateway.url, lambda body: "archive@" in json.dumps(_described(gateway)), key=KEY)
+        assert send(gateway, upstream, "fay").endswith("Sent.")  # "always" still holds: nothing is pinned
+        assert changes(gateway) == []
+    off = subprocess.run([str(Path(sys.executable).parent / "toolbridge"), "tools", "--changes", "--no-pin-tools"],
+                         capture_output=True, text=True, timeout=120, check=False,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("TOOLBRIDGE_")})
+    assert off.returncode == 2 and "TOOLBRIDGE_PIN_TOOLS is off" in off.stderr
+
+
+def _described(gateway: Gateway) -> list[dict[str, Any]]:
+    with page(gateway) as operator:
+        data: list[dict[str, Any]] = operator.get("/ui/tools").json()["data"]
+    return data

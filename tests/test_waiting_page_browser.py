@@ -34,3 +34,24 @@ def test_approve_on_the_page_and_the_next_message_runs_the_call(
     assert json.loads(results[-1])["data"] == {"result": "no note 'groceries'"}  # it ran: there was no such note
     expect(tab.locator("#waiting-none")).to_be_visible(timeout=10_000)  # taken up: nothing waits any more
     assert errors == []
+
+
+def test_a_grant_given_in_the_chat_is_listed_on_the_page_and_revoked_by_a_click(
+    page: tuple[Page, list[str], list[str]], keyed: Gateway, upstream: FakeUpstream  # noqa: F811
+) -> None:
+    tab, errors, _ = page
+    client = keyed.client(KEY)
+    upstream.script(Turn(content="Deleting it.", calls=[Call("notes__delete_note", {"name": "bread"})]))
+    history = [{"role": "user", "content": "Delete bread."}]
+    history.append({"role": "assistant", "content": ask(client, history, stream=False)})
+    upstream.script(Turn(content="Done."))
+    ask(client, [*history, {"role": "user", "content": "yes for 2 hours"}], stream=False)
+
+    row = tab.locator("#grants tr", has_text="notes__delete_note")
+    expect(row).to_contain_text("until", timeout=10_000)  # "until <the time it ends>"
+    expect(row).to_contain_text("yes")
+    row.get_by_role("button", name="Revoke").click()
+    expect(tab.locator("#grants-none")).to_be_visible(timeout=10_000)
+    upstream.script(Turn(content="Deleting it.", calls=[Call("notes__delete_note", {"name": "jam"})]))
+    assert "needs your approval" in ask(client, [{"role": "user", "content": "Delete jam."}], stream=False)
+    assert errors == []
