@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.chat.asking import Reply, read_reply
 from bench.eval.doors import DOORS, ask
 from bench.eval.prompting import ANSWER, CALL, allowed, choice_grammar, conversation, offered_tools, parse_choice
 from bench.eval.runner import CONFIGS, Outcome, by_category, run_task, same_as_defaults, table, tool_names
@@ -83,7 +84,9 @@ def test_the_task_files_hold_forty_tasks_of_every_category_the_issue_names() -> 
     assert all(len(t.turns) > 1 for t in tasks if t.category.startswith("a follow-up"))
     # the person's reply is a turn of its own, after the request that made the model ask
     approvals = [t for t in tasks if t.category.startswith("the person approves")]
-    assert approvals and all(len(t.turns) > 1 and t.turns[1] in ("yes", "no") for t in approvals)
+    assert approvals and all(len(t.turns) > 1 and read_reply(t.turns[1]) is not Reply.OTHER for t in approvals)
+    # issue 48: a grant for the chat, then the tool called twice (asked once); an edit before approving
+    assert {"yes for this chat", "yes, but path={root}/draft.txt"} <= {t.turns[1] for t in approvals}
     answers = [t for t in tasks if t.category.startswith("the person answers")]
     assert all(len(t.turns) > 1 for t in answers) and {t.turns[1] for t in answers} >= {"Friday", "decline"}
     assert any(len(t.turns) > 2 for t in answers)  # and one that goes on after the answer

@@ -14,7 +14,7 @@ import pytest
 
 from tests.chat.asking.test_approvals import SERVERS, results
 from tests.chat.memory.test_memory import ask
-from tests.conftest import Gateway, running_gateway
+from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.replica_services import RedisServer
 
@@ -198,3 +198,28 @@ def test_a_changed_argument_the_schema_refuses_is_told_to_the_model_as_for_any_c
         [result] = results(upstream)
         assert result.startswith('(The person changed the arguments before approving this call: name=[1, 2].)\n')
         assert json.loads(result.split("\n", 1)[1])["status"] == "error"
+
+
+def test_always_under_a_path_runs_calls_within_it_unasked_and_asks_outside_it(
+    upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    with running_gateway(tmp_path, {"paths": stdio_entry("paths.py")}, ready=["paths"], key=ALICE,
+                         upstream_url=f"{upstream.url}/v1", tool_trace="off", api_keys=ALICE) as gateway:
+        client = gateway.client(ALICE)
+
+        def removing(path: str) -> str:
+            upstream.script(Turn(content="Removing.", calls=[Call("paths__delete_path", {"path": path})]),
+                            Turn(content="Removed."))
+            return ask(client, [{"role": "user", "content": f"Remove {path}."}], stream=False)
+
+        history: list[dict[str, Any]] = [{"role": "user", "content": "Remove /home/me/notes/old.md."}]
+        old = {"path": "/home/me/notes/old.md"}
+        upstream.script(Turn(content="Removing.", calls=[Call("paths__delete_path", old)]))
+        history.append({"role": "assistant", "content": ask(client, history, stream=False)})
+        upstream.script(Turn(content="Removed."))
+        ask(client, [*history, {"role": "user", "content": "always for files under /home/me/notes"}], stream=False)
+        assert removing("/home/me/notes/sub/new.md") == "Removing.\n\nRemoved."  # within: unasked
+        assert json.loads(results(upstream)[-1])["data"] == {"result": "deleted /home/me/notes/sub/new.md"}
+        assert ASKING in removing("/home/me/notes/../.ssh/id_ed25519")  # outside, ".." resolved: asked
+        [grant] = grants(gateway, ALICE)
+        assert grant["under"] == "/home/me/notes" and grant["described"].endswith("for paths under /home/me/notes")
