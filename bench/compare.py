@@ -115,8 +115,11 @@ def launch(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT)
 
 
 def gateway_env() -> dict[str, str]:
+    """The gateway's environment: this checkout's `app` first on the path, so a run from another worktree (a
+    before/after comparison) measures that worktree's code, not the one the virtualenv installed in editable mode."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLBRIDGE_")}
-    return {**env, "TOOLBRIDGE_STATE_URL": "memory://", "TOOLBRIDGE_LOG_LEVEL": "warning"}
+    path = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return {**env, "PYTHONPATH": path, "TOOLBRIDGE_STATE_URL": "memory://", "TOOLBRIDGE_LOG_LEVEL": "warning"}
 
 
 def mcp_config(directory: Path, servers: int) -> Path:
