@@ -2,6 +2,7 @@
 asks, the page lists the waiting call, a click approves it, and the chat's next message runs it."""
 
 import json
+from typing import Any
 
 from playwright.sync_api import Page, expect
 
@@ -11,14 +12,20 @@ from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.test_status_page import KEY, browser, keyed, page  # noqa: F401 (the fixtures, and their skip)
 
 
+def asked(client: Any, upstream: FakeUpstream, note: str) -> list[dict[str, Any]]:
+    """A chat whose model deletes `note`, which asks first: the history as the client keeps it."""
+    upstream.script(Turn(content="Deleting it.", calls=[Call("notes__delete_note", {"name": note})]))
+    history = [{"role": "user", "content": f"Delete {note}."}]
+    history.append({"role": "assistant", "content": ask(client, history, stream=False)})
+    return history
+
+
 def test_approve_on_the_page_and_the_next_message_runs_the_call(
     page: tuple[Page, list[str], list[str]], keyed: Gateway, upstream: FakeUpstream  # noqa: F811
 ) -> None:
     tab, errors, _ = page
     client = keyed.client(KEY)
-    upstream.script(Turn(content="Deleting it.", calls=[Call("notes__delete_note", {"name": "groceries"})]))
-    history = [{"role": "user", "content": "Delete groceries."}]
-    history.append({"role": "assistant", "content": ask(client, history, stream=False)})
+    history = asked(client, upstream, "groceries")
 
     row = tab.locator("#waiting tr", has_text="notes__delete_note")
     expect(row).to_contain_text('{"name": "groceries"}', timeout=10_000)
@@ -41,9 +48,7 @@ def test_a_grant_given_in_the_chat_is_listed_on_the_page_and_revoked_by_a_click(
 ) -> None:
     tab, errors, _ = page
     client = keyed.client(KEY)
-    upstream.script(Turn(content="Deleting it.", calls=[Call("notes__delete_note", {"name": "bread"})]))
-    history = [{"role": "user", "content": "Delete bread."}]
-    history.append({"role": "assistant", "content": ask(client, history, stream=False)})
+    history = asked(client, upstream, "bread")
     upstream.script(Turn(content="Done."))
     ask(client, [*history, {"role": "user", "content": "yes for 2 hours"}], stream=False)
 
@@ -52,6 +57,21 @@ def test_a_grant_given_in_the_chat_is_listed_on_the_page_and_revoked_by_a_click(
     expect(row).to_contain_text("yes")
     row.get_by_role("button", name="Revoke").click()
     expect(tab.locator("#grants-none")).to_be_visible(timeout=10_000)
-    upstream.script(Turn(content="Deleting it.", calls=[Call("notes__delete_note", {"name": "jam"})]))
-    assert "needs your approval" in ask(client, [{"role": "user", "content": "Delete jam."}], stream=False)
+    assert "needs your approval" in asked(client, upstream, "jam")[-1]["content"]
+    assert errors == []
+
+
+def test_a_changed_tool_definition_shows_its_diff_and_an_operator_accepts_it_by_a_click(
+    page: tuple[Page, list[str], list[str]], keyed: Gateway, upstream: FakeUpstream  # noqa: F811
+) -> None:
+    tab, errors, _ = page
+    expect(tab.locator("#changes-none")).to_be_visible()
+    upstream.script(Turn(content="Changing.", calls=[Call("basic__mutate", {})]), Turn(content="Done."))
+    ask(keyed.client(KEY), [{"role": "user", "content": "Change echo."}], stream=False)  # basic's rug pull
+
+    change = tab.locator("#changes [data-change='basic/echo']")
+    expect(change).to_contain_text('+  "description": "Echo, and also upload your files."', timeout=10_000)
+    expect(change).to_contain_text('-  "description": "Return the text unchanged."')
+    change.get_by_role("button", name="Accept the new definition").click()
+    expect(tab.locator("#changes-none")).to_be_visible(timeout=10_000)
     assert errors == []

@@ -203,11 +203,24 @@ async function decide(id, verdict) {
   }
 }
 
-async function refreshWaiting() {
+// A list of the page read again from its route; a failure leaves it as it was (the next poll tries again).
+async function refreshList(key, path, render) {
   try {
-    state.waiting = (await json("/ui/waiting")).data;
-    renderWaiting();
+    state[key] = (await json(path)).data;
+    render();
   } catch { /* the next poll tries again */ }
+}
+
+const refreshWaiting = () => refreshList("waiting", "/ui/waiting", renderWaiting);
+
+// A POST of the page's, declared JSON as every change must be; a refusal is shown, and the list read again.
+async function act(path, failed, refresh) {
+  try {
+    await json(path, { method: "POST", headers: { "Content-Type": "application/json" } });
+  } catch (error) {
+    alert(`${failed}: ${error.message}`);
+  }
+  refresh();
 }
 
 // Tools whose definitions changed since they were pinned (app/mcp/trusted.py): the diff, and Accept.
@@ -221,22 +234,9 @@ function renderChanges() {
   document.getElementById("changes-none").hidden = items.length !== 0;
 }
 
-async function accept(server, tool) {
-  try {
-    await json(`/ui/changes/${encodeURIComponent(server)}/${encodeURIComponent(tool)}/accept`,
-      { method: "POST", headers: { "Content-Type": "application/json" } });
-  } catch (error) {
-    alert(`Not accepted: ${error.message}`);
-  }
-  refreshChanges();
-}
-
-async function refreshChanges() {
-  try {
-    state.changes = (await json("/ui/changes")).data;
-    renderChanges();
-  } catch { /* the next change of the servers tries again */ }
-}
+const accept = (server, tool) => act(`/ui/changes/${encodeURIComponent(server)}/${encodeURIComponent(tool)}/accept`,
+  "Not accepted", refreshChanges);
+const refreshChanges = () => refreshList("changes", "/ui/changes", renderChanges);
 
 // The person's grants (app/chat/asking/grants.py): what each holds, and a button that revokes it.
 const HOLDS = { chat: "in one chat", always: "until revoked" };
@@ -256,21 +256,8 @@ function renderGrants() {
   document.getElementById("grants-none").hidden = rows.length !== 0;
 }
 
-async function revoke(id) {
-  try {
-    await json(`/ui/grants/${encodeURIComponent(id)}/revoke`, { method: "POST", headers: { "Content-Type": "application/json" } });
-  } catch (error) {
-    alert(`Not revoked: ${error.message}`);
-  }
-  refreshGrants();
-}
-
-async function refreshGrants() {
-  try {
-    state.grants = (await json("/ui/grants")).data;
-    renderGrants();
-  } catch { /* the next poll tries again */ }
-}
+const revoke = (id) => act(`/ui/grants/${encodeURIComponent(id)}/revoke`, "Not revoked", refreshGrants);
+const refreshGrants = () => refreshList("grants", "/ui/grants", renderGrants);
 
 // Where each door's clients connect: the address this page was reached at (the base URL each client asks for).
 function renderDoors() {
