@@ -228,3 +228,12 @@ def test_x_api_key_is_the_gateway_key_and_models_list_in_anthropics_shape(
         openai_shape = httpx.get(f"{gateway.url}/v1/models", headers={"Authorization": "Bearer k1"}).json()
         assert openai_shape["object"] == "list" and openai_shape["data"][0]["id"] == MODEL
     assert all("x-api-key" not in headers for headers in upstream.headers)
+
+
+def test_a_running_tool_s_progress_is_in_the_thinking_block(gateway: Gateway, upstream: FakeUpstream) -> None:
+    """Issue 49: progress reaches the Messages door as it reaches the chat's reasoning."""
+    upstream.script(Turn(calls=[Call("basic__steps", {"count": 2})]), Turn(content=ANSWER))
+    with sdk(gateway).messages.stream(model="m", max_tokens=300, messages=ASK) as stream:
+        final = stream.get_final_message()
+    [thinking] = [text for kind, text in blocks(final) if kind == "thinking"]
+    assert "basic__steps: step 1 (1/2)\nbasic__steps: step 2 (2/2)\n" in thinking

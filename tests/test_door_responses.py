@@ -241,3 +241,15 @@ def test_codexs_instructions_and_developer_messages_reach_the_model_as_one_syste
     system, *rest = upstream.chat_requests()[0]["messages"]
     assert system["role"] == "system" and rest == [{"role": "user", "content": "Say hi."}]
     assert system["content"].startswith("You are Codex.\n\nSandbox: read-only.\n\nSkills: none.\n\n")
+
+
+def test_a_running_tool_s_progress_is_in_the_reasoning_item(gateway: Gateway, upstream: FakeUpstream) -> None:
+    """Issue 49: progress reaches the Responses door as it reaches the chat's reasoning, streamed as it comes."""
+    upstream.script(Turn(calls=[Call("basic__steps", {"count": 2})]), Turn(content="Done."))
+    with gateway.client().responses.stream(model="m", input="Take two steps.") as stream:
+        deltas = [event.delta for event in stream if event.type == "response.reasoning_text.delta"]
+        final = stream.get_final_response()
+    reasoning = next(item for item in final.output if item.type == "reasoning")
+    assert reasoning.content is not None
+    assert "basic__steps: step 1 (1/2)\nbasic__steps: step 2 (2/2)\n" in reasoning.content[0].text
+    assert any("step 1 (1/2)" in delta for delta in deltas)

@@ -110,10 +110,12 @@ def render_finished(
 def render_progress(
     mode: TraceMode, call: ToolCall, progress: float, total: float | None, message: str | None
 ) -> TraceText | None:
-    """An MCP progress notification from a call still running."""
+    """An MCP progress notification from a call still running. With the `details` trace it goes to the reasoning too:
+    a tool's block is written once, when it ends (a stream cannot change what it sent), while Open WebUI shows the
+    reasoning live as it grows."""
     amount = f"{progress:g}/{total:g}" if total else f"{progress:g}"
     note = f"{message} " if message else ""
-    if mode == "reasoning":
+    if mode in ("reasoning", "details"):
         return TraceText("reasoning", f"{call.name}: {note}({amount})\n")
     if mode == "markdown":
         return TraceText("content", f"\n{MARKDOWN_MARK}`{call.name}` {note}({amount})\n")

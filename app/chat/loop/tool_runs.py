@@ -15,6 +15,7 @@ from app.openai.errors import GatewayError
 from app.ops.telemetry import Span, tool_failed, tool_span
 
 PROGRESS_BUFFER = 64  # progress past this many unread notes is dropped, never waited on
+PROGRESS_EVERY_SECONDS = 0.5  # a call's progress shown at most this often (its last note, progress = total, always)
 
 
 async def run_tools(
@@ -29,7 +30,14 @@ async def run_tools(
     progress_in, progress_out = anyio.create_memory_object_stream[ToolProgress](PROGRESS_BUFFER)
 
     async def run(index: int, call: ToolCall) -> None:
+        shown_at = [-PROGRESS_EVERY_SECONDS]
+
         async def report(progress: float, total: float | None, message: str | None) -> None:
+            # A chatty server (a note per file of a crawl) would flood the stream: one note a while, and the last.
+            now = time.monotonic()
+            if now - shown_at[0] < PROGRESS_EVERY_SECONDS and (total is None or progress < total):
+                return
+            shown_at[0] = now
             with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):
                 progress_in.send_nowait(ToolProgress(call, progress, total, message))
 

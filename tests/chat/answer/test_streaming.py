@@ -170,3 +170,23 @@ def test_the_sdks_stream_accumulator_rebuilds_the_non_streamed_message(
     assert final.choices[0].finish_reason == whole.choices[0].finish_reason == "stop"
     assert final.usage is not None and whole.usage is not None
     assert final.usage.total_tokens == whole.usage.total_tokens
+
+
+def test_progress_reaches_the_reasoning_with_the_details_trace_too(gateway: Gateway, upstream: FakeUpstream) -> None:
+    """Issue 49: a details block is written once, when its call ends; the progress goes to the reasoning, which Open
+    WebUI shows growing while the call runs."""
+    upstream.script(Turn(calls=[Call("basic__steps", {"count": 2})]), Turn(content=ANSWER))
+    chunks = raw_stream(gateway, "details")
+    assert "basic__steps: step 1 (1/2)\nbasic__steps: step 2 (2/2)\n" in joined(chunks, "reasoning_content")
+    assert '<details type="tool_calls" done="true"' in joined(chunks, "content")
+
+
+def test_a_chatty_server_s_progress_is_thinned_to_one_note_a_while_and_its_last(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    upstream.script(Turn(calls=[Call("basic__steps", {"count": 300})]), Turn(content=ANSWER))
+    reasoning = joined(raw_stream(gateway, "reasoning"), "reasoning_content")
+    shown = re.findall(r"basic__steps: step (\d+) \(\d+/300\)", reasoning)
+    assert shown[0] == "1" and shown[-1] == "300"  # the first note, and the last
+    # One note each half second: 300 notes sent at once are a handful (without the bound, 300 lines).
+    assert len(shown) <= 10, shown
