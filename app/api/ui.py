@@ -205,6 +205,17 @@ async def decide_round(round_id: str, request: Request, memory: MemoryDep, owner
     return {"id": held.id, "decided": held.verdict}
 
 
+@router.get("/skills")
+async def skills(pool: ViewDep) -> dict[str, Any]:
+    """The skills of the servers the caller's key may use (app/mcp/skills.py), and the tool that loads them."""
+    catalogue = pool.catalogue
+    return {"object": "list", "data": [
+        {"server": server, "name": skill.name, "description": skill.description, "uri": skill.uri,
+         "load_with": next((name for name, route in catalogue.routes.items()
+                            if route.loads_skills and route.server == server), None)}
+        for server, listed in pool.pool.skills().items() if pool.scope.may_use_server(server) for skill in listed]}
+
+
 @router.get("/changes")
 async def definition_changes(pool: ViewDep) -> dict[str, Any]:
     """The tools whose servers changed their definitions since they were pinned (app/mcp/trusted.py), with the diff;

@@ -42,6 +42,7 @@ from app.mcp.results import (
     render_resource,
     render_result,
 )
+from app.mcp.skills import skill_uri
 from app.mcp.watching import connection_gone, session_gone
 from app.openai.result_format import RenderOptions
 from app.openai.wire import JSONObject, JSONValue
@@ -177,8 +178,9 @@ class McpCall:
             # A refused POST ends the wait at once: the SDK's sender may die of it without a word to us.
             result: CallToolResult | InputRequiredResult | ReadResourceResult | ListResourcesResult
             with deadline.scope, tracking_delivery(on_refused=deadline.scope.cancel) as delivery:
-                if self.route.reads_resources:
-                    result = await read_or_list(client, arguments)
+                if self.route.reads_resources or self.route.loads_skills:
+                    asked: JSONObject = {"uri": skill_uri(arguments)} if self.route.loads_skills else arguments
+                    result = await read_or_list(client, asked)
                 else:
                     result = await call_tool(
                         # The SDK's own timeout is a backstop: the person's time, which ours leaves out, is in it.

@@ -24,6 +24,7 @@ from app.mcp.approval import ServerConfirm, asks_first
 from app.mcp.arguments import compile_validator
 from app.mcp.resources import READ_RESOURCE
 from app.mcp.schema import to_profile
+from app.mcp.skills import LOAD_SKILL
 from app.openai.wire import FunctionDefinition, tool_name
 from app.openai.wire import Tool as OpenAITool
 from app.settings.vocabularies import ConfirmPolicy, PrefixMode, Profile, ProfileSetting
@@ -53,6 +54,7 @@ class ToolRoute:
     idempotent: bool = False
     description: str = field(default="", compare=False, repr=False)  # the server's, before any shortening
     reads_resources: bool = False  # the gateway's own tool for the server's resources (resources.py)
+    loads_skills: bool = False  # the gateway's own tool for the server's skills (skills.py)
     asks_first: bool = False  # a call waits for the person's yes (TOOLBRIDGE_CONFIRM, mcp.json's `confirm`)
     # How its definition differs from the one pinned (trusted.py): it asks before every call, whatever the grants.
     changed: str | None = field(default=None, compare=False, repr=False)
@@ -186,19 +188,15 @@ def hashed_name(name: str, server: str, tool: str) -> str:
 def build_catalogue(
     tools_by_server: Mapping[str, Sequence[Tool]], options: ConversionOptions | None = None,
     readers: AbstractSet[str] = frozenset(), confirms: Mapping[str, ServerConfirm] | None = None,
-    changed: Mapping[tuple[str, str], str] | None = None,
+    changed: Mapping[tuple[str, str], str] | None = None, skillful: AbstractSet[str] = frozenset(),
 ) -> Catalogue:
     """Converts every server's tools, in config order, into one catalogue with unique names. The servers in
-    `readers` have the gateway's resource reader among their tools (resources.READ_RESOURCE); `confirms` holds each
-    server's `confirm` from mcp.json, which with `options.confirm` says which calls wait for a yes; `changed`, the
-    diff of each (server, tool) whose definition differs from its pin (those ask first too)."""
+    `readers` have the gateway's resource reader among their tools (resources.READ_RESOURCE), those in `skillful` its
+    skill loader (skills.LOAD_SKILL); `confirms` holds each server's `confirm` from mcp.json, which with
+    `options.confirm` says which calls wait for a yes; `changed`, the diff of each (server, tool) whose definition
+    differs from its pin (those ask first too)."""
     options = options or ConversionOptions()
-    usable = [
-        (server, tool)
-        for server, tools in tools_by_server.items()
-        for tool in tools
-        if not _requires_task(tool)
-    ]
+    usable = [(server, tool) for server, tools in tools_by_server.items() for tool in tools if not _requires_task(tool)]
     names = _names(usable, options.prefix)
     taken, openai_tools, routes = Counter(names), list[OpenAITool](), dict[str, ToolRoute]()
     for (server, tool), name in zip(usable, names, strict=True):
@@ -215,9 +213,10 @@ def build_catalogue(
             idempotent=bool(annotations and annotations.idempotent_hint),
             description=tool.description or "",
             reads_resources=(reads := server in readers and tool.name == READ_RESOURCE),
-            # The gateway's own reader only reads, whatever the server's tools do.
-            asks_first=diff is not None or (
-                not reads and asks_first(tool.name, annotations, (confirms or {}).get(server), options.confirm)),
+            loads_skills=(loads := server in skillful and tool.name == LOAD_SKILL),
+            # The gateway's own reader and loader only read, whatever the server's tools do.
+            asks_first=diff is not None or (not (reads or loads) and asks_first(
+                tool.name, annotations, (confirms or {}).get(server), options.confirm)),
             changed=diff,
         )
         openai_tools.append(to_openai_tool(name, tool, options.profile))

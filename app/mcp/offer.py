@@ -18,6 +18,7 @@ from mcp.types import Prompt, Tool
 from app.mcp.config import ServerConfig
 from app.mcp.prompts import list_all_prompts
 from app.mcp.resources import READ_RESOURCE, ResourceListing, list_resources, reader_tool
+from app.mcp.skills import LOAD_SKILL, Skill, skill_tool, skills_of
 from app.mcp.trusted import TrustedDefinitions
 from app.mcp.watching import ListKind, definition, list_all_tools, listen_for_changes, notified_change
 
@@ -53,7 +54,20 @@ class ServerOffer:
         if self.reads_resources:
             assert self.resources is not None
             tools.append(reader_tool(self.name, self.resources))
+        if self.loads_skills:
+            tools.append(skill_tool(self.name, self.skills))
         return tools
+
+    @property
+    def skills(self) -> tuple[Skill, ...]:
+        """The server's skills (skills.py), as its resources last listed them."""
+        return skills_of(self.resources)
+
+    @property
+    def loads_skills(self) -> bool:
+        """Whether the gateway offers its `load_skill` tool for this server."""
+        return (self.tools is not None and bool(self.skills) and self.config.offers(LOAD_SKILL)
+                and all(t.name != LOAD_SKILL for t in self.tools))
 
     @property
     def reads_resources(self) -> bool:

@@ -32,6 +32,7 @@ from app.mcp.resources import ServerResources
 from app.mcp.results import FailureKind, ToolOutcome
 from app.mcp.sampling import Complete
 from app.mcp.server_auth import SignIns
+from app.mcp.skills import Skill
 from app.mcp.status import ServerState, ServerStatus, unrun_statuses
 from app.mcp.supervisor import PoolOptions, ServerSupervisor
 from app.mcp.trusted import Change
@@ -283,6 +284,10 @@ class McpPool:
             raise PromptFailed(f"MCP server '{entry.server}' was removed from the config.")
         return supervisor.live
 
+    def skills(self) -> dict[str, tuple[Skill, ...]]:
+        """Each server's skills (skills.py), as its resources last listed them; servers without any left out."""
+        return {name: skills for name, s in self._supervisors.items() if (skills := s.offer.skills)}
+
     def definition_changes(self) -> list[Change]:
         """The tools whose definitions differ from those pinned (trusted.py), for the status page and the CLI."""
         return self._options.trusted.changes() if self._options.trusted is not None else []
@@ -309,6 +314,7 @@ class McpPool:
         it reads only what is taken here)."""
         ordered = {name: s.offer.offered() for name, s in self._supervisors.items() if s.offer.tools is not None}
         readers = {name for name, s in self._supervisors.items() if s.offer.reads_resources}
+        skillful = {name for name, s in self._supervisors.items() if s.offer.loads_skills}
         confirms = {name: s.config.confirm for name, s in self._supervisors.items()}  # mcp.json's, per server
         prompts = {name: s.offer.prompts for name, s in self._supervisors.items()}
         conversion, prepare = self._options.conversion, self._prepare
@@ -316,7 +322,7 @@ class McpPool:
         changed = {(c.server, c.tool): c.diff for c in trusted.changes()} if trusted is not None else {}
 
         def build() -> Built:
-            catalogue = build_catalogue(ordered, conversion, readers, confirms, changed)
+            catalogue = build_catalogue(ordered, conversion, readers, confirms, changed, skillful)
             if prepare is not None:
                 try:
                     prepare(catalogue)

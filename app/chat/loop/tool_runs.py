@@ -9,7 +9,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from app.chat.events import ToolProgress, ToolsRan, ToolsStarted
-from app.chat.ports import LoopOptions, RequestTools, ToolAnswers, ToolOutput
+from app.chat.ports import LoopOptions, ProgressReport, RequestTools, ToolAnswers, ToolOutput
 from app.openai.accumulate import ToolCall
 from app.openai.errors import GatewayError
 from app.ops.telemetry import Span, tool_failed, tool_span
@@ -30,17 +30,7 @@ async def run_tools(
     progress_in, progress_out = anyio.create_memory_object_stream[ToolProgress](PROGRESS_BUFFER)
 
     async def run(index: int, call: ToolCall) -> None:
-        shown_at = [-PROGRESS_EVERY_SECONDS]
-
-        async def report(progress: float, total: float | None, message: str | None) -> None:
-            # A chatty server (a note per file of a crawl) would flood the stream: one note a while, and the last.
-            now = time.monotonic()
-            if now - shown_at[0] < PROGRESS_EVERY_SECONDS and (total is None or progress < total):
-                return
-            shown_at[0] = now
-            with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):
-                progress_in.send_nowait(ToolProgress(call, progress, total, message))
-
+        report = _thinned(call, progress_in)
         if declined and call.id in declined:
             outputs[index] = declined[call.id]
             return
@@ -65,6 +55,22 @@ async def run_tools(
     except* GatewayError as stopped:  # a call that ends the request (its key was taken out): as itself, not a group
         raise _first(stopped) from None
     yield ToolsRan(calls, [output for output in outputs if output is not None], durations)
+
+
+def _thinned(call: ToolCall, progress: MemoryObjectSendStream[ToolProgress]) -> ProgressReport:
+    """Where a call's progress goes: on to the stream, but a chatty server (a note per file of a crawl) would flood
+    it, so one note each PROGRESS_EVERY_SECONDS, and always the last (progress = total)."""
+    shown_at = [-PROGRESS_EVERY_SECONDS]
+
+    async def report(done: float, total: float | None, message: str | None) -> None:
+        now = time.monotonic()
+        if now - shown_at[0] < PROGRESS_EVERY_SECONDS and (total is None or done < total):
+            return
+        shown_at[0] = now
+        with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):
+            progress.send_nowait(ToolProgress(call, done, total, message))
+
+    return report
 
 
 async def _last_closes(run: Callable[[int, ToolCall], Awaitable[None]], index: int, call: ToolCall, left: list[int],
