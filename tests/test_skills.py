@@ -57,3 +57,23 @@ def test_the_status_page_lists_the_skills(skilled: Gateway) -> None:
     assert [(s["server"], s["name"], s["uri"], s["load_with"]) for s in listed] == [
         ("skilled", "release-notes", "skill://release-notes/SKILL.md", "skilled__load_skill"),
         ("skilled", "haiku", "skill://haiku/SKILL.md", "skilled__load_skill")]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_slash_command_puts_the_skill_and_the_request_before_the_model(
+    skilled: Gateway, upstream: FakeUpstream, stream: bool
+) -> None:
+    upstream.script(Turn(content="Added: dark mode (#15). SHIPPED"))
+    answer = ask(skilled.client(), [{"role": "user", "content": "/release-notes for version 2.1"}], stream=stream)
+    assert answer == "Added: dark mode (#15). SHIPPED"
+    [sent] = [m for m in upstream.chat_requests()[0]["messages"] if m["role"] == "user"]
+    assert sent["content"].startswith("---\nname: release-notes\n")
+    assert sent["content"].endswith("3. End with the word SHIPPED.\n\n---\n\nfor version 2.1")
+
+
+def test_the_prompts_list_names_the_skills(skilled: Gateway, upstream: FakeUpstream) -> None:
+    before = len(upstream.chat_requests())
+    listed = ask(skilled.client(), [{"role": "user", "content": "/prompts"}], stream=False)
+    assert "- `/release-notes [what to do]`: (skill) Write release notes from a list of changes." in listed
+    assert "- `/haiku [what to do]`: (skill) Answer in a haiku." in listed
+    assert len(upstream.chat_requests()) == before  # the gateway answered it, not the model

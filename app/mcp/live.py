@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from app.mcp.calling import HOLD_SECONDS, UNUSABLE_ANSWER, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
 from app.mcp.held_calls import Asked, CallHolder, HeldCalls, Stage, held_state
-from app.mcp.prompts import PromptFailed, completions, get_prompt
+from app.mcp.prompts import PromptFailed, completions, get_prompt, skill_messages
 from app.mcp.results import FailureKind
 from app.mcp.status import ServerState, ServerStatus, unavailable
 
@@ -108,6 +108,10 @@ class LiveConnection:
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> GetPromptResult:
         """Raises: PromptFailed."""
         return await get_prompt(self._client(), self.name, name, arguments, self._call_timeout)
+
+    async def load_skill(self, uri: str, request: str) -> GetPromptResult:
+        """A skill's document and the person's request, as a prompt's messages. Raises: PromptFailed."""
+        return await skill_messages(self._client(), self.name, (uri, request), self._call_timeout)
 
     async def complete(self, prompt: str, argument: str, partial: str, context: dict[str, str]) -> list[str]:
         """Raises: PromptFailed."""

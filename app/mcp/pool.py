@@ -268,6 +268,8 @@ class McpPool:
         Raises:
             PromptFailed: the server is down, refused, or did not answer in time.
         """
+        if entry.skill_uri is not None:
+            return await self._prompted(entry).load_skill(entry.skill_uri, arguments.get("request", ""))
         return await self._prompted(entry).get_prompt(entry.prompt.name, arguments)
 
     async def complete(self, entry: PromptEntry, argument: str, partial: str, context: dict[str, str]) -> list[str]:
@@ -317,6 +319,7 @@ class McpPool:
         skillful = {name for name, s in self._supervisors.items() if s.offer.loads_skills}
         confirms = {name: s.config.confirm for name, s in self._supervisors.items()}  # mcp.json's, per server
         prompts = {name: s.offer.prompts for name, s in self._supervisors.items()}
+        skills = {name: s.offer.skills for name, s in self._supervisors.items() if s.offer.tools is not None}
         conversion, prepare = self._options.conversion, self._prepare
         trusted = self._options.trusted
         changed = {(c.server, c.tool): c.diff for c in trusted.changes()} if trusted is not None else {}
@@ -330,7 +333,7 @@ class McpPool:
                     log.exception("mcp_catalogue_prepare_failed")
             # What is offered, after every filter (mcp.json, blocked, tools that only run as MCP tasks).
             offered = Counter(route.server for route in catalogue.routes.values())
-            return catalogue, build_prompt_book(prompts), {name: offered[name] for name in ordered}
+            return catalogue, build_prompt_book(prompts, skills), {name: offered[name] for name in ordered}
 
         return build
 

@@ -20,12 +20,15 @@ from mcp.types import (
     GetPromptResult,
     ImageContent,
     Prompt,
+    PromptArgument,
+    PromptMessage,
     PromptReference,
     ResourceLink,
     TextContent,
     TextResourceContents,
 )
 
+from app.mcp.skills import Skill
 from app.mcp.watching import list_pages
 from app.openai.schemas import image_part
 from app.openai.wire import ContentPart, JSONObject, Message
@@ -87,6 +90,7 @@ class PromptEntry:
     command: str  # what follows the slash
     server: str
     prompt: Prompt
+    skill_uri: str | None = None  # a skill's document (skills.py) rather than a prompt: `/name what to do`
 
     @property
     def required(self) -> list[str]:
@@ -97,7 +101,9 @@ class PromptEntry:
         return [a.name for a in self.prompt.arguments or []]
 
     def usage(self) -> str:
-        """`/name city=… [state=…]`"""
+        """`/name city=… [state=…]`; a skill's: `/name [what to do]`."""
+        if self.skill_uri is not None:
+            return f"/{self.command} [what to do]"
         parts = [f"/{self.command}"]
         for argument in self.prompt.arguments or []:
             parts.append(f"{argument.name}=…" if argument.required else f"[{argument.name}=…]")
@@ -134,22 +140,49 @@ class PromptBook:
         return PromptBook(entries, shared)
 
 
-def build_prompt_book(prompts_by_server: Mapping[str, Sequence[Prompt]]) -> PromptBook:
+def build_prompt_book(prompts_by_server: Mapping[str, Sequence[Prompt]],
+                      skills_by_server: Mapping[str, Sequence[Skill]] | None = None) -> PromptBook:
+    """Every server's prompts, then its skills (a prompt of the same name on the same server wins), by command."""
+    offered: dict[str, list[tuple[Prompt, str | None]]] = {
+        server: [(prompt, None) for prompt in prompts] for server, prompts in prompts_by_server.items()}
+    for server, skills in (skills_by_server or {}).items():
+        names = {prompt.name for prompt, _ in offered.get(server, [])}
+        offered.setdefault(server, []).extend((_skill_prompt(skill), skill.uri) for skill in skills
+                                              if skill.name not in names)
     servers_of: dict[str, list[str]] = {}
-    for server, prompts in prompts_by_server.items():
-        for prompt in prompts:
+    for server, listed in offered.items():
+        for prompt, _ in listed:
             servers_of.setdefault(prompt.name, []).append(server)
     entries: dict[str, PromptEntry] = {}
     shared: dict[str, tuple[str, ...]] = {}
-    for server, prompts in prompts_by_server.items():
-        for prompt in prompts:
+    for server, listed in offered.items():
+        for prompt, uri in listed:
             qualified = f"{server}.{prompt.name}"
             if len(set(servers_of[prompt.name])) == 1:
-                entries.setdefault(prompt.name, PromptEntry(prompt.name, server, prompt))
+                entries.setdefault(prompt.name, PromptEntry(prompt.name, server, prompt, uri))
             else:
                 shared[prompt.name] = tuple(f"{s}.{prompt.name}" for s in dict.fromkeys(servers_of[prompt.name]))
-            entries.setdefault(qualified, PromptEntry(qualified, server, prompt))
+            entries.setdefault(qualified, PromptEntry(qualified, server, prompt, uri))
     return PromptBook(entries, shared)
+
+
+def _skill_prompt(skill: Skill) -> Prompt:
+    """A skill as a prompt with one optional argument: `/release-notes for v2.1` is the skill, then the request."""
+    return Prompt(name=skill.name, description=f"(skill) {skill.description}", arguments=[
+        PromptArgument(name="request", description="What to do, following the skill.", required=False)])
+
+
+async def skill_messages(client: Client, server: str, skill: tuple[str, str], timeout: float) -> GetPromptResult:
+    """A skill's document (`skill`: its URI and the person's request after the slash command) as one user message:
+    the instructions, then the request. Raises: PromptFailed."""
+    uri, request = skill
+    async with _asking(server, "skill", timeout):
+        read = await client.read_resource(uri, cache_mode="bypass")
+        text = "\n".join(part.text for part in read.contents if isinstance(part, TextResourceContents))
+        if request:
+            text = f"{text.rstrip()}\n\n---\n\n{request}"
+        return GetPromptResult(messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))])
+    raise AssertionError("unreachable: _asking raises every failure")
 
 
 # What `prompts/get` gives, named for the slash commands (app/chat/slash_commands.py), which hand it back here.
