@@ -41,8 +41,8 @@ def browser() -> Iterator[Browser]:
 def keyed(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     # notes: delete_note is annotated destructive (asks by default), write_note asks by its `confirm`.
     servers = {"basic": stdio_entry("basic.py"), "wide": stdio_entry("wide.py"),
-               "notes": stdio_entry("files.py") | {"confirm": ["write_*"]}}
-    with running_gateway(tmp_path_factory.mktemp("page"), servers, ready=("basic", "wide", "notes"),
+               "notes": stdio_entry("files.py") | {"confirm": ["write_*"]}, "skilled": stdio_entry("skilled.py")}
+    with running_gateway(tmp_path_factory.mktemp("page"), servers, ready=("basic", "wide", "notes", "skilled"),
                          key=KEY, upstream_url=f"{upstream.url}/v1", api_keys=KEY) as gateway:
         yield gateway
 
@@ -248,3 +248,16 @@ def watch_the_model_server_go_and_come_back(tab: Page, gateway: Gateway, model: 
     model.start()
     expect(reach).to_have_text(re.compile(r"^answering since"), timeout=20_000)
     expect(tab.locator("#status")).to_have_text("ok")
+
+
+def test_the_page_lists_the_servers_skills_with_the_tool_and_the_command_that_load_them(
+    page: tuple[Page, list[str], list[str]]
+) -> None:
+    """Issue 49: tests/support/mcp_servers/skilled.py offers two skills as skill:// resources."""
+    tab, errors, _ = page
+    row = tab.locator("#skills tr[data-skill='skilled/release-notes']")
+    expect(row).to_contain_text("/release-notes", timeout=10_000)
+    expect(row).to_contain_text("Write release notes from a list of changes.")
+    expect(row).to_contain_text("skilled__load_skill")
+    expect(tab.locator("#skills tr[data-skill='skilled/haiku']")).to_contain_text("Answer in a haiku.")
+    assert errors == []

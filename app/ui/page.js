@@ -3,7 +3,7 @@
 // Every value from a server or a model is set as text, never as HTML.
 "use strict";
 
-const state = { tools: [], calls: [], servers: {}, requests: [], waiting: [], grants: [], changes: [] };
+const state = { tools: [], calls: [], servers: {}, requests: [], waiting: [], grants: [], changes: [], skills: [] };
 const WAITING_POLL_MS = 5000;
 const HEALTH_POLL_MS = 5000;  // the gateway looks at the model server at most this often (app/upstream/watch.py)
 const SERVER_KINDS = { lmstudio: "LM Studio", llamacpp: "llama.cpp" };
@@ -222,6 +222,21 @@ async function act(path, failed, refresh) {
   }
   refresh();
 }
+
+// The servers' skills (app/mcp/skills.py): the tool that loads each, and the slash command a person types.
+function renderSkills() {
+  const rows = state.skills.map((k) => el("tr", { "data-skill": `${k.server}/${k.name}` },
+    el("td", {}, el("code", {}, `/${k.name}`)),
+    el("td", {}, k.server),
+    el("td", { class: "wraps" }, k.description),
+    el("td", {}, k.load_with || "(not offered)"),
+  ));
+  document.querySelector("#skills tbody").replaceChildren(...rows);
+  document.getElementById("skills").hidden = rows.length === 0;
+  document.getElementById("skills-none").hidden = rows.length !== 0;
+}
+
+const refreshSkills = () => refreshList("skills", "/ui/skills", renderSkills);
 
 // Tools whose definitions changed since they were pinned (app/mcp/trusted.py): the diff, and Accept.
 function renderChanges() {
@@ -459,7 +474,7 @@ function listen() {
   const source = new EventSource("/ui/events");
   source.addEventListener("open", () => { live.textContent = "live"; live.className = "badge ok"; });
   source.addEventListener("error", () => { live.textContent = "reconnecting"; live.className = "badge off"; });
-  source.addEventListener("servers", (e) => { serversChanged(JSON.parse(e.data)); refreshChanges(); });
+  source.addEventListener("servers", (e) => { serversChanged(JSON.parse(e.data)); refreshChanges(); refreshSkills(); });
   source.addEventListener("request", (e) => {
     state.requests = [...state.requests, JSON.parse(e.data)].slice(-100);
     renderRequests();
@@ -488,7 +503,7 @@ async function start() {
   renderCalls();
   state.requests = (await json("/ui/requests")).data;
   renderRequests();
-  await Promise.all([refreshWaiting(), refreshGrants(), refreshChanges()]);
+  await Promise.all([refreshWaiting(), refreshGrants(), refreshChanges(), refreshSkills()]);
   setInterval(refreshWaiting, WAITING_POLL_MS);
   setInterval(refreshGrants, WAITING_POLL_MS);  // another replica's or another tab's answers  // a round asked before its request's event, and the time since
   setInterval(refreshHealth, HEALTH_POLL_MS);  // the model server coming and going, which no event tells
