@@ -209,9 +209,7 @@ def _shipped_nginx_site(dns_port: int, replica_port: int) -> Callable[[int], str
 def _gateway_at(address: str, port: int, tmp: Path, upstream_url: str) -> Iterator[str]:
     tmp.mkdir()
     settings = make_settings(tmp, None, upstream_url=upstream_url, allowed_hosts="toolbridge")
-    thread = ServerThread(create_app(settings), port)
-    thread.server.config.host = address
-    with thread:
+    with ServerThread(create_app(settings), port, host=address):
         yield f"http://{address}:{port}"
 
 

@@ -72,7 +72,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tests.support.servers import ServerThread, free_port
+from tests.support.servers import ServerThread, bound_socket
 
 SCOPE = "mcp"
 CODE_LIFETIME = 300
@@ -322,8 +322,8 @@ class AuthorizationServer(ServerThread):
     def __init__(self, *, access_token_lifetime: int = 3600, user: str = "alice",
                  wrong_issuer: Literal["metadata", "redirect"] | None = None, registration: bool = True,
                  clock_ahead: float = 0.0, reuse_revokes_grant: bool = False, hold_refreshes: float = 0.0) -> None:
-        port = free_port()
-        self.issuer = f"http://127.0.0.1:{port}"
+        sock = bound_socket()  # bound now: the issuer URL names its port before the server starts
+        self.issuer = f"http://127.0.0.1:{sock.getsockname()[1]}"
         self.user = user
         self.provider = MemoryProvider(self.issuer, access_token_lifetime, clock_ahead=clock_ahead,
                                        iss_in_redirect=WRONG_ISSUER if wrong_issuer == "redirect" else None,
@@ -337,7 +337,7 @@ class AuthorizationServer(ServerThread):
                 self.requests[scope["path"]] += 1
             await app(scope, receive, send)
 
-        super().__init__(counted, port=port)
+        super().__init__(counted, sock=sock)
 
     def _routes(self, wrong_issuer: str | None, registering: bool = True) -> list[Route]:
         registration = ClientRegistrationOptions(enabled=registering, valid_scopes=[SCOPE], default_scopes=[SCOPE])
@@ -396,8 +396,8 @@ class ProtectedMcpServer(ServerThread):
     `mcp_url` the endpoint to connect to."""
 
     def __init__(self, authorization_server: AuthorizationServer) -> None:
-        port = free_port()
-        self.mcp_url = f"http://127.0.0.1:{port}/mcp"
+        sock = bound_socket()  # bound now: the server's own URL names its port before it starts
+        self.mcp_url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
         settings = AuthSettings(issuer_url=_URL.validate_python(authorization_server.issuer),
                                 resource_server_url=_URL.validate_python(self.mcp_url),
                                 required_scopes=[SCOPE], validate_token_resource=True)
@@ -415,7 +415,7 @@ class ProtectedMcpServer(ServerThread):
             """Says `text` back."""
             return text
 
-        super().__init__(server.streamable_http_app(), port=port)
+        super().__init__(server.streamable_http_app(), sock=sock)
 
 
 @dataclass

@@ -15,22 +15,40 @@ START_TIMEOUT = 30.0
 
 
 def free_port() -> int:
+    """A port free now, for a process started later (a subprocess's --port); another may take it meanwhile, so a
+    server of this process binds a socket at once instead (`bound_socket`)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
+def bound_socket(port: int = 0, host: str = "127.0.0.1") -> socket.socket:
+    """A loopback socket bound now (to a free port by default): nothing else can take its port before the server
+    that uses it starts, as with `free_port` under parallel test workers."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class ServerThread:
     """uvicorn in a thread: real sockets, real HTTP, its own event loop."""
 
-    def __init__(self, app: Any, port: int | None = None, **options: Any) -> None:
-        """`options`: uvicorn's, such as ssl_certfile and ssl_keyfile for HTTPS."""
-        self.port = port or free_port()
+    def __init__(self, app: Any, port: int | None = None, *, sock: socket.socket | None = None,
+                 host: str = "127.0.0.1", **options: Any) -> None:
+        """`sock`: a socket bound already (`bound_socket`), whose port the app's own URLs may name; else one is bound
+        now, on `host` to `port` or a free one. `options`: uvicorn's, such as ssl_certfile and ssl_keyfile."""
+        self._sock = sock if sock is not None else bound_socket(port or 0, host)
+        self.port = self._sock.getsockname()[1]
         self.scheme = "https" if options.get("ssl_certfile") else "http"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, lifespan="on", **options)
+        config = uvicorn.Config(app, host=host, port=self.port, log_config=None, lifespan="on", **options)
         self.server = uvicorn.Server(config)
         self.server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-        self._thread = threading.Thread(target=self.server.run, daemon=True)
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)
 
     @property
     def url(self) -> str:
@@ -50,6 +68,7 @@ class ServerThread:
     ) -> None:
         self.server.should_exit = True
         self._thread.join(timeout=30)
+        self._sock.close()
         if self._thread.is_alive():
             raise RuntimeError(f"server on port {self.port} did not stop within 30 s")
 
