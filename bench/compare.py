@@ -274,8 +274,18 @@ class McpDirect:
 
 # ---- throughput ---------------------------------------------------------------------------------------
 
-def throughput(arm: Arm, connections: int, seconds: float) -> float:
-    """Requests a second, non-streamed chat, closed loop with `connections` clients."""
+def throughput(arm: Arm, connections: int, seconds: float) -> tuple[float, float | None]:
+    """Requests a second, non-streamed chat, closed loop with `connections` clients; and the relay's own CPU time a
+    request meanwhile (us), steadier than the rate from run to run (None for an arm without a process of its own)."""
+    process = psutil.Process(arm.process.pid) if arm.process is not None else None
+    cpu_before = sum(process.cpu_times()[:2]) if process is not None else 0.0
+    rate = _rate(arm, connections, seconds)
+    if process is None or not rate:
+        return rate, None
+    return rate, (sum(process.cpu_times()[:2]) - cpu_before) / (rate * seconds) * 1e6
+
+
+def _rate(arm: Arm, connections: int, seconds: float) -> float:
     if shutil.which("wrk"):
         with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
             headers = "".join(f'wrk.headers["{k}"] = "{v}"\n' for k, v in headers_for(arm).items())
@@ -314,7 +324,8 @@ def throughput(arm: Arm, connections: int, seconds: float) -> float:
 
 def measure_throughput(arms: list[Arm], seconds: float, rounds: int = THROUGHPUT_ROUNDS) -> dict[str, float]:
     """"NAME c=N" -> the median of `rounds` runs, every arm and concurrency once a round in a fresh random
-    order. One run each moved c=64 / c=16 by 0.15 from one run of the benchmark to the next."""
+    order (one run each moved c=64 / c=16 by 0.15 from one run of the benchmark to the next); and "NAME c=N cpu",
+    the median of the relay's CPU time a request (us) in those runs."""
     runs: dict[str, list[float]] = defaultdict(list)
     cases = [(arm, connections) for arm in arms for connections in (16, 64)]
     for arm, connections in cases:
@@ -322,7 +333,10 @@ def measure_throughput(arms: list[Arm], seconds: float, rounds: int = THROUGHPUT
     for _ in range(rounds):
         random.shuffle(cases)
         for arm, connections in cases:
-            runs[f"{arm.name} c={connections}"].append(throughput(arm, connections, seconds))
+            rate, cpu = throughput(arm, connections, seconds)
+            runs[f"{arm.name} c={connections}"].append(rate)
+            if cpu is not None:
+                runs[f"{arm.name} c={connections} cpu"].append(cpu)
     return {name: statistics.median(values) for name, values in runs.items()}
 
 
@@ -533,6 +547,8 @@ def summary(figures: dict[str, Any], names: list[str], args: argparse.Namespace)
             arm |= {"tool_round_ms": p50(f"{n}|tool"), "tool_round_beyond_parts_ms": p50(f"{n}|tool") - parts,
                     "tool_round_beyond_x_parts": (p50(f"{n}|tool") - parts) / parts}
         arm |= {f"rps_c{c}": rps[f"{n} c={c}"] for c in (16, 64) if f"{n} c={c}" in rps}
+        if f"{n} c=64 cpu" in rps:
+            arm["cpu_us_c64"] = rps[f"{n} c=64 cpu"]
         if "rps_c64" in arm:
             arm["rps_c64_x_c16"] = arm["rps_c64"] / arm["rps_c16"]
         for key in ("rss_idle_mb", "rss_after_mb"):
@@ -605,6 +621,7 @@ def report(figures: dict[str, Any], names: list[str], args: argparse.Namespace) 
     row("throughput c=64 (RPS)", "rps_c64", "{:.0f}")
     row("  c=64 / c=16", "rps_c64_x_c16", "{:.2f}")
     row("  x floor (c=64)", "rps_c64_x_floor", "{:.2f}x")
+    row("  relay's CPU a request, c=64 (us)", "cpu_us_c64", "{:.0f}")
     row("RSS idle (MB)", "rss_idle_mb", "{:.0f}")
     row("RSS after the run (MB)", "rss_after_mb", "{:.0f}")
     for servers, ready in facts["startup_s"].items():
