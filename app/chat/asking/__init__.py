@@ -21,7 +21,7 @@ from app.chat.asking.approvals import (
     read_reply,
     too_late,
 )
-from app.chat.asking.grants import Grant, decided_by, grant_from_json, grants_for, within
+from app.chat.asking.grants import Grant, decided_by, grant_from_json, grants_for, parsed_arguments, within
 from app.chat.asking.question_fields import Value as FormValue
 from app.chat.asking.questions import Accepted, Cancelled, Invalid, answer_for, asked_again, question_for
 from app.chat.asking.questions import Answer as FormAnswer
@@ -51,6 +51,7 @@ __all__ = [
     "new_reference",
     "no_longer_waiting",
     "outside",
+    "parsed_arguments",
     "question",
     "question_for",
     "read_answer",

@@ -92,7 +92,7 @@ def grants_for(answer: Answer, calls: Iterable[tuple[str, str]], chats: Collecti
 def decided_by(grants: Iterable[Grant], server: str, tool: str, arguments: str, chats: Collection[str],
                now: float) -> Grant | None:
     """The grant that decides a call (`Grant.allow`), or None: the person is asked."""
-    parsed = _arguments(arguments)
+    parsed = parsed_arguments(arguments)
     covering = [grant for grant in grants if grant.covers(server, tool, parsed, chats, now)]
     for scope in _NARROWEST_FIRST:
         at_scope = [grant for grant in covering if grant.scope is scope]
@@ -119,7 +119,8 @@ def _paths(arguments: Mapping[str, JSONValue]) -> Iterable[str]:
                 yield item
 
 
-def _arguments(arguments: str) -> dict[str, JSONValue] | None:
+def parsed_arguments(arguments: str) -> dict[str, JSONValue] | None:
+    """A call's arguments as the JSON object they should be; None for anything else."""
     try:
         parsed = json.loads(arguments or "{}")
     except ValueError:

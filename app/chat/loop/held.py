@@ -40,6 +40,7 @@ from app.chat.asking import (
     looks_like_question,
     no_longer_waiting,
     outside,
+    parsed_arguments,
     question,
     question_for,
     read_answer,
@@ -200,23 +201,15 @@ async def _decided(
     await memory.grant(answer, [edited.get(call.id, call) for call in asked], server_of)
     if answer.under is not None:  # bound: only the calls within it run now
         refused |= {call.id: NotRun(outside(answer.under), retryable=True) for call in asked
-                    if not within(_arguments(edited.get(call.id, call)), answer.under)}
+                    if not within(parsed_arguments(edited.get(call.id, call).arguments), answer.under)}
     return calls, refused
 
 
 def with_edits(call: ToolCall, edits: Mapping[str, JSONValue]) -> ToolCall:
     """The call with the person's changed arguments over the model's; checked against the tool's schema when it
     runs, like any call."""
-    arguments = _arguments(call) or {}
+    arguments = parsed_arguments(call.arguments) or {}
     return ToolCall(call.id, call.name, json.dumps({**arguments, **edits}, ensure_ascii=False))
-
-
-def _arguments(call: ToolCall) -> dict[str, JSONValue] | None:
-    try:
-        parsed = json.loads(call.arguments or "{}")
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, dict) else None
 
 
 def _stale_answer(sent: Sequence[Message]) -> Held | None:
