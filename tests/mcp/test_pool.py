@@ -246,6 +246,10 @@ async def test_a_changed_definition_is_flagged_and_can_be_withdrawn(block: bool)
                 await pool.call_tool("basic__mutate", "{}")
                 while not any(e["event"] == "mcp_tools_changed" for e in logs):
                     await pool.next_change()
+                # The log comes before the catalogue is rebuilt: wait for the rebuild (a withdrawal that never
+                # comes fails here, at the deadline).
+                while pool.catalogue.owns("basic__echo") is block:
+                    await pool.next_change()
             offered = pool.catalogue.owns("basic__echo")
     [warning] = [e for e in logs if e["event"] == "mcp_tool_definition_changed"]
     assert (warning["log_level"], warning["server"], warning["tools"]) == ("warning", "basic", ["echo"])
