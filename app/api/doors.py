@@ -35,7 +35,7 @@ from app.chat import (
     answer_chat,
     memory_owner,
 )
-from app.doors.door import Answer, Door, DoorContext, Stream, Streamed, Timing, Whole
+from app.doors.door import Answer, Door, DoorContext, Exchange, Stream, Streamed, Timing, Whole
 from app.mcp import KeyView, McpPool
 from app.openai.errors import ClientLeft, InvalidRequest, Overloaded
 from app.openai.wire import ChatBody, JSONObject
@@ -74,8 +74,8 @@ async def read_json_object(raw: Request, translate: Callable[[JSONObject], T]) -
 
 
 async def answer(raw: Request, door: Door, chat_body: Mapping[str, object]) -> tuple[ChatReply, PersonView | None]:
-    """The chat service's answer to the chat body a door made of its request, begun, and how it shows the person
-    what tool results address to them.
+    """The chat service's answer to the chat body a door made of its request, begun (the upstream accepted the
+    request), and how it shows the person what tool results address to them.
 
     Raises:
         InvalidRequest: the door made a chat body the wire model refuses (what it could not translate), or one
@@ -85,17 +85,9 @@ async def answer(raw: Request, door: Door, chat_body: Mapping[str, object]) -> t
     DOOR.set(door.name)  # for the status page's recent requests
     await _off_loop(len(await raw.body()) > OFF_LOOP_BYTES, checked_chat_body, chat_body, door.conversation)
     # Checked just above as a chat body sent to /v1/chat/completions is (chat_body.py's parse_chat_body).
-    return await answer_turn(raw, Turn.from_request(cast(ChatBody, chat_body), raw.headers))
-
-
-async def answer_turn(raw: Request, turn: Turn) -> tuple[ChatReply, PersonView | None]:
-    """The chat service's answer to a turn, begun, and how it shows the person what tool results address to them.
-
-    Raises:
-        GatewayError: as answer_chat's.
-    """
+    turn = Turn.from_request(cast(ChatBody, chat_body), raw.headers)
     settings: Settings = raw.state.settings
-    reply = await begun(raw, answer_chat(turn, chat_needs(raw, settings)))
+    reply = await answer_chat(turn, chat_needs(raw, settings))
     return reply, person_view(raw, settings)
 
 
@@ -103,37 +95,38 @@ async def _off_loop(large: bool, work: Callable[..., T], *args: Any) -> T:
     return await anyio.to_thread.run_sync(work, *args) if large else work(*args)
 
 
-async def begun(raw: Request, beginning: Awaitable[T]) -> T:
-    """The answer, begun (answer_chat: the upstream accepted the request), watched as its sending is: a model that
-    has not begun when the grace runs out is a 503 `shutting_down`, a client that leaves meanwhile a 499. The
-    cut-off goes on into the sending, or ends here with the request.
-
-    Raises:
-        Overloaded: cut off by the shutdown. ClientLeft: the client hung up. GatewayError: as `beginning`'s.
-    """
-    try:
-        return await watched(raw, beginning)
-    except BaseException:
-        request_cutoff(raw).end()
-        raise
-
-
 async def serve_chat(raw: Request, door: Door) -> Response:
     """A door's chat: its request parsed by the door, its turn answered by the chat service, the answer sent as the
-    door renders it, streamed or whole.
+    door renders it, streamed or whole. Everything before the first byte is sent is watched once (`watched`): the
+    wait for the model's first word and, for a whole answer, all of it. A stream's sending is watched by
+    sse-starlette and the request's ShutdownCutoff, which goes on into it.
 
     Raises:
         RequestValidationError, InvalidRequest: as read_json_object's and the door's parse. GatewayError: as
-            answer_chat's.
+            answer_chat's. Overloaded: cut off by the shutdown before the first byte (503 `shutting_down`).
+            ClientLeft: the client hung up first (a 499 in the log).
     """
     started = time.perf_counter_ns()
     exchange = await read_json_object(raw, door.parse)
+    try:
+        sending = await watched(raw, _answered(raw, door, exchange, started))
+    except BaseException:
+        request_cutoff(raw).end()
+        raise
+    if isinstance(sending, Response):
+        request_cutoff(raw).end()
+        return sending
+    return send_stream(raw, sending)
+
+
+async def _answered(raw: Request, door: Door, exchange: Exchange, started: int) -> Response | Streamed:
+    """The whole answer's response, or (begun) the stream to send."""
     reply, person = await answer(raw, door, await exchange.chat_body(lambda: door_context(raw)))
     rendering = exchange.render(reply, person, Timing(started, time.perf_counter_ns()))
     # The doors' own classes first: a runtime Protocol's isinstance reads every member of it, each request.
     if isinstance(rendering, Answer) or (not isinstance(rendering, Stream) and isinstance(rendering, Whole)):
-        return await send_whole(raw, rendering)
-    return send_stream(raw, rendering)
+        return Response(await rendering.body(), media_type=rendering.media_type)
+    return rendering
 
 
 def door_context(raw: Request) -> DoorContext:
@@ -156,19 +149,6 @@ def send_stream(raw: Request, answer: Streamed) -> Response:
     # sse-starlette would end every stream at the first signal; the grace lets answers in flight finish.
     grace = settings.server.shutdown_grace
     return EventSourceResponse(frames, sep="\n", ping=SSE_PING_SECONDS, shutdown_grace_period=grace)
-
-
-async def send_whole(raw: Request, answer: Whole) -> Response:
-    """Sends the whole answer once it is made.
-
-    Raises:
-        Overloaded: cut off by the shutdown. ClientLeft: the client hung up first (a 499 in the log).
-    """
-    try:
-        body = await watched(raw, answer.body())
-    finally:
-        request_cutoff(raw).end()
-    return Response(body, media_type=answer.media_type)
 
 
 def request_cutoff(raw: Request) -> ShutdownCutoff:
