@@ -80,6 +80,7 @@ def build_pool(
         connect_timeout=mcp.connect_timeout,
         call_timeout=mcp.tool_timeout,
         call_timeout_max=mcp.tool_timeout_max,
+        task_wait=mcp.task_wait,
         conversion=ConversionOptions(profile=resolve_profile(tools.schema_profile, settings.upstream.base),
                                      prefix=tools.tool_prefix, confirm=settings.approvals.confirm),
         rendering=RenderOptions(result_format=tools.result_format, max_chars=tools.max_result_chars),

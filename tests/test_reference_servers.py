@@ -137,7 +137,7 @@ def test_a_large_file_is_cut_to_the_cap(
 
 
 def test_health_counts_the_tools_the_model_is_offered(reference_gateway: Gateway) -> None:
-    # server-everything lists a tool that runs only as an MCP task, which cannot be offered.
+    # Every tool offered is counted, the one server-everything runs only as an MCP task (tasks.py) included.
     health = httpx.get(f"{reference_gateway.url}/health").json()
     offered = httpx.get(f"{reference_gateway.url}/tools").json()["data"]
     for server in ("everything", "files"):

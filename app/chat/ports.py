@@ -2,6 +2,7 @@
 options) and what it fills in (the request's stats). The upstream client and the MCP pool implement these
 Protocols; tests implement them with plain Python (tests/chat/loop/test_loop.py)."""
 
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -85,6 +86,41 @@ class ToolAnswers:
 
 
 ProgressReport = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+# A tool a server runs as an MCP task (app/mcp/tasks.py) may outlive the request that called it: its result tells the
+# model so, with this mark; a later turn finds the mark in the history memory gives back and asks the server again,
+# with the task's state in ToolAnswers (`TaskMark.state`), until the mark says the task ended.
+TASK_STATE = "toolbridge-task:"
+_TASK_MARK = re.compile(r"\[background task ([A-Za-z0-9._~-]{1,64})/([A-Za-z0-9._:~-]{1,128}): (working|input_required"
+                        r"|completed|failed|cancelled)\]")
+TASK_ENDED = frozenset({"completed", "failed", "cancelled"})
+
+
+@dataclass(frozen=True)
+class TaskMark:
+    """Which task of which server a tool result speaks of, and what the task was doing then."""
+
+    server: str
+    task_id: str
+    status: str
+
+    def __str__(self) -> str:
+        return f"[background task {self.server}/{self.task_id}: {self.status}]"
+
+    @property
+    def state(self) -> str:
+        """What a call is sent with to ask the server about the task again (live.py)."""
+        return f"{TASK_STATE}{self.task_id}"
+
+    @staticmethod
+    def found_in(text: str) -> "list[TaskMark]":
+        return [TaskMark(*match.groups()) for match in _TASK_MARK.finditer(text)]
+
+
+def task_of(state: str | None) -> str | None:
+    """The task id a call's state asks about; None for any other state."""
+    return state[len(TASK_STATE):] if state is not None and state.startswith(TASK_STATE) else None
 
 
 class RequestTools(Protocol):

@@ -24,10 +24,11 @@ from mcp.types import (
     InputResponses,
     ListResourcesResult,
     ReadResourceResult,
+    Task,
 )
 from pydantic import ValidationError
 
-from app.chat.ports import InputNeeded, ProgressReport, ToolAnswers
+from app.chat.ports import InputNeeded, ProgressReport, TaskMark, ToolAnswers
 from app.mcp.arguments import problems
 from app.mcp.connect import tracking_delivery
 from app.mcp.convert import ToolRoute
@@ -43,6 +44,7 @@ from app.mcp.results import (
     render_result,
 )
 from app.mcp.skills import skill_uri
+from app.mcp.tasks import ended_note, follow_task, run_task, running_note
 from app.mcp.watching import connection_gone, session_gone
 from app.openai.result_format import RenderOptions
 from app.openai.wire import JSONObject, JSONValue
@@ -57,6 +59,7 @@ UNUSABLE_ANSWER = "The person's answer came too late or could not be used"
 # server-everything waits for it), and how many questions one call may ask.
 HOLD_SECONDS = 600.0
 QUESTIONS_PER_CALL = 3
+FOLLOW_TIMEOUT = 30.0  # seconds: a background task's status, or its result once it ended, the server has at hand
 
 
 def call_record(server: str | None, tool: str, ended: "CallEnded", seconds: float, arguments: str) -> CallRecord:
@@ -98,6 +101,7 @@ class Limits:
     timeout: float  # without progress
     cap: float  # with progress
     tracked: bool  # a streamable HTTP connection, which can tell a refused request from a lost one
+    task_wait: float = 10.0  # how long a tool run as an MCP task is waited for before the request goes on (tasks.py)
 
 
 class McpCall:
@@ -181,6 +185,10 @@ class McpCall:
                 if self.route.reads_resources or self.route.loads_skills:
                     asked: JSONObject = {"uri": skill_uri(arguments)} if self.route.loads_skills else arguments
                     result = await read_or_list(client, asked)
+                elif self.route.runs_as_task:  # its time limit is the wait: the task itself runs on in the server
+                    deadline.scope.deadline = math.inf
+                    ran = await run_task(client, self.route.tool, arguments, limits.task_wait, progressed)
+                    result = running_note(server, ran, started=True) if isinstance(ran, Task) else ran
                 else:
                     result = await call_tool(
                         # The SDK's own timeout is a backstop: the person's time, which ours leaves out, is in it.
@@ -201,6 +209,27 @@ class McpCall:
         except RuntimeError as exc:  # the SDK's outputSchema validation of the result; a server that asks forever
             return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
         return CallEnded(self._rendered(result))
+
+    async def follow(self, client: Client, task_id: str) -> CallEnded:
+        """The task this tool started in an earlier turn, asked about again: its result once it ended (marked so),
+        else that it still runs."""
+        server = self.route.server
+        try:
+            with anyio.fail_after(FOLLOW_TIMEOUT):
+                ran = await follow_task(client, task_id)
+        except TimeoutError:
+            return self.fail(FailureKind.TIMEOUT, f"MCP server '{server}' did not say how its task is doing.",
+                             retry_after=RETRY_AFTER_SECONDS)
+        except MCPError as exc:
+            return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' no longer knows the background task "
+                             f"{TaskMark(server, task_id, 'failed')} ({exc.message}): a task lives on the connection "
+                             "and for the time the server keeps it. Call the tool again if the person still wants it.")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return self.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' closed the connection.")
+        if isinstance(ran, Task):
+            return CallEnded(self._rendered(running_note(server, ran, started=False)))
+        status = "failed" if ran.is_error else "completed"
+        return CallEnded(self._rendered(ended_note(server, task_id, status, ran)))
 
     def _responses(self) -> InputResponses | CallEnded | None:
         """The person's answers as the SDK sends them, or the failure when they cannot be read."""

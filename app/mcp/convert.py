@@ -25,6 +25,7 @@ from app.mcp.arguments import compile_validator
 from app.mcp.resources import READ_RESOURCE
 from app.mcp.schema import to_profile
 from app.mcp.skills import LOAD_SKILL
+from app.mcp.tasks import must_run_as_task
 from app.openai.wire import FunctionDefinition, tool_name
 from app.openai.wire import Tool as OpenAITool
 from app.settings.vocabularies import ConfirmPolicy, PrefixMode, Profile, ProfileSetting
@@ -55,6 +56,7 @@ class ToolRoute:
     description: str = field(default="", compare=False, repr=False)  # the server's, before any shortening
     reads_resources: bool = False  # the gateway's own tool for the server's resources (resources.py)
     loads_skills: bool = False  # the gateway's own tool for the server's skills (skills.py)
+    runs_as_task: bool = False  # its server runs it as an MCP task, which may outlive the request (tasks.py)
     asks_first: bool = False  # a call waits for the person's yes (TOOLBRIDGE_CONFIRM, mcp.json's `confirm`)
     # How its definition differs from the one pinned (trusted.py): it asks before every call, whatever the grants.
     changed: str | None = field(default=None, compare=False, repr=False)
@@ -189,14 +191,17 @@ def build_catalogue(
     tools_by_server: Mapping[str, Sequence[Tool]], options: ConversionOptions | None = None,
     readers: AbstractSet[str] = frozenset(), confirms: Mapping[str, ServerConfirm] | None = None,
     changed: Mapping[tuple[str, str], str] | None = None, skillful: AbstractSet[str] = frozenset(),
+    tasking: AbstractSet[str] = frozenset(),
 ) -> Catalogue:
     """Converts every server's tools, in config order, into one catalogue with unique names. The servers in
     `readers` have the gateway's resource reader among their tools (resources.READ_RESOURCE), those in `skillful` its
     skill loader (skills.LOAD_SKILL); `confirms` holds each server's `confirm` from mcp.json, which with
     `options.confirm` says which calls wait for a yes; `changed`, the diff of each (server, tool) whose definition
-    differs from its pin (those ask first too)."""
+    differs from its pin (those ask first too). A tool that only runs as an MCP task is offered when its server is
+    in `tasking` (it runs tasks on a wire the gateway speaks them on: tasks.py), and left out otherwise."""
     options = options or ConversionOptions()
-    usable = [(server, tool) for server, tools in tools_by_server.items() for tool in tools if not _requires_task(tool)]
+    usable = [(server, tool) for server, tools in tools_by_server.items() for tool in tools
+              if server in tasking or not must_run_as_task(tool)]
     names = _names(usable, options.prefix)
     taken, openai_tools, routes = Counter(names), list[OpenAITool](), dict[str, ToolRoute]()
     for (server, tool), name in zip(usable, names, strict=True):
@@ -214,6 +219,7 @@ def build_catalogue(
             description=tool.description or "",
             reads_resources=(reads := server in readers and tool.name == READ_RESOURCE),
             loads_skills=(loads := server in skillful and tool.name == LOAD_SKILL),
+            runs_as_task=server in tasking and must_run_as_task(tool),
             # The gateway's own reader and loader only read, whatever the server's tools do.
             asks_first=diff is not None or (not (reads or loads) and asks_first(
                 tool.name, annotations, (confirms or {}).get(server), options.confirm)),
@@ -285,8 +291,3 @@ def shortened_description(text: str, limit: int = MAX_DESCRIPTION_CHARS) -> str:
         return kept
     return text[: limit - 1].rsplit(" ", 1)[0].rstrip() + "…"
 
-
-def _requires_task(tool: Tool) -> bool:
-    # The SDK cannot run MCP tasks, so a tool that only runs as a task would always fail.
-    execution = getattr(tool, "execution", None)
-    return getattr(execution, "task_support", None) == "required"

@@ -13,6 +13,7 @@ from mcp import Client
 from mcp.types import ElicitResult, GetPromptResult
 from pydantic import ValidationError
 
+from app.chat.ports import task_of
 from app.mcp.calling import HOLD_SECONDS, UNUSABLE_ANSWER, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
 from app.mcp.held_calls import Asked, CallHolder, HeldCalls, Stage, held_state
 from app.mcp.prompts import PromptFailed, completions, get_prompt, skill_messages
@@ -27,11 +28,12 @@ class LiveConnection:
     """One server's current connection, as the calls routed to it find it."""
 
     def __init__(self, name: str, status: ServerStatus, call_timeout: float, longest_call_timeout: float,
-                 held: HeldCalls) -> None:
+                 held: HeldCalls, task_wait: float = 10.0) -> None:
         """`status` is the supervisor's: a call for a server that is down is told its state. `held`: the pool's
         calls waiting for people, which bound how many wait."""
         self.name, self._status = name, status
         self._call_timeout, self._longest_call_timeout = call_timeout, longest_call_timeout
+        self._task_wait = task_wait
         self.client: Client | None = None
         self.lost = anyio.Event()  # a call found the connection gone; replaced for each connection
         self.needed: anyio.Event | None = None  # set by a call that found the server down, during backoff
@@ -63,10 +65,13 @@ class LiveConnection:
             if self.needed is not None:  # it served before: retry it now, not later
                 self.needed.set()
             return call.fail(FailureKind.SERVER_UNAVAILABLE, unavailable(self.name, self._status.state))
+        if call.answers is not None and (task_id := task_of(call.answers.state)) is not None:
+            return await call.follow(client, task_id)
         parsed = call.checked_arguments(arguments)
         if isinstance(parsed, CallEnded):
             return parsed
-        limits = Limits(self._call_timeout, self._longest_call_timeout, self._status.transport == "http")
+        limits = Limits(self._call_timeout, self._longest_call_timeout, self._status.transport == "http",
+                        self._task_wait)
         ended = await self.holder.run(call, client, parsed, limits)
         if isinstance(ended, ConnectionLost):
             self.lost.set()

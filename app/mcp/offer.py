@@ -19,6 +19,7 @@ from app.mcp.config import ServerConfig
 from app.mcp.prompts import list_all_prompts
 from app.mcp.resources import READ_RESOURCE, ResourceListing, list_resources, reader_tool
 from app.mcp.skills import LOAD_SKILL, Skill, skill_tool, skills_of
+from app.mcp.tasks import runs_tasks
 from app.mcp.trusted import TrustedDefinitions
 from app.mcp.watching import ListKind, definition, list_all_tools, listen_for_changes, notified_change
 
@@ -32,6 +33,7 @@ class Listing:
     tools: list[Tool]
     resources: ResourceListing | None  # None: the server offers no resources (or failed to list them)
     prompts: tuple[Prompt, ...]
+    runs_tasks: bool = False  # it runs tool calls as MCP tasks on a wire the gateway speaks them on (tasks.py)
 
 
 class ServerOffer:
@@ -44,6 +46,7 @@ class ServerOffer:
         self.tools: list[Tool] | None = None  # None: nothing to offer (not listed yet, or withdrawn)
         self.resources: ResourceListing | None = None
         self.prompts: tuple[Prompt, ...] = ()
+        self.runs_tasks = False
         self._blocked: set[str] = set()  # tools whose definition changed, under TOOLBRIDGE_BLOCK_CHANGED_TOOLS
         self._changes: dict[ListKind, anyio.Event] = {}  # set when the server says a list changed
 
@@ -97,10 +100,11 @@ class ServerOffer:
                 prompts = await list_all_prompts(client)
             except MCPError as exc:
                 log.warning("mcp_prompts_list_failed", server=self.name, error=exc.message)
-        return Listing(tools, resources, prompts)
+        return Listing(tools, resources, prompts, runs_tasks(client))
 
     def publish(self, listing: Listing) -> None:
         self.tools, self.resources, self.prompts = listing.tools, listing.resources, listing.prompts
+        self.runs_tasks = listing.runs_tasks
         self._changed()
 
     def withdraw(self, announce: bool = True) -> None:

@@ -33,6 +33,7 @@ class PoolOptions:
     sampling_model: str | None = None
     start_slots: int = field(default_factory=lambda: os.cpu_count() or 1)  # stdio servers starting at once
     start_turn: float = START_TURN_SECONDS  # the longest one of them keeps the next waiting
+    task_wait: float = 10.0  # a tool run as an MCP task is waited for this long in its request (tasks.py)
     resource_tools: bool = True  # a `read_resource` tool for each server with resources (resources.py)
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # one message a stdio server may send (stdio.py)
     # The calls waiting for people on all the servers, counted together for their bounds (held_calls.py).

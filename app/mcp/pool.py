@@ -317,6 +317,7 @@ class McpPool:
         ordered = {name: s.offer.offered() for name, s in self._supervisors.items() if s.offer.tools is not None}
         readers = {name for name, s in self._supervisors.items() if s.offer.reads_resources}
         skillful = {name for name, s in self._supervisors.items() if s.offer.loads_skills}
+        tasking = {name for name, s in self._supervisors.items() if s.offer.runs_tasks}
         confirms = {name: s.config.confirm for name, s in self._supervisors.items()}  # mcp.json's, per server
         prompts = {name: s.offer.prompts for name, s in self._supervisors.items()}
         skills = {name: s.offer.skills for name, s in self._supervisors.items() if s.offer.tools is not None}
@@ -325,7 +326,7 @@ class McpPool:
         changed = {(c.server, c.tool): c.diff for c in trusted.changes()} if trusted is not None else {}
 
         def build() -> Built:
-            catalogue = build_catalogue(ordered, conversion, readers, confirms, changed, skillful)
+            catalogue = build_catalogue(ordered, conversion, readers, confirms, changed, skillful, tasking)
             if prepare is not None:
                 try:
                     prepare(catalogue)

@@ -45,6 +45,7 @@ FLAT_NAMES: dict[str, tuple[str, str]] = {
     "confirm_timeout": ("approvals", "confirm_timeout"),
     "tool_timeout": ("mcp", "tool_timeout"),
     "tool_timeout_max": ("mcp", "tool_timeout_max"),
+    "task_wait": ("mcp", "task_wait"),
     "watch_config": ("mcp", "watch_config"),
     "sampling": ("mcp", "sampling"),
     "sampling_model": ("mcp", "sampling_model"),

@@ -19,6 +19,10 @@ class McpSettings(Group):
     tool_timeout_max: PositiveFloat = Field(
         default=600.0, description="Seconds a tool call may take at most, however often it reports progress."
     )
+    task_wait: NonNegativeFloat = Field(
+        default=10.0, description="Seconds to wait for a tool that its server runs as an MCP task before the answer "
+        "goes on without it; the task keeps running and its result reaches the model in a later turn of the chat."
+    )
     watch_config: bool = Field(
         default=False,
         description="Apply changes to the mcp.json files as soon as they are saved (SIGHUP always works)."

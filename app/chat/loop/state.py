@@ -1,13 +1,14 @@
 """What one request's rounds carry from one to the next, and the history the model is sent. Where it starts: the
 client's history restored (or cleaned of our traces), a round that waited for the person's yes taken up, the tools
 fitted into the tool budget, the first request built (its instructions in one first system message, with the system
-hint). After each round: its calls and results (and the images they returned) added to the history, and this
-request's rounds as memory keeps them."""
+hint), and the background tasks earlier turns started asked about. After each round: its calls and results (and the
+images they returned) added to the history, and this request's rounds as memory keeps them."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from app.chat.answer import strip_trace
+from app.chat.loop.background import followed, running_tasks
 from app.chat.loop.decision import CallKey
 from app.chat.loop.held import Held, held_round
 from app.chat.offer import find_tools_offer, prompt_allowance
@@ -69,6 +70,8 @@ async def start_state(
     stats.restored_turns = history.turns
     history, held = await held_round(history, turn.messages, memory, options.confirm_timeout,
                                      mcp_tools.server_of)
+    running = running_tasks(history) if held is None else []  # background tasks earlier turns started
+    every_tool = mcp_tools
     if options.prompt_messages and held is None:  # after the memory read the history as the client keeps it
         history = replace(history, messages=[*history.messages[:-1], *options.prompt_messages])
     mcp_tools, client_tools = await _within_budget(history.messages, mcp_tools, list(turn.client_tools), options,
@@ -77,7 +80,10 @@ async def start_state(
     # A withheld client tool the model calls anyway still goes back to the client.
     offered_names = client_tool_names | {tool["function"]["name"] for tool in mcp_tools.openai_tools}
     messages = await _first_messages(request, history, mcp_tools, options, memory)
-    return LoopState(Offer(mcp_tools, client_tool_names, offered_names), request, messages, len(messages), held=held)
+    first_count = len(messages)
+    if running:  # asked about before the first round, as a round of this turn's
+        messages += await followed(running, every_tool)
+    return LoopState(Offer(mcp_tools, client_tool_names, offered_names), request, messages, first_count, held=held)
 
 
 async def _within_budget(

@@ -1,0 +1,57 @@
+"""Background tasks an earlier turn started (app/mcp/tasks.py), taken up at the start of the next turn.
+
+A tool call whose MCP task outlived its request told the model so, its result marked (`TaskMark`). Memory gives
+that result back with the turn; here, before the first round, each task whose last mark says it still runs is asked
+about once more, as a call of the same tool with the same arguments that the gateway makes itself: its result (the
+task's, once it ended; else that it still runs) ends the history the model sees, after the person's new message, as
+a round of this turn, so memory keeps it and the next turn knows what the model was told. Only marks in results
+memory gave back count: a client cannot make the gateway ask about a task by writing a mark into its messages.
+"""
+
+import secrets
+from collections.abc import Sequence
+
+from app.chat.ports import TASK_ENDED, RequestTools, RestoredHistory, TaskMark, ToolAnswers
+from app.openai.accumulate import ToolCall
+from app.openai.wire import Message
+
+MOST_FOLLOWED = 8  # tasks asked about in one turn: the latest ones
+
+
+def running_tasks(history: RestoredHistory) -> list[tuple[ToolCall, TaskMark]]:
+    """The tasks memory's results say still run (the last mark of each), with the call that started them."""
+    calls: dict[str, ToolCall] = {}
+    latest: dict[tuple[str, str], tuple[ToolCall, TaskMark]] = {}
+    restored = set(history.restored_results)
+    for index, message in enumerate(history.messages):
+        for part in message.get("tool_calls") or ():
+            function = part.get("function") or {}
+            calls[part.get("id", "")] = ToolCall(part.get("id", ""), function.get("name", ""),
+                                                 function.get("arguments", ""))
+        content = message.get("content")
+        if index not in restored or not isinstance(content, str) or "[background task " not in content:
+            continue
+        call = calls.get(str(message.get("tool_call_id", "")))
+        for mark in TaskMark.found_in(content):
+            if call is not None:
+                latest[mark.server, mark.task_id] = (call, mark)
+    running = [(call, mark) for call, mark in latest.values() if mark.status not in TASK_ENDED]
+    return running[-MOST_FOLLOWED:]
+
+
+async def followed(running: Sequence[tuple[ToolCall, TaskMark]], tools: RequestTools) -> list[Message]:
+    """The round that asks about each running task: the calls as the model would have made them, and what the
+    servers say (each from the server the mark names, which the tool's name must still lead to)."""
+    calls: list[ToolCall] = []
+    results: list[Message] = []
+    for call, mark in running:
+        again = ToolCall(f"call_{secrets.token_hex(8)}", call.name, call.arguments)
+        if tools.server_of(call.name) != mark.server:
+            content = (f"The background task {mark} was started by a tool no longer offered: its result cannot be "
+                       "asked for.")
+        else:
+            content = (await tools.call_tool(call.name, call.arguments, answers=ToolAnswers({}, mark.state))).content
+        calls.append(again)
+        results.append({"role": "tool", "tool_call_id": again.id, "content": content})
+    asked: Message = {"role": "assistant", "content": "", "tool_calls": [c.to_message_part() for c in calls]}
+    return [asked, *results]

@@ -1,0 +1,94 @@
+"""Issue 49: tools a server runs as MCP tasks, over server-everything's `simulate-research-query` (the 2025-11-25
+wire: its task runs four stages of a second each), through the openai SDK whole and streamed.
+
+A task that ends within TOOLBRIDGE_TASK_WAIT is an ordinary call (its stages shown as progress); one that does not
+leaves the request: the model is told it started, the person chats on, and each later turn of the chat asks the
+server about it until its result reaches the model, once.
+"""
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.chat.memory.test_memory import ask
+from tests.conftest import Gateway, running_gateway
+from tests.support.fake_upstream import Call, FakeUpstream, Turn
+from tests.test_reference_servers import EVERYTHING, INSTALLED
+
+RESEARCH = "everything__simulate-research-query"
+TASK_SECONDS = 4  # server-everything's four stages
+DEADLINE = 60.0
+PERSON_PAUSE = 1.0  # seconds between the person's messages
+
+
+@pytest.fixture(scope="module")
+def tasking_gateway(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    assert INSTALLED, "CI must install the reference servers: npm ci --prefix tests/npm"
+    with running_gateway(tmp_path_factory.mktemp("tasks"), {"everything": {"command": str(EVERYTHING)}},
+                         ready=("everything",), upstream_url=f"{upstream.url}/v1", task_wait=0.5) as gateway:
+        yield gateway
+
+
+def tool_results(upstream: FakeUpstream, request: int = -1) -> list[str]:
+    return [m["content"] for m in upstream.chat_requests()[request]["messages"] if m["role"] == "tool"]
+
+
+def test_a_tool_that_runs_only_as_a_task_is_offered(tasking_gateway: Gateway) -> None:
+    tools = httpx.get(f"{tasking_gateway.url}/tools", timeout=30).json()["data"]
+    assert RESEARCH in {tool["function"]["name"] for tool in tools}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_task_longer_than_the_wait_reaches_the_model_in_a_later_turn(
+    tasking_gateway: Gateway, upstream: FakeUpstream, stream: bool
+) -> None:
+    client = tasking_gateway.client()
+    history: list[dict[str, Any]] = [{"role": "user", "content": f"Research the tides ({stream})."}]
+    upstream.script(Turn(calls=[Call(RESEARCH, {"topic": f"tides {stream}"})]), Turn(content="It is running."))
+    started = time.monotonic()
+    history.append({"role": "assistant", "content": ask(client, history, stream=stream)})
+    assert history[-1]["content"] == "It is running."
+    assert time.monotonic() - started < TASK_SECONDS  # the request did not wait for the task
+    [note] = tool_results(upstream)
+    assert "started a background task on the MCP server 'everything'" in note and ": working]" in note
+
+    # The person chats on; each turn the model hears how the task is doing, until its result, once.
+    outcome, deadline = "", time.monotonic() + DEADLINE
+    while "Research Report" not in outcome:
+        assert time.monotonic() < deadline, outcome
+        time.sleep(PERSON_PAUSE)  # a person's pace; what ends the loop is the result itself, within DEADLINE
+        upstream.script(Turn(content="Noted."))
+        history += [{"role": "user", "content": "Is it done?"}]
+        history.append({"role": "assistant", "content": ask(client, history, stream=stream)})
+        [outcome] = tool_results(upstream)[-1:]
+        assert "still running" in outcome or "has ended" in outcome, outcome
+    assert f"Research Report: tides {stream}" in outcome and ": completed]" in outcome
+    messages = upstream.chat_requests()[-1]["messages"]
+    assert [m["role"] for m in messages[-3:]] == ["user", "assistant", "tool"]  # after the person's message
+    assert messages[-2]["tool_calls"][0]["function"]["name"] == RESEARCH
+
+    upstream.script(Turn(content="Here is what it found."))
+    history += [{"role": "user", "content": "What did it find?"}]
+    assert ask(client, history, stream=stream) == "Here is what it found."
+    sent = upstream.chat_requests()[-1]["messages"]
+    assert sent[-1] == history[-1]  # not asked about again: its result is in the history memory gives back
+    assert any(f"Research Report: tides {stream}" in str(m.get("content")) for m in sent if m["role"] == "tool")
+
+
+def test_a_task_that_ends_within_the_wait_is_an_ordinary_call(
+    upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    with running_gateway(tmp_path, {"everything": {"command": str(EVERYTHING)}}, ready=("everything",),
+                         upstream_url=f"{upstream.url}/v1", task_wait=30) as gateway:
+        upstream.script(Turn(calls=[Call(RESEARCH, {"topic": "coral"})]), Turn(content="Done."))
+        chunks = list(gateway.client().chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Research coral."}], stream=True))
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    reasoning = "".join(getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices)
+    [result] = tool_results(upstream)
+    assert "Research Report: coral" in result and "background task" not in result
+    assert content == "Done." and "Synthesizing findings" in reasoning  # its stages, as progress in the trace
