@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.chat.ports import TaskMark
 from tests.chat.memory.test_memory import ask
 from tests.conftest import Gateway, running_gateway
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
@@ -22,6 +23,7 @@ from tests.test_reference_servers import EVERYTHING, INSTALLED
 RESEARCH = "everything__simulate-research-query"
 TASK_SECONDS = 4  # server-everything's four stages
 DEADLINE = 60.0
+DECLARED = {"Content-Type": "application/json"}  # as every change the status page makes
 PERSON_PAUSE = 1.0  # seconds between the person's messages
 
 
@@ -92,3 +94,57 @@ def test_a_task_that_ends_within_the_wait_is_an_ordinary_call(
     [result] = tool_results(upstream)
     assert "Research Report: coral" in result and "background task" not in result
     assert content == "Done." and "Synthesizing findings" in reasoning  # its stages, as progress in the trace
+
+
+def started(gateway: Gateway, upstream: FakeUpstream, topic: str) -> list[dict[str, Any]]:
+    """A chat whose first turn started a research task that runs on; its history as the client keeps it."""
+    history: list[dict[str, Any]] = [{"role": "user", "content": f"Research {topic}."}]
+    upstream.script(Turn(calls=[Call(RESEARCH, {"topic": topic})]), Turn(content="It is running."))
+    history.append({"role": "assistant", "content": ask(gateway.client(), history, stream=False)})
+    return history
+
+
+def listed(gateway: Gateway) -> list[dict[str, Any]]:
+    return httpx.get(f"{gateway.url}/ui/tasks", timeout=30).json()["data"]
+
+
+def test_the_status_page_lists_a_task_as_its_server_last_described_it(
+    tasking_gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    started(tasking_gateway, upstream, "whales")
+    [note] = tool_results(upstream)
+    [mark] = TaskMark.found_in(note)
+    [entry] = [t for t in listed(tasking_gateway) if t["task_id"] == mark.task_id]
+    assert entry["tool"] == "simulate-research-query" and entry["server"] == "everything"
+    assert entry["status"] == "working" and not entry["ended"] and entry["message"].endswith("...")
+    page = httpx.get(f"{tasking_gateway.url}/", timeout=30).text
+    assert 'id="tasks-section"' in page
+
+
+@pytest.mark.parametrize("how", ["in the chat", "on the status page"])
+def test_a_running_task_can_be_cancelled(tasking_gateway: Gateway, upstream: FakeUpstream, how: str) -> None:
+    history = started(tasking_gateway, upstream, f"comets {how}")
+    [mark] = TaskMark.found_in(tool_results(upstream)[0])
+    if how == "on the status page":
+        url = f"{tasking_gateway.url}/ui/tasks/everything/{mark.task_id}/cancel"
+        cancelled = httpx.post(url, headers=DECLARED, timeout=30)
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+        history.append({"role": "user", "content": "Is it done?"})
+    else:
+        history.append({"role": "user", "content": "Cancel it."})
+    upstream.script(Turn(content="It was cancelled."))
+    assert ask(tasking_gateway.client(), history, stream=False) == "It was cancelled."
+    [outcome] = tool_results(upstream)[-1:]
+    assert "was cancelled" in outcome and ": cancelled]" in outcome
+    [entry] = [t for t in listed(tasking_gateway) if t["task_id"] == mark.task_id]
+    assert entry["status"] == "cancelled" and entry["ended"]
+    history += [{"role": "assistant", "content": "It was cancelled."}, {"role": "user", "content": "Thanks."}]
+    upstream.script(Turn(content="You're welcome."))
+    ask(tasking_gateway.client(), history, stream=False)
+    assert upstream.chat_requests()[-1]["messages"][-1] == history[-1]  # not asked about again
+
+
+def test_a_task_not_in_the_callers_list_is_not_cancelled(tasking_gateway: Gateway) -> None:
+    refused = httpx.post(f"{tasking_gateway.url}/ui/tasks/everything/no-such-task/cancel", headers=DECLARED,
+                         timeout=30)
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "task_not_found"

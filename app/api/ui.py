@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
+from mcp import MCPError
 from sse_starlette import EventSourceResponse
 
 from app.access import KeyScope
@@ -39,7 +40,7 @@ from app.api.deps import (
 from app.api.doors import read_body
 from app.api.health import health_report
 from app.chat import Grant, MemoryStores
-from app.mcp import KeyView, first_of
+from app.mcp import KeyView, PromptFailed, TaskEntry, first_of
 from app.openai.errors import Conflict, Forbidden, InvalidRequest, Overloaded, RouteNotFound
 from app.openai.wire import JSONValue
 from app.ops.recent_calls import RecentCalls
@@ -259,6 +260,40 @@ async def revoke_grant(grant_id: str, memory: MemoryDep, owner: OwnerDep) -> dic
     if gone is None:
         raise RouteNotFound("No grant of yours has this id: it was revoked or expired.", code="grant_not_found")
     return {"id": gone.id, "revoked": True}
+
+
+@router.get("/tasks")
+async def tasks(pool: ViewDep) -> dict[str, Any]:
+    """The background tasks the caller's calls started (MCP tasks that outlived their request, and those that ended
+    within it), oldest first, as their servers last described them when the gateway asked."""
+    book = pool.pool.task_book
+    try:
+        listed = await book.of(pool.scope.caller) if book is not None else []
+    except StateStoreError as exc:
+        raise Overloaded("The tasks cannot be read now; try again.") from exc
+    return {"object": "list", "data": [_task_view(entry) for entry in listed]}
+
+
+@router.post("/tasks/{server}/{task_id}/cancel")
+async def cancel_task(server: str, task_id: str, pool: ViewDep) -> dict[str, Any]:
+    """Has the server cancel one of the caller's background tasks; the chat hears so at its next turn."""
+    try:
+        entry = await pool.pool.cancel_task(pool.scope.caller, server, task_id)
+    except StateStoreError as exc:
+        raise Overloaded("The tasks cannot be read now; try again.") from exc
+    except PromptFailed as exc:
+        raise Conflict(str(exc), code="server_unavailable") from exc
+    except MCPError as exc:
+        raise Conflict(f"MCP server '{server}' did not cancel the task: it may have ended.",
+                       code="task_not_cancelled") from exc
+    if entry is None:
+        raise RouteNotFound("No task of yours has this id on this server.", code="task_not_found")
+    return _task_view(entry)
+
+
+def _task_view(entry: TaskEntry) -> dict[str, Any]:
+    return {"server": entry.server, "task_id": entry.task_id, "tool": entry.tool, "status": entry.status,
+            "message": entry.message, "started": entry.started, "updated": entry.updated, "ended": entry.ended}
 
 
 def _grant_view(grant: Grant) -> dict[str, Any]:

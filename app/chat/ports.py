@@ -91,7 +91,7 @@ ProgressReport = Callable[[float, float | None, str | None], Awaitable[None]]
 # A tool a server runs as an MCP task (app/mcp/tasks.py) may outlive the request that called it: its result tells the
 # model so, with this mark; a later turn finds the mark in the history memory gives back and asks the server again,
 # with the task's state in ToolAnswers (`TaskMark.state`), until the mark says the task ended.
-TASK_STATE = "toolbridge-task:"
+TASK_STATE, CANCEL_STATE = "toolbridge-task:", "toolbridge-task-cancel:"
 _TASK_MARK = re.compile(r"\[background task ([A-Za-z0-9._~-]{1,64})/([A-Za-z0-9._:~-]{1,128}): (working|input_required"
                         r"|completed|failed|cancelled)\]")
 TASK_ENDED = frozenset({"completed", "failed", "cancelled"})
@@ -113,14 +113,22 @@ class TaskMark:
         """What a call is sent with to ask the server about the task again (live.py)."""
         return f"{TASK_STATE}{self.task_id}"
 
+    @property
+    def cancel_state(self) -> str:
+        """What a call is sent with to have the server cancel the task."""
+        return f"{CANCEL_STATE}{self.task_id}"
+
     @staticmethod
     def found_in(text: str) -> "list[TaskMark]":
         return [TaskMark(*match.groups()) for match in _TASK_MARK.finditer(text)]
 
 
-def task_of(state: str | None) -> str | None:
-    """The task id a call's state asks about; None for any other state."""
-    return state[len(TASK_STATE):] if state is not None and state.startswith(TASK_STATE) else None
+def task_of(state: str | None) -> tuple[str, bool] | None:
+    """The task id a call's state asks about, and whether it asks to cancel it; None for any other state."""
+    for prefix, cancel in ((TASK_STATE, False), (CANCEL_STATE, True)):
+        if state is not None and state.startswith(prefix):
+            return state[len(prefix):], cancel
+    return None
 
 
 class RequestTools(Protocol):

@@ -23,6 +23,7 @@ from app.mcp.sign_in import SIGN_IN_SECONDS, SignInFailed
 from app.mcp.sign_in import finish as finish_sign_in
 from app.mcp.sign_in import start as start_sign_in
 from app.mcp.status import ServerState
+from app.mcp.task_book import TaskBook, TaskEntry
 from app.mcp.trusted import Change, TrustedDefinitions
 from app.mcp.waits import first_of
 
@@ -44,6 +45,8 @@ __all__ = [
     "ServerState",
     "SignInFailed",
     "SignInUnavailable",
+    "TaskBook",
+    "TaskEntry",
     "TrustedDefinitions",
     "build_prompt_book",
     "config_paths",

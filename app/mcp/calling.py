@@ -44,7 +44,7 @@ from app.mcp.results import (
     render_result,
 )
 from app.mcp.skills import skill_uri
-from app.mcp.tasks import ended_note, follow_task, run_task, running_note
+from app.mcp.tasks import TaskNews, cancelled, cancelled_note, ended_note, follow_task, run_task, running_note
 from app.mcp.watching import connection_gone, session_gone
 from app.openai.result_format import RenderOptions
 from app.openai.wire import JSONObject, JSONValue
@@ -115,6 +115,7 @@ class McpCall:
         self.answers = answers
         self.started = time.perf_counter()
         self._deadline: _ProgressDeadline | None = None  # while the call is being sent
+        self.task: TaskNews | None = None  # the MCP task it started or asked about, as its server last said
 
     @property
     def duration_ms(self) -> float:
@@ -187,8 +188,14 @@ class McpCall:
                     result = await read_or_list(client, asked)
                 elif self.route.runs_as_task:  # its time limit is the wait: the task itself runs on in the server
                     deadline.scope.deadline = math.inf
-                    ran = await run_task(client, self.route.tool, arguments, limits.task_wait, progressed)
-                    result = running_note(server, ran, started=True) if isinstance(ran, Task) else ran
+                    ran = await run_task(client, self.route.tool, arguments, limits.task_wait, progressed,
+                                         started=self._started_task)
+                    if isinstance(ran, Task):
+                        self.task, result = TaskNews.of(ran), running_note(server, ran, started=True)
+                    else:
+                        result = ran
+                        if self.task is not None:  # it ended within the wait: an ordinary call, listed as ended
+                            self.task = TaskNews(self.task.task_id, "failed" if ran.is_error else "completed", "")
                 else:
                     result = await call_tool(
                         # The SDK's own timeout is a backstop: the person's time, which ours leaves out, is in it.
@@ -210,13 +217,23 @@ class McpCall:
             return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
         return CallEnded(self._rendered(result))
 
-    async def follow(self, client: Client, task_id: str) -> CallEnded:
+    @staticmethod
+    async def _cancelled(client: Client, task_id: str) -> CallToolResult | Task:
+        try:
+            return await cancelled(client, task_id)
+        except MCPError:  # it had ended: its result, then
+            return await follow_task(client, task_id)
+
+    def _started_task(self, task: Task) -> None:
+        self.task = TaskNews.of(task)
+
+    async def follow(self, client: Client, task_id: str, *, cancel: bool = False) -> CallEnded:
         """The task this tool started in an earlier turn, asked about again: its result once it ended (marked so),
         else that it still runs."""
         server = self.route.server
         try:
             with anyio.fail_after(FOLLOW_TIMEOUT):
-                ran = await follow_task(client, task_id)
+                ran = await (self._cancelled(client, task_id) if cancel else follow_task(client, task_id))
         except TimeoutError:
             return self.fail(FailureKind.TIMEOUT, f"MCP server '{server}' did not say how its task is doing.",
                              retry_after=RETRY_AFTER_SECONDS)
@@ -227,8 +244,12 @@ class McpCall:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return self.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' closed the connection.")
         if isinstance(ran, Task):
+            self.task = TaskNews.of(ran)
+            if ran.status == "cancelled":
+                return CallEnded(self._rendered(cancelled_note(server, ran)))
             return CallEnded(self._rendered(running_note(server, ran, started=False)))
         status = "failed" if ran.is_error else "completed"
+        self.task = TaskNews(task_id, status, "")
         return CallEnded(self._rendered(ended_note(server, task_id, status, ran)))
 
     def _responses(self) -> InputResponses | CallEnded | None:

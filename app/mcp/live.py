@@ -8,32 +8,39 @@ Which connection is live, and when the next one starts, is the supervisor's busi
 publishes each connection here, and learns from `lost` and `needed` that a call found it gone.
 """
 
+from typing import TypeVar
+
 import anyio
 from mcp import Client
 from mcp.types import ElicitResult, GetPromptResult
 from pydantic import ValidationError
 
+from app.access import CURRENT_SCOPE
 from app.chat.ports import task_of
 from app.mcp.calling import HOLD_SECONDS, UNUSABLE_ANSWER, CallEnded, CallsInFlight, ConnectionLost, Limits, McpCall
 from app.mcp.held_calls import Asked, CallHolder, HeldCalls, Stage, held_state
 from app.mcp.prompts import PromptFailed, completions, get_prompt, skill_messages
 from app.mcp.results import FailureKind
 from app.mcp.status import ServerState, ServerStatus, unavailable
+from app.mcp.task_book import TaskBook
+from app.mcp.tasks import cancelled
 
 # How long a safe call whose remote session expired waits for the reconnection before its one retry.
 RECONNECT_WAIT = 10.0
+
+T = TypeVar("T")
 
 
 class LiveConnection:
     """One server's current connection, as the calls routed to it find it."""
 
     def __init__(self, name: str, status: ServerStatus, call_timeout: float, longest_call_timeout: float,
-                 held: HeldCalls, task_wait: float = 10.0) -> None:
+                 held: HeldCalls, task_wait: float = 10.0, task_book: TaskBook | None = None) -> None:
         """`status` is the supervisor's: a call for a server that is down is told its state. `held`: the pool's
         calls waiting for people, which bound how many wait."""
         self.name, self._status = name, status
         self._call_timeout, self._longest_call_timeout = call_timeout, longest_call_timeout
-        self._task_wait = task_wait
+        self._task_wait, self._task_book = task_wait, task_book
         self.client: Client | None = None
         self.lost = anyio.Event()  # a call found the connection gone; replaced for each connection
         self.needed: anyio.Event | None = None  # set by a call that found the server down, during backoff
@@ -65,14 +72,14 @@ class LiveConnection:
             if self.needed is not None:  # it served before: retry it now, not later
                 self.needed.set()
             return call.fail(FailureKind.SERVER_UNAVAILABLE, unavailable(self.name, self._status.state))
-        if call.answers is not None and (task_id := task_of(call.answers.state)) is not None:
-            return await call.follow(client, task_id)
+        if call.answers is not None and (asked := task_of(call.answers.state)) is not None:
+            return await self._noted(call, await call.follow(client, asked[0], cancel=asked[1]))
         parsed = call.checked_arguments(arguments)
         if isinstance(parsed, CallEnded):
             return parsed
         limits = Limits(self._call_timeout, self._longest_call_timeout, self._status.transport == "http",
                         self._task_wait)
-        ended = await self.holder.run(call, client, parsed, limits)
+        ended = await self._noted(call, await self.holder.run(call, client, parsed, limits))
         if isinstance(ended, ConnectionLost):
             self.lost.set()
             retry = (call.route.safe_to_retry or ended.never_ran) and not self._signed_out
@@ -80,6 +87,14 @@ class LiveConnection:
                 assert self.client is not None
                 ended = await self.holder.run(call, self.client, parsed, limits)
         return self._ended(call, ended, "closed the connection; it is being restarted.")
+
+    async def _noted(self, call: McpCall, ended: T) -> T:
+        """`ended`, once what the server said of the call's MCP task (if it runs as one) is in the caller's list."""
+        if call.task is not None and self._task_book is not None:
+            news = call.task
+            await self._task_book.note(CURRENT_SCOPE.get().caller, self.name, call.route.tool, news.task_id,
+                                       news.status, news.message)
+        return ended
 
     async def _answer_held(self, call: McpCall, hold: str) -> CallEnded:
         """The person's answer to the question a held call waits on, and the call's next stage."""
@@ -109,6 +124,11 @@ class LiveConnection:
                 return call.fail(FailureKind.SERVER_UNAVAILABLE, unavailable(self.name, ServerState.NEEDS_SIGN_IN))
             return call.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{self.name}' {lost}")
         return stage
+
+    async def cancel_task(self, task_id: str) -> str:
+        """Has the server cancel one of its tasks; the task's status after it. Raises: PromptFailed (the server is
+        down), MCPError (it knows no such task, or the task had ended)."""
+        return (await cancelled(self._client(), task_id)).status
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> GetPromptResult:
         """Raises: PromptFailed."""

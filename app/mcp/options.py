@@ -8,6 +8,7 @@ from app.mcp.connect import START_TURN_SECONDS
 from app.mcp.convert import ConversionOptions
 from app.mcp.held_calls import HeldCalls
 from app.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES
+from app.mcp.task_book import TaskBook
 from app.mcp.trusted import TrustedDefinitions
 from app.openai.result_format import RenderOptions
 
@@ -34,6 +35,7 @@ class PoolOptions:
     start_slots: int = field(default_factory=lambda: os.cpu_count() or 1)  # stdio servers starting at once
     start_turn: float = START_TURN_SECONDS  # the longest one of them keeps the next waiting
     task_wait: float = 10.0  # a tool run as an MCP task is waited for this long in its request (tasks.py)
+    task_book: TaskBook | None = field(default=None, compare=False)  # each key's tasks, for the status page
     resource_tools: bool = True  # a `read_resource` tool for each server with resources (resources.py)
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # one message a stdio server may send (stdio.py)
     # The calls waiting for people on all the servers, counted together for their bounds (held_calls.py).

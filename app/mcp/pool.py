@@ -35,6 +35,7 @@ from app.mcp.server_auth import SignIns
 from app.mcp.skills import Skill
 from app.mcp.status import ServerState, ServerStatus, unrun_statuses
 from app.mcp.supervisor import PoolOptions, ServerSupervisor
+from app.mcp.task_book import TaskBook, TaskEntry
 from app.mcp.trusted import Change
 from app.ops.call_record import ToolCallObserver
 from app.ops.server_health import ServerHealth
@@ -293,6 +294,27 @@ class McpPool:
     def definition_changes(self) -> list[Change]:
         """The tools whose definitions differ from those pinned (trusted.py), for the status page and the CLI."""
         return self._options.trusted.changes() if self._options.trusted is not None else []
+
+    @property
+    def task_book(self) -> TaskBook | None:
+        """Each key's background tasks (tasks.py), as the status page lists them."""
+        return self._options.task_book
+
+    async def cancel_task(self, caller: str, server: str, task_id: str) -> TaskEntry | None:
+        """Has the server cancel one of `caller`'s listed tasks; the entry as it stands after, or None when the
+        caller lists no such task.
+
+        Raises: PromptFailed: the server is down or was removed. MCPError: the server refused (the task ended)."""
+        book = self._options.task_book
+        entry = await book.find(caller, server, task_id) if book is not None else None
+        if book is None or entry is None:
+            return None
+        supervisor = self._supervisors.get(server)
+        if supervisor is None:
+            raise PromptFailed(f"MCP server '{server}' was removed from the config.")
+        status = await supervisor.live.cancel_task(task_id)
+        await book.note(caller, server, entry.tool, task_id, status, "cancelled on the status page")
+        return await book.find(caller, server, task_id)
 
     async def accept_definition(self, server: str, tool: str) -> bool:
         """An operator trusts a changed tool's definition as now listed: it asks as before from the next request.

@@ -60,7 +60,7 @@ class ServerSupervisor:
         self._stopping, self._state_changed, self._offered = stopping, state_changed, offered
         self.status = ServerStatus(ServerState.STARTING, transport_name(config))
         self.live = LiveConnection(name, self.status, self.call_timeout, options.longest_call_timeout, options.held,
-                                   task_wait=options.task_wait)
+                                   task_wait=options.task_wait, task_book=options.task_book)
         self.offer = ServerOffer(name, config, block_changed_tools=options.block_changed_tools,
                                  resource_tools=options.resource_tools, changed=offer_changed,
                                  trusted=options.trusted)

@@ -10,6 +10,9 @@ model is told it started, with its mark (`TaskMark`), and a later turn of the ch
 spoken yet: a modern server's task tools are not offered.
 """
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import anyio
 from mcp import Client
 from mcp.types import (
@@ -38,6 +41,19 @@ TASK_TTL_MS = 24 * 3600 * 1000  # asked of the server; it may keep a task for le
 POLL_FIRST, POLL_MOST = 0.2, 2.0  # seconds between two `tasks/get` while the request waits, whatever the server asks
 
 
+@dataclass(frozen=True)
+class TaskNews:
+    """What a task's server last said of it."""
+
+    task_id: str
+    status: str
+    message: str
+
+    @staticmethod
+    def of(task: Task) -> "TaskNews":
+        return TaskNews(task.task_id, task.status, task.status_message or "")
+
+
 def runs_tasks(client: Client) -> bool:
     """Whether the server runs tool calls as tasks (on the 2025-11-25 wire; the capability is gone from later)."""
     tasks = client.server_capabilities.tasks
@@ -50,28 +66,33 @@ def must_run_as_task(tool: Tool) -> bool:
 
 
 async def run_task(client: Client, tool: str, arguments: JSONObject, wait: float,
-                   on_status: ProgressReport | None) -> CallToolResult | Task:
-    """The tool's result when its task ends within `wait` seconds; else the task as it runs on."""
+                   on_status: ProgressReport | None, started: Callable[[Task], None]) -> CallToolResult | Task:
+    """The tool's result when its task ends within `wait` seconds; else the task as it runs on. `started` learns
+    of the task once the server made it."""
     task = await _created(client, tool, arguments)
+    started(task)
     with anyio.move_on_after(wait):
         return await _ended(client, task, on_status)
     return await _status(client, task.task_id)
 
 
 async def follow_task(client: Client, task_id: str) -> CallToolResult | Task:
-    """The task's result once it ended (a failed or cancelled task's too: the server says what went wrong in it),
-    else the task as it runs on.
+    """The task's result once it ended (a failed task's too: the server says what went wrong in it), else the task
+    as it runs on, or as it was cancelled.
 
     Raises: MCPError: the server knows no such task (another connection's, or past its time to live)."""
     task = await _status(client, task_id)
-    if task.status in TASK_ENDED:
+    if task.status in TASK_ENDED and task.status != "cancelled":  # a cancelled task has no result to fetch
         return await _result(client, task_id)
     return task
 
 
-async def cancel_task(client: Client, task_id: str) -> None:
-    await client.session.send_request(CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id)),
-                                      CancelTaskResult)
+async def cancelled(client: Client, task_id: str) -> Task:
+    """The task after the server was asked to cancel it (one that had ended stays as it ended).
+
+    Raises: MCPError: the server knows no such task, or it ended already (the spec's -32602)."""
+    return await client.session.send_request(CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id)),
+                                             CancelTaskResult)
 
 
 def running_note(server: str, task: Task, *, started: bool) -> CallToolResult:
@@ -82,6 +103,12 @@ def running_note(server: str, task: Task, *, started: bool) -> CallToolResult:
     text = (f"{first} '{server}'{doing} {TaskMark(server, task.task_id, task.status)}. It goes on after this answer: "
             "tell the person it is running and that they can ask whether it is done. Its result is given to you "
             "in a later turn of this chat once it is ready; do not call the tool again for it.")
+    return CallToolResult(content=[TextContent(type="text", text=text)])
+
+
+def cancelled_note(server: str, task: Task) -> CallToolResult:
+    said = TaskMark(server, task.task_id, "cancelled")
+    text = f"The background task this tool started earlier was cancelled {said}: no result will come."
     return CallToolResult(content=[TextContent(type="text", text=text)])
 
 

@@ -3,7 +3,7 @@
 // Every value from a server or a model is set as text, never as HTML.
 "use strict";
 
-const state = { tools: [], calls: [], servers: {}, requests: [], waiting: [], grants: [], changes: [], skills: [] };
+const state = { tools: [], calls: [], servers: {}, requests: [], waiting: [], grants: [], tasks: [], changes: [], skills: [] };
 const WAITING_POLL_MS = 5000;
 const HEALTH_POLL_MS = 5000;  // the gateway looks at the model server at most this often (app/upstream/watch.py)
 const SERVER_KINDS = { lmstudio: "LM Studio", llamacpp: "llama.cpp" };
@@ -253,6 +253,27 @@ const accept = (server, tool) => act(`/ui/changes/${encodeURIComponent(server)}/
   "Not accepted", refreshChanges);
 const refreshChanges = () => refreshList("changes", "/ui/changes", renderChanges);
 
+// The key's background tasks (app/mcp/tasks.py): what each server last said, and Cancel while one runs.
+function renderTasks() {
+  const rows = state.tasks.map((t) => el("tr", { "data-task": `${t.server}/${t.task_id}` },
+    el("td", {}, t.tool),
+    el("td", {}, t.server),
+    el("td", { class: t.status === "completed" ? "ok" : t.ended ? "error" : "" }, t.status),
+    el("td", { class: "wraps" }, t.message),
+    el("td", {}, new Date(t.started * 1000).toLocaleString()),
+    el("td", {}, new Date(t.updated * 1000).toLocaleTimeString()),
+    el("td", {}, t.ended ? "" : el("button", { class: "cancel", onclick: () => cancelTask(t.server, t.task_id) },
+      "Cancel")),
+  ));
+  document.querySelector("#tasks tbody").replaceChildren(...rows);
+  document.getElementById("tasks").hidden = rows.length === 0;
+  document.getElementById("tasks-none").hidden = rows.length !== 0;
+}
+
+const cancelTask = (server, id) => act(`/ui/tasks/${encodeURIComponent(server)}/${encodeURIComponent(id)}/cancel`,
+  "Not cancelled", refreshTasks);
+const refreshTasks = () => refreshList("tasks", "/ui/tasks", renderTasks);
+
 // The person's grants (app/chat/asking/grants.py): what each holds, and a button that revokes it.
 const HOLDS = { chat: "in one chat", always: "until revoked" };
 
@@ -480,6 +501,7 @@ function listen() {
     renderRequests();
     refreshWaiting();  // the request may ask the person
     refreshGrants();  // or act on an answer that granted
+    refreshTasks();  // or start a background task
   });
   source.addEventListener("call", (e) => {
     state.calls = [...state.calls, JSON.parse(e.data)].slice(-200);
@@ -503,8 +525,9 @@ async function start() {
   renderCalls();
   state.requests = (await json("/ui/requests")).data;
   renderRequests();
-  await Promise.all([refreshWaiting(), refreshGrants(), refreshChanges(), refreshSkills()]);
+  await Promise.all([refreshWaiting(), refreshGrants(), refreshChanges(), refreshSkills(), refreshTasks()]);
   setInterval(refreshWaiting, WAITING_POLL_MS);
+  setInterval(refreshTasks, WAITING_POLL_MS);
   setInterval(refreshGrants, WAITING_POLL_MS);  // another replica's or another tab's answers  // a round asked before its request's event, and the time since
   setInterval(refreshHealth, HEALTH_POLL_MS);  // the model server coming and going, which no event tells
   listen();

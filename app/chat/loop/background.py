@@ -8,6 +8,7 @@ a round of this turn, so memory keeps it and the next turn knows what the model 
 memory gave back count: a client cannot make the gateway ask about a task by writing a mark into its messages.
 """
 
+import re
 import secrets
 from collections.abc import Sequence
 
@@ -16,6 +17,15 @@ from app.openai.accumulate import ToolCall
 from app.openai.wire import Message
 
 MOST_FOLLOWED = 8  # tasks asked about in one turn: the latest ones
+# The person's whole message asks to cancel what runs (as approvals read a reply: short, and nothing else in it).
+_CANCEL = re.compile(r"^\W*(please\W+)?(cancel|stop|abort)(\W+(it|that|this|them|the\W+(\w+\W+)?tasks?))?"
+                     r"(\W+please)?\W*$", re.IGNORECASE)
+
+
+def asks_to_cancel(message: Message | None) -> bool:
+    """Whether the person's message is "cancel it" (or "stop it", "cancel the research task", ...)."""
+    content = message.get("content") if message is not None and message.get("role") == "user" else None
+    return isinstance(content, str) and len(content) <= 80 and _CANCEL.match(content) is not None
 
 
 def running_tasks(history: RestoredHistory) -> list[tuple[ToolCall, TaskMark]]:
@@ -39,9 +49,11 @@ def running_tasks(history: RestoredHistory) -> list[tuple[ToolCall, TaskMark]]:
     return running[-MOST_FOLLOWED:]
 
 
-async def followed(running: Sequence[tuple[ToolCall, TaskMark]], tools: RequestTools) -> list[Message]:
-    """The round that asks about each running task: the calls as the model would have made them, and what the
-    servers say (each from the server the mark names, which the tool's name must still lead to)."""
+async def followed(running: Sequence[tuple[ToolCall, TaskMark]], tools: RequestTools, *, cancel: bool = False
+                   ) -> list[Message]:
+    """The round that asks about each running task (`cancel`: has it cancelled): the calls as the model would have
+    made them, and what the servers say (each from the server the mark names, which the tool's name must still lead
+    to)."""
     calls: list[ToolCall] = []
     results: list[Message] = []
     for call, mark in running:
@@ -50,7 +62,8 @@ async def followed(running: Sequence[tuple[ToolCall, TaskMark]], tools: RequestT
             content = (f"The background task {mark} was started by a tool no longer offered: its result cannot be "
                        "asked for.")
         else:
-            content = (await tools.call_tool(call.name, call.arguments, answers=ToolAnswers({}, mark.state))).content
+            state = mark.cancel_state if cancel else mark.state
+            content = (await tools.call_tool(call.name, call.arguments, answers=ToolAnswers({}, state))).content
         calls.append(again)
         results.append({"role": "tool", "tool_call_id": again.id, "content": content})
     asked: Message = {"role": "assistant", "content": "", "tool_calls": [c.to_message_part() for c in calls]}

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from app.chat.answer import strip_trace
-from app.chat.loop.background import followed, running_tasks
+from app.chat.loop.background import asks_to_cancel, followed, running_tasks
 from app.chat.loop.decision import CallKey
 from app.chat.loop.held import Held, held_round
 from app.chat.offer import find_tools_offer, prompt_allowance
@@ -82,7 +82,8 @@ async def start_state(
     messages = await _first_messages(request, history, mcp_tools, options, memory)
     first_count = len(messages)
     if running:  # asked about before the first round, as a round of this turn's
-        messages += await followed(running, every_tool)
+        messages += await followed(running, every_tool, cancel=asks_to_cancel(turn.messages[-1] if turn.messages
+                                                                               else None))
     return LoopState(Offer(mcp_tools, client_tool_names, offered_names), request, messages, first_count, held=held)
 
 
