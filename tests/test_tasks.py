@@ -18,6 +18,7 @@ from app.chat.ports import TaskMark
 from tests.chat.memory.test_memory import ask
 from tests.conftest import Gateway, running_gateway
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
+from tests.support.replica_services import RedisServer
 from tests.test_reference_servers import EVERYTHING, INSTALLED
 
 RESEARCH = "everything__simulate-research-query"
@@ -148,3 +149,25 @@ def test_a_task_not_in_the_callers_list_is_not_cancelled(tasking_gateway: Gatewa
     refused = httpx.post(f"{tasking_gateway.url}/ui/tasks/everything/no-such-task/cancel", headers=DECLARED,
                          timeout=30)
     assert refused.status_code == 404 and refused.json()["error"]["code"] == "task_not_found"
+
+
+def test_a_task_asked_about_on_a_replica_whose_server_never_ran_it_is_told_plainly(
+    redis_server: RedisServer, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # A stdio server runs in each replica: a task started through replica A lives in A's server. The chat's memory is
+    # shared (Redis), so replica B finds the task and asks its own server, which never ran it: the model is told so,
+    # once, and not asked again.
+    settings: dict[str, Any] = {"upstream_url": f"{upstream.url}/v1", "state_url": redis_server.url, "task_wait": 0.5}
+    servers = {"everything": {"command": str(EVERYTHING)}}
+    with (running_gateway(tmp_path_factory.mktemp("a"), servers, ready=["everything"], **settings) as a,
+          running_gateway(tmp_path_factory.mktemp("b"), servers, ready=["everything"], **settings) as b):
+        history = started(a, upstream, "glaciers")
+        history.append({"role": "user", "content": "Is it done?"})
+        upstream.script(Turn(content="It cannot be reached from here."))
+        history.append({"role": "assistant", "content": ask(b.client(), history, stream=True)})
+        [outcome] = tool_results(upstream)[-1:]
+        assert "no longer knows the background task" in outcome and ": failed]" in outcome
+        history.append({"role": "user", "content": "Thanks."})
+        upstream.script(Turn(content="Welcome."))
+        ask(a.client(), history, stream=False)
+        assert upstream.chat_requests()[-1]["messages"][-1] == history[-1]
