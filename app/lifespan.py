@@ -81,16 +81,14 @@ def build_pool(
         connect_timeout=mcp.connect_timeout,
         call_timeout=mcp.tool_timeout,
         call_timeout_max=mcp.tool_timeout_max,
-        task_wait=mcp.task_wait,
-        task_book=TaskBook(vault) if vault is not None else TaskBook.in_memory(),
+        task_wait=mcp.task_wait, task_book=TaskBook(vault) if vault is not None else TaskBook.in_memory(),
         conversion=ConversionOptions(profile=resolve_profile(tools.schema_profile, settings.upstream.base),
                                      prefix=tools.tool_prefix, confirm=settings.approvals.confirm),
         rendering=RenderOptions(result_format=tools.result_format, max_chars=tools.max_result_chars),
         retry=retry,
         block_changed_tools=mcp.block_changed_tools,
         trusted=TrustedDefinitions(vault) if mcp.pin_tools else None,
-        sampling_model=mcp.sampling_model or None,
-        resource_tools=mcp.resource_tools,
+        sampling_model=mcp.sampling_model or None, resource_tools=mcp.resource_tools,
         max_message_bytes=int(mcp.message_mb * (1 << 20)),
     )
     return McpPool(

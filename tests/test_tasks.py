@@ -1,5 +1,7 @@
-"""Issue 49: tools a server runs as MCP tasks, over server-everything's `simulate-research-query` (the 2025-11-25
-wire: its task runs four stages of a second each), through the openai SDK whole and streamed.
+"""Issue 49: tools a server runs as MCP tasks, on both wires, through the openai SDK whole and streamed:
+server-everything's `simulate-research-query` (2025-11-25: the tool runs only as a task, four stages of a second) and
+tests/support/mcp_servers/tasking.py (2026-07-28, the tasks extension written with the mcp SDK: the server makes
+the call a task, three stages of a second).
 
 A task that ends within TOOLBRIDGE_TASK_WAIT is an ordinary call (its stages shown as progress); one that does not
 leaves the request: the model is told it started, the person chats on, and each later turn of the chat asks the
@@ -16,12 +18,14 @@ import pytest
 
 from app.chat.ports import TaskMark
 from tests.chat.memory.test_memory import ask
-from tests.conftest import Gateway, running_gateway
+from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.replica_services import RedisServer
 from tests.test_reference_servers import EVERYTHING, INSTALLED
 
 RESEARCH = "everything__simulate-research-query"
+# Each server's research tool, and how its report begins.
+SERVERS = {"everything": (RESEARCH, "Research Report: "), "tasking": ("tasking__research", "Research report: ")}
 TASK_SECONDS = 4  # server-everything's four stages
 DEADLINE = 60.0
 DECLARED = {"Content-Type": "application/json"}  # as every change the status page makes
@@ -31,8 +35,9 @@ PERSON_PAUSE = 1.0  # seconds between the person's messages
 @pytest.fixture(scope="module")
 def tasking_gateway(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     assert INSTALLED, "CI must install the reference servers: npm ci --prefix tests/npm"
-    with running_gateway(tmp_path_factory.mktemp("tasks"), {"everything": {"command": str(EVERYTHING)}},
-                         ready=("everything",), upstream_url=f"{upstream.url}/v1", task_wait=0.5) as gateway:
+    servers = {"everything": {"command": str(EVERYTHING)}, "tasking": stdio_entry("tasking.py")}
+    with running_gateway(tmp_path_factory.mktemp("tasks"), servers, ready=tuple(servers),
+                         upstream_url=f"{upstream.url}/v1", task_wait=0.5) as gateway:
         yield gateway
 
 
@@ -45,23 +50,25 @@ def test_a_tool_that_runs_only_as_a_task_is_offered(tasking_gateway: Gateway) ->
     assert RESEARCH in {tool["function"]["name"] for tool in tools}
 
 
+@pytest.mark.parametrize("server", SERVERS)
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_a_task_longer_than_the_wait_reaches_the_model_in_a_later_turn(
-    tasking_gateway: Gateway, upstream: FakeUpstream, stream: bool
+    tasking_gateway: Gateway, upstream: FakeUpstream, stream: bool, server: str
 ) -> None:
+    tool, report = SERVERS[server]
     client = tasking_gateway.client()
-    history: list[dict[str, Any]] = [{"role": "user", "content": f"Research the tides ({stream})."}]
-    upstream.script(Turn(calls=[Call(RESEARCH, {"topic": f"tides {stream}"})]), Turn(content="It is running."))
+    history: list[dict[str, Any]] = [{"role": "user", "content": f"Research the tides ({stream}, {server})."}]
+    upstream.script(Turn(calls=[Call(tool, {"topic": f"tides {stream}"})]), Turn(content="It is running."))
     started = time.monotonic()
     history.append({"role": "assistant", "content": ask(client, history, stream=stream)})
     assert history[-1]["content"] == "It is running."
     assert time.monotonic() - started < TASK_SECONDS  # the request did not wait for the task
     [note] = tool_results(upstream)
-    assert "started a background task on the MCP server 'everything'" in note and ": working]" in note
+    assert f"started a background task on the MCP server '{server}'" in note and ": working]" in note
 
     # The person chats on; each turn the model hears how the task is doing, until its result, once.
     outcome, deadline = "", time.monotonic() + DEADLINE
-    while "Research Report" not in outcome:
+    while report not in outcome:
         assert time.monotonic() < deadline, outcome
         time.sleep(PERSON_PAUSE)  # a person's pace; what ends the loop is the result itself, within DEADLINE
         upstream.script(Turn(content="Noted."))
@@ -69,17 +76,17 @@ def test_a_task_longer_than_the_wait_reaches_the_model_in_a_later_turn(
         history.append({"role": "assistant", "content": ask(client, history, stream=stream)})
         [outcome] = tool_results(upstream)[-1:]
         assert "still running" in outcome or "has ended" in outcome, outcome
-    assert f"Research Report: tides {stream}" in outcome and ": completed]" in outcome
+    assert f"{report}tides {stream}" in outcome and ": completed]" in outcome
     messages = upstream.chat_requests()[-1]["messages"]
     assert [m["role"] for m in messages[-3:]] == ["user", "assistant", "tool"]  # after the person's message
-    assert messages[-2]["tool_calls"][0]["function"]["name"] == RESEARCH
+    assert messages[-2]["tool_calls"][0]["function"]["name"] == tool
 
     upstream.script(Turn(content="Here is what it found."))
     history += [{"role": "user", "content": "What did it find?"}]
     assert ask(client, history, stream=stream) == "Here is what it found."
     sent = upstream.chat_requests()[-1]["messages"]
     assert sent[-1] == history[-1]  # not asked about again: its result is in the history memory gives back
-    assert any(f"Research Report: tides {stream}" in str(m.get("content")) for m in sent if m["role"] == "tool")
+    assert any(f"{report}tides {stream}" in str(m.get("content")) for m in sent if m["role"] == "tool")
 
 
 def test_a_task_that_ends_within_the_wait_is_an_ordinary_call(
@@ -97,10 +104,11 @@ def test_a_task_that_ends_within_the_wait_is_an_ordinary_call(
     assert content == "Done." and "Synthesizing findings" in reasoning  # its stages, as progress in the trace
 
 
-def started(gateway: Gateway, upstream: FakeUpstream, topic: str) -> list[dict[str, Any]]:
+def started(gateway: Gateway, upstream: FakeUpstream, topic: str, server: str = "everything"
+            ) -> list[dict[str, Any]]:
     """A chat whose first turn started a research task that runs on; its history as the client keeps it."""
-    history: list[dict[str, Any]] = [{"role": "user", "content": f"Research {topic}."}]
-    upstream.script(Turn(calls=[Call(RESEARCH, {"topic": topic})]), Turn(content="It is running."))
+    history: list[dict[str, Any]] = [{"role": "user", "content": f"Research {topic} on {server}."}]
+    upstream.script(Turn(calls=[Call(SERVERS[server][0], {"topic": topic})]), Turn(content="It is running."))
     history.append({"role": "assistant", "content": ask(gateway.client(), history, stream=False)})
     return history
 
@@ -122,12 +130,14 @@ def test_the_status_page_lists_a_task_as_its_server_last_described_it(
     assert 'id="tasks-section"' in page
 
 
+@pytest.mark.parametrize("server", SERVERS)
 @pytest.mark.parametrize("how", ["in the chat", "on the status page"])
-def test_a_running_task_can_be_cancelled(tasking_gateway: Gateway, upstream: FakeUpstream, how: str) -> None:
-    history = started(tasking_gateway, upstream, f"comets {how}")
+def test_a_running_task_can_be_cancelled(tasking_gateway: Gateway, upstream: FakeUpstream, how: str, server: str
+                                         ) -> None:
+    history = started(tasking_gateway, upstream, f"comets {how}", server)
     [mark] = TaskMark.found_in(tool_results(upstream)[0])
     if how == "on the status page":
-        url = f"{tasking_gateway.url}/ui/tasks/everything/{mark.task_id}/cancel"
+        url = f"{tasking_gateway.url}/ui/tasks/{server}/{mark.task_id}/cancel"
         cancelled = httpx.post(url, headers=DECLARED, timeout=30)
         assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
         history.append({"role": "user", "content": "Is it done?"})
@@ -171,3 +181,24 @@ def test_a_task_asked_about_on_a_replica_whose_server_never_ran_it_is_told_plain
         upstream.script(Turn(content="Welcome."))
         ask(a.client(), history, stream=False)
         assert upstream.chat_requests()[-1]["messages"][-1] == history[-1]
+
+
+def test_a_task_that_fails_tells_the_model_what_went_wrong(tasking_gateway: Gateway, upstream: FakeUpstream) -> None:
+    history = started(tasking_gateway, upstream, "fail", "tasking")
+    outcome, deadline = "", time.monotonic() + DEADLINE
+    while "has ended" not in outcome:
+        assert time.monotonic() < deadline, outcome
+        time.sleep(PERSON_PAUSE)
+        upstream.script(Turn(content="Noted."))
+        history += [{"role": "user", "content": "Is it done?"}]
+        history.append({"role": "assistant", "content": ask(tasking_gateway.client(), history, stream=False)})
+        [outcome] = tool_results(upstream)[-1:]
+    assert ": failed]" in outcome and "The archive is down." in outcome
+
+
+def test_a_server_that_answers_at_once_is_not_made_to_wait(tasking_gateway: Gateway, upstream: FakeUpstream) -> None:
+    # The 2026 server decides call by call: a call of another tool, or from a client without the extension, is
+    # answered at once; here the gateway declares it, and the server makes `research` a task.
+    [tool] = [t for t in httpx.get(f"{tasking_gateway.url}/tools", timeout=30).json()["data"]
+              if t["function"]["name"] == "tasking__research"]
+    assert "run as a task" in tool["function"]["description"]

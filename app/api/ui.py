@@ -20,7 +20,6 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
-from mcp import MCPError
 from sse_starlette import EventSourceResponse
 
 from app.access import KeyScope
@@ -282,10 +281,7 @@ async def cancel_task(server: str, task_id: str, pool: ViewDep) -> dict[str, Any
     except StateStoreError as exc:
         raise Overloaded("The tasks cannot be read now; try again.") from exc
     except PromptFailed as exc:
-        raise Conflict(str(exc), code="server_unavailable") from exc
-    except MCPError as exc:
-        raise Conflict(f"MCP server '{server}' did not cancel the task: it may have ended.",
-                       code="task_not_cancelled") from exc
+        raise Conflict(str(exc), code="task_not_cancelled") from exc
     if entry is None:
         raise RouteNotFound("No task of yours has this id on this server.", code="task_not_found")
     return _task_view(entry)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import anyio
 import structlog
 from mcp import Client, MCPError
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.types import (
     INVALID_PARAMS,
     REQUEST_TIMEOUT,
@@ -24,7 +25,6 @@ from mcp.types import (
     InputResponses,
     ListResourcesResult,
     ReadResourceResult,
-    Task,
 )
 from pydantic import ValidationError
 
@@ -44,7 +44,17 @@ from app.mcp.results import (
     render_result,
 )
 from app.mcp.skills import skill_uri
-from app.mcp.tasks import TaskNews, cancelled, cancelled_note, ended_note, follow_task, run_task, running_note
+from app.mcp.tasks import (
+    TaskHandle,
+    TaskNews,
+    cancelled,
+    cancelled_note,
+    ended_note,
+    follow_task,
+    running_note,
+    start_task,
+    waited,
+)
 from app.mcp.watching import connection_gone, session_gone
 from app.openai.result_format import RenderOptions
 from app.openai.wire import JSONObject, JSONValue
@@ -183,26 +193,7 @@ class McpCall:
             # A refused POST ends the wait at once: the SDK's sender may die of it without a word to us.
             result: CallToolResult | InputRequiredResult | ReadResourceResult | ListResourcesResult
             with deadline.scope, tracking_delivery(on_refused=deadline.scope.cancel) as delivery:
-                if self.route.reads_resources or self.route.loads_skills:
-                    asked: JSONObject = {"uri": skill_uri(arguments)} if self.route.loads_skills else arguments
-                    result = await read_or_list(client, asked)
-                elif self.route.runs_as_task:  # its time limit is the wait: the task itself runs on in the server
-                    deadline.scope.deadline = math.inf
-                    ran = await run_task(client, self.route.tool, arguments, limits.task_wait, progressed,
-                                         started=self._started_task)
-                    if isinstance(ran, Task):
-                        self.task, result = TaskNews.of(ran), running_note(server, ran, started=True)
-                    else:
-                        result = ran
-                        if self.task is not None:  # it ended within the wait: an ordinary call, listed as ended
-                            self.task = TaskNews(self.task.task_id, "failed" if ran.is_error else "completed", "")
-                else:
-                    result = await call_tool(
-                        # The SDK's own timeout is a backstop: the person's time, which ours leaves out, is in it.
-                        client, self.route.tool, arguments,
-                        read_timeout=deadline.cap + CALL_TIMEOUT_SLACK + HOLD_SECONDS * QUESTIONS_PER_CALL,
-                        progress=progressed, responses=responses, state=self.answers.state if self.answers else None,
-                    )
+                result = await self._sent(client, arguments, limits, progressed, responses)
             if delivery.refused and limits.tracked:
                 return ConnectionLost(never_ran=True)
             if deadline.scope.cancelled_caught:  # cancelling the call sent notifications/cancelled
@@ -218,14 +209,44 @@ class McpCall:
         return CallEnded(self._rendered(result))
 
     @staticmethod
-    async def _cancelled(client: Client, task_id: str) -> CallToolResult | Task:
+    async def _cancelled(client: Client, task_id: str) -> CallToolResult | TaskNews:
         try:
             return await cancelled(client, task_id)
         except MCPError:  # it had ended: its result, then
             return await follow_task(client, task_id)
 
-    def _started_task(self, task: Task) -> None:
-        self.task = TaskNews.of(task)
+    async def _sent(self, client: Client, arguments: JSONObject, limits: Limits, progressed: ProgressFnT,
+                    responses: InputResponses | None
+                    ) -> CallToolResult | InputRequiredResult | ReadResourceResult | ListResourcesResult:
+        """What the server answers the call (the task's result or what the model is told of it, for a task)."""
+        deadline = self._deadline
+        assert deadline is not None
+        if self.route.reads_resources or self.route.loads_skills:
+            asked: JSONObject = {"uri": skill_uri(arguments)} if self.route.loads_skills else arguments
+            return await read_or_list(client, asked)
+        if self.route.runs_as_task:  # a 2025 tool that only runs as a task
+            self.task = await start_task(client, self.route.tool, arguments)
+        else:
+            called = await call_tool(
+                # The SDK's own timeout is a backstop: the person's time, which ours leaves out, is in it.
+                client, self.route.tool, arguments,
+                read_timeout=deadline.cap + CALL_TIMEOUT_SLACK + HOLD_SECONDS * QUESTIONS_PER_CALL,
+                progress=progressed, responses=responses, state=self.answers.state if self.answers else None,
+            )
+            if not isinstance(called, TaskHandle):
+                return called
+            self.task = called.news  # a 2026 server made the call a task
+        deadline.scope.deadline = math.inf  # the wait is its limit: the task runs on in the server
+        return await self._waited(client, self.task, limits.task_wait, progressed)
+
+    async def _waited(self, client: Client, task: TaskNews, wait: float, progressed: ProgressReport) -> CallToolResult:
+        """The task's result when it ends within the wait (listed as ended); else what the model is told of it."""
+        ran = await waited(client, task, wait, progressed)
+        if isinstance(ran, TaskNews):
+            self.task = ran
+            return running_note(self.route.server, ran, started=True)
+        self.task = TaskNews(task.task_id, "failed" if ran.is_error else "completed", "")
+        return ran
 
     async def follow(self, client: Client, task_id: str, *, cancel: bool = False) -> CallEnded:
         """The task this tool started in an earlier turn, asked about again: its result once it ended (marked so),
@@ -243,8 +264,8 @@ class McpCall:
                              "and for the time the server keeps it. Call the tool again if the person still wants it.")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return self.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' closed the connection.")
-        if isinstance(ran, Task):
-            self.task = TaskNews.of(ran)
+        if isinstance(ran, TaskNews):
+            self.task = ran
             if ran.status == "cancelled":
                 return CallEnded(self._rendered(cancelled_note(server, ran)))
             return CallEnded(self._rendered(running_note(server, ran, started=False)))

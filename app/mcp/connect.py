@@ -38,6 +38,7 @@ from app.mcp.processes import (
 from app.mcp.sampling import Complete, sampling_handler
 from app.mcp.server_auth import ServerAuth
 from app.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES, stdio_client
+from app.mcp.tasks import TasksExtension
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -115,6 +116,8 @@ class ConnectionOpener:
             "mode": server.mode,
             # Declared so that a 2026-era server asks (input_required) rather than refusing the call.
             "elicitation_callback": on_question or declining_elicitation(name),
+            # A 2026-era server may then answer a call with a task, which the gateway follows (tasks.py).
+            "extensions": [TasksExtension()],
         }
         if self.complete is not None:  # registering the callback is what declares the capability
             options["sampling_callback"] = sampling_handler(name, self.complete, self.sampling_model, log)

@@ -27,6 +27,7 @@ from mcp.types import (
 from pydantic import ValidationError
 
 from app.chat.ports import InputNeeded
+from app.mcp.tasks import TaskHandle
 from app.openai.wire import JSONObject
 
 # A server that sends only its state back (no question) is asked again after a short, growing wait (as the SDK).
@@ -47,15 +48,17 @@ def input_needed(result: InputRequiredResult) -> InputNeeded:
 
 
 async def call_tool(client: Client, name: str, arguments: JSONObject, *, read_timeout: float, progress: ProgressFnT,
-                    responses: InputResponses | None, state: str | None) -> CallToolResult | InputRequiredResult:
-    """The call's result, or the `InputRequiredResult` that asks the person (see `asks_the_person`).
+                    responses: InputResponses | None, state: str | None
+                    ) -> CallToolResult | InputRequiredResult | TaskHandle:
+    """The call's result, the `InputRequiredResult` that asks the person (see `asks_the_person`), or the task the
+    server made of the call (tasks.py).
 
     Raises what `Client.call_tool` raises: MCPError, the output schema's RuntimeError, and
     InputRequiredRoundsExceededError for a server that never stops asking the client itself."""
     wait = FIRST_WAIT
     for _ in range(client.input_required_max_rounds + 1):
         result = await _send(client, name, arguments, read_timeout, progress, responses, state)
-        if isinstance(result, CallToolResult) or asks_the_person(result):
+        if isinstance(result, CallToolResult | TaskHandle) or asks_the_person(result):
             return result
         if result.input_requests:
             wait, responses = FIRST_WAIT, await _answered(client, result)
@@ -67,11 +70,15 @@ async def call_tool(client: Client, name: str, arguments: JSONObject, *, read_ti
 
 
 async def _send(client: Client, name: str, arguments: JSONObject, read_timeout: float, progress: ProgressFnT,
-                responses: InputResponses | None, state: str | None) -> CallToolResult | InputRequiredResult:
-    async def once() -> CallToolResult | InputRequiredResult:
-        return await client.session.call_tool(name, arguments, read_timeout_seconds=read_timeout,
-                                              progress_callback=progress, input_responses=responses,
-                                              request_state=state, allow_input_required=True)
+                responses: InputResponses | None, state: str | None
+                ) -> CallToolResult | InputRequiredResult | TaskHandle:
+    async def once() -> CallToolResult | InputRequiredResult | TaskHandle:
+        result = await client.session.call_tool(name, arguments, read_timeout_seconds=read_timeout,
+                                                progress_callback=progress, input_responses=responses,
+                                                request_state=state, allow_input_required=True, allow_claimed=True)
+        if not isinstance(result, CallToolResult | InputRequiredResult | TaskHandle):  # no other extension claims
+            raise RuntimeError(f"an unexpected result ({type(result).__name__})")
+        return result
 
     try:
         return await once()

@@ -14,6 +14,7 @@ from typing import Self
 
 import anyio
 import structlog
+from mcp import MCPError
 from mcp.types import GetPromptResult
 
 from app.chat.ports import ALL_TOOLS, ProgressReport, ToolAnswers, ToolSelection
@@ -304,7 +305,7 @@ class McpPool:
         """Has the server cancel one of `caller`'s listed tasks; the entry as it stands after, or None when the
         caller lists no such task.
 
-        Raises: PromptFailed: the server is down or was removed. MCPError: the server refused (the task ended)."""
+        Raises: PromptFailed: the server is down, was removed, or refused (the task had ended)."""
         book = self._options.task_book
         entry = await book.find(caller, server, task_id) if book is not None else None
         if book is None or entry is None:
@@ -312,7 +313,10 @@ class McpPool:
         supervisor = self._supervisors.get(server)
         if supervisor is None:
             raise PromptFailed(f"MCP server '{server}' was removed from the config.")
-        status = await supervisor.live.cancel_task(task_id)
+        try:
+            status = await supervisor.live.cancel_task(task_id)
+        except MCPError as exc:
+            raise PromptFailed(f"MCP server '{server}' did not cancel the task: it may have ended.") from exc
         await book.note(caller, server, entry.tool, task_id, status, "cancelled on the status page")
         return await book.find(caller, server, task_id)
 

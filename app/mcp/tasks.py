@@ -1,20 +1,26 @@
-"""Tools a server runs as MCP tasks, on the 2025-11-25 wire (experimental there: a tool's `execution.taskSupport`,
-the server's `tasks.requests.tools.call` capability; `tasks/get`, `tasks/result`, `tasks/cancel`).
+"""Tools a server runs as MCP tasks, on either wire the gateway speaks them on:
 
-The mcp 2.x SDK runs no tasks itself (its `call_tool` refuses a `CreateTaskResult`), so the call that creates one
-goes through the session's dispatcher as the SDK's own `send_request` would, less the result's validation; polling
-and the result are ordinary typed requests. A task is waited for TOOLBRIDGE_TASK_WAIT seconds in the request that
-called it, its status messages shown as progress; one that is still running then goes on without the request: the
-model is told it started, with its mark (`TaskMark`), and a later turn of the chat asks the server again
-(`follow_task`) until it ended. The 2026-07-28 tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) is not
-spoken yet: a modern server's task tools are not offered.
+- 2025-11-25 (experimental there): a tool says `execution.taskSupport: "required"`, the server declares
+  `tasks.requests.tools.call`; the call asks for a task (`task: {ttl}`), then `tasks/get`, `tasks/result`,
+  `tasks/cancel`. The mcp 2.x SDK refuses a `CreateTaskResult` to `call_tool`, so that call goes through the
+  session's dispatcher as the SDK's own `send_request` would, less the result's validation.
+- 2026-07-28, the extension `io.modelcontextprotocol/tasks` (SEP-2663): every call declares it (`TasksExtension`,
+  given to each `Client`), and the server may answer any call with a task handle (`resultType: "task"`), which the
+  SDK returns as the claim's model (`TaskHandle`); then `tasks/get` (whose answer carries the result once it ended)
+  and `tasks/cancel`.
+
+A task is waited for TOOLBRIDGE_TASK_WAIT seconds in the request that called it, its status messages shown as
+progress; one that is still running then goes on without the request: the model is told it started, with its mark
+(`TaskMark`), and a later turn of the chat asks the server again (`follow_task`) until it ended. A task that asks the
+person a question midway (`input_required`) is told as still running: its questions are not relayed yet.
 """
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import anyio
-from mcp import Client
+from mcp import Client, MCPError
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.types import (
     CallToolRequest,
     CallToolRequestParams,
@@ -23,21 +29,27 @@ from mcp.types import (
     CancelTaskRequestParams,
     CancelTaskResult,
     CreateTaskResult,
+    EmptyResult,
     GetTaskPayloadRequest,
     GetTaskPayloadRequestParams,
     GetTaskRequest,
     GetTaskRequestParams,
     GetTaskResult,
+    Request,
+    RequestParams,
+    Result,
     Task,
     TaskMetadata,
     TextContent,
     Tool,
 )
+from pydantic import ConfigDict
 
 from app.chat.ports import TASK_ENDED, ProgressReport, TaskMark
 from app.openai.wire import JSONObject
 
-TASK_TTL_MS = 24 * 3600 * 1000  # asked of the server; it may keep a task for less (its `ttl` says)
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+TASK_TTL_MS = 24 * 3600 * 1000  # asked of a 2025 server; it may keep a task for less (its `ttl` says)
 POLL_FIRST, POLL_MOST = 0.2, 2.0  # seconds between two `tasks/get` while the request waits, whatever the server asks
 
 
@@ -48,56 +60,132 @@ class TaskNews:
     task_id: str
     status: str
     message: str
+    poll_seconds: float = 0.0  # how often the server asks to be polled (0: it did not say)
 
-    @staticmethod
-    def of(task: Task) -> "TaskNews":
-        return TaskNews(task.task_id, task.status, task.status_message or "")
+
+class TaskHandle(Result):
+    """A 2026 server's answer to a call that became a task (the extension's `CreateTaskResult`)."""
+
+    model_config = ConfigDict(extra="allow")
+    result_type: Literal["task"] = "task"
+    task_id: str
+    status: Literal["working", "input_required", "completed", "failed", "cancelled"]
+    status_message: str | None = None
+    poll_interval_ms: int | None = None
+
+    @property
+    def news(self) -> TaskNews:
+        return TaskNews(self.task_id, self.status, self.status_message or "", (self.poll_interval_ms or 0) / 1000)
+
+
+async def _not_resolved_here(claimed: TaskHandle, context: ClaimContext) -> CallToolResult:
+    raise RuntimeError("a task is followed by the gateway (call_tool with allow_claimed)")
+
+
+class TasksExtension(ClientExtension):
+    """Declares the tasks extension on each 2026 call, and takes its task handle as a result."""
+
+    identifier = TASKS_EXTENSION
+
+    def claims(self) -> tuple[ResultClaim[TaskHandle]]:
+        return (ResultClaim(result_type="task", model=TaskHandle, resolve=_not_resolved_here),)
+
+
+class _TaskId(RequestParams):
+    task_id: str
+
+
+class _GetTask(Request[_TaskId, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: _TaskId
+
+
+class _CancelTask(Request[_TaskId, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    params: _TaskId
+
+
+class _DetailedTask(Result):
+    """The extension's `tasks/get` answer: the task, with its result or error once it ended."""
+
+    model_config = ConfigDict(extra="allow")
+    task_id: str
+    status: str
+    status_message: str | None = None
+    poll_interval_ms: int | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+    @property
+    def news(self) -> TaskNews:
+        return TaskNews(self.task_id, self.status, self.status_message or "", (self.poll_interval_ms or 0) / 1000)
 
 
 def runs_tasks(client: Client) -> bool:
-    """Whether the server runs tool calls as tasks (on the 2025-11-25 wire; the capability is gone from later)."""
-    tasks = client.server_capabilities.tasks
-    return tasks is not None and tasks.requests is not None and tasks.requests.tools is not None
+    """Whether the server runs tool calls as tasks on a wire the gateway speaks them on."""
+    capabilities = client.server_capabilities
+    legacy = capabilities.tasks
+    extensions = capabilities.extensions or {}
+    return TASKS_EXTENSION in extensions or (legacy is not None and legacy.requests is not None
+                                             and legacy.requests.tools is not None)
 
 
 def must_run_as_task(tool: Tool) -> bool:
+    """A 2025 tool that only runs as a task (a 2026 server decides call by call, and says nothing beforehand)."""
     execution = getattr(tool, "execution", None)
     return getattr(execution, "task_support", None) == "required"
 
 
-async def run_task(client: Client, tool: str, arguments: JSONObject, wait: float,
-                   on_status: ProgressReport | None, started: Callable[[Task], None]) -> CallToolResult | Task:
-    """The tool's result when its task ends within `wait` seconds; else the task as it runs on. `started` learns
-    of the task once the server made it."""
-    task = await _created(client, tool, arguments)
-    started(task)
+def _modern(client: Client) -> bool:
+    return client.server_capabilities.tasks is None
+
+
+async def start_task(client: Client, tool: str, arguments: JSONObject) -> TaskNews:
+    """A 2025 server's task for the call, as it was made."""
+    session = client.session
+    request = CallToolRequest(params=CallToolRequestParams(name=tool, arguments=arguments,
+                                                           task=TaskMetadata(ttl=TASK_TTL_MS)))
+    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+    options: dict[str, object] = {}
+    session._stamp(data, options)  # type: ignore[arg-type]  # the headers send_request would send (Mcp-Name)
+    raw = await session._dispatcher.send_raw_request(data["method"], data.get("params"), options)  # type: ignore[arg-type]
+    return _legacy_news(CreateTaskResult.model_validate(raw).task)
+
+
+async def waited(client: Client, task: TaskNews, wait: float, on_status: ProgressReport | None
+                 ) -> CallToolResult | TaskNews:
+    """The task's result when it ends within `wait` seconds; else the task as it runs on."""
     with anyio.move_on_after(wait):
         return await _ended(client, task, on_status)
-    return await _status(client, task.task_id)
+    return await _asked(client, task.task_id)
 
 
-async def follow_task(client: Client, task_id: str) -> CallToolResult | Task:
-    """The task's result once it ended (a failed task's too: the server says what went wrong in it), else the task
-    as it runs on, or as it was cancelled.
+async def follow_task(client: Client, task_id: str) -> CallToolResult | TaskNews:
+    """The task's result once it ended (a failed task's too: what went wrong), else the task as it runs on, or as it
+    was cancelled.
 
-    Raises: MCPError: the server knows no such task (another connection's, or past its time to live)."""
-    task = await _status(client, task_id)
-    if task.status in TASK_ENDED and task.status != "cancelled":  # a cancelled task has no result to fetch
-        return await _result(client, task_id)
-    return task
-
-
-async def cancelled(client: Client, task_id: str) -> Task:
-    """The task after the server was asked to cancel it (one that had ended stays as it ended).
-
-    Raises: MCPError: the server knows no such task, or it ended already (the spec's -32602)."""
-    return await client.session.send_request(CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id)),
-                                             CancelTaskResult)
+    Raises: MCPError: the server knows no such task (another session's, or past its time to live)."""
+    asked = await _asked(client, task_id)
+    if isinstance(asked, TaskNews) and asked.status in TASK_ENDED and asked.status != "cancelled":
+        return await _legacy_result(client, task_id)  # a 2026 server's came with the answer
+    return asked
 
 
-def running_note(server: str, task: Task, *, started: bool) -> CallToolResult:
+async def cancelled(client: Client, task_id: str) -> TaskNews:
+    """The task after the server was asked to cancel it.
+
+    Raises: MCPError: the server knows no such task, or it had ended (the spec's -32602)."""
+    if _modern(client):
+        await client.session.send_request(_CancelTask(params=_TaskId(task_id=task_id)), EmptyResult)
+        asked = await _asked(client, task_id)
+        return asked if isinstance(asked, TaskNews) else TaskNews(task_id, "completed", "")
+    return _legacy_news(await client.session.send_request(
+        CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id)), CancelTaskResult))
+
+
+def running_note(server: str, task: TaskNews, *, started: bool) -> CallToolResult:
     """What the model is told of a task still running: that the answer goes on without its result."""
-    doing = f' ("{task.status_message}")' if task.status_message else ""
+    doing = f' ("{task.message}")' if task.message else ""
     first = ("The tool started a background task on the MCP server" if started else
              "The background task this tool started earlier is still running on the MCP server")
     text = (f"{first} '{server}'{doing} {TaskMark(server, task.task_id, task.status)}. It goes on after this answer: "
@@ -106,7 +194,7 @@ def running_note(server: str, task: Task, *, started: bool) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)])
 
 
-def cancelled_note(server: str, task: Task) -> CallToolResult:
+def cancelled_note(server: str, task: TaskNews) -> CallToolResult:
     said = TaskMark(server, task.task_id, "cancelled")
     text = f"The background task this tool started earlier was cancelled {said}: no result will come."
     return CallToolResult(content=[TextContent(type="text", text=text)])
@@ -119,35 +207,51 @@ def ended_note(server: str, task_id: str, status: str, result: CallToolResult) -
     return result.model_copy(update={"content": [first, *result.content]})
 
 
-async def _created(client: Client, tool: str, arguments: JSONObject) -> Task:
-    session = client.session
-    request = CallToolRequest(params=CallToolRequestParams(name=tool, arguments=arguments,
-                                                           task=TaskMetadata(ttl=TASK_TTL_MS)))
-    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
-    options: dict[str, object] = {}
-    session._stamp(data, options)  # type: ignore[arg-type]  # the headers send_request would send (Mcp-Name)
-    raw = await session._dispatcher.send_raw_request(data["method"], data.get("params"), options)  # type: ignore[arg-type]
-    return CreateTaskResult.model_validate(raw).task
-
-
-async def _ended(client: Client, task: Task, on_status: ProgressReport | None) -> CallToolResult:
-    pause, said, polls = POLL_FIRST, task.status_message, 0
-    while task.status not in TASK_ENDED:
-        asked = (task.poll_interval or 0) / 1000
-        await anyio.sleep(min(max(asked, pause), POLL_MOST))
+async def _ended(client: Client, task: TaskNews, on_status: ProgressReport | None) -> CallToolResult:
+    pause, said, polls = POLL_FIRST, task.message, 0
+    asked: CallToolResult | TaskNews = task
+    while isinstance(asked, TaskNews):
+        if asked.status in TASK_ENDED:
+            if asked.status == "cancelled":
+                return CallToolResult(content=[TextContent(type="text", text="The task was cancelled.")],
+                                      is_error=True)
+            return await _legacy_result(client, asked.task_id)
+        await anyio.sleep(min(max(asked.poll_seconds, pause), POLL_MOST))
         pause = min(pause * 2, POLL_MOST)
-        task, polls = await _status(client, task.task_id), polls + 1
-        if on_status is not None and task.status_message and task.status_message != said:
-            said = task.status_message
+        asked, polls = await _asked(client, task.task_id), polls + 1
+        if on_status is not None and isinstance(asked, TaskNews) and asked.message and asked.message != said:
+            said = asked.message
             await on_status(polls, None, said)
-    return await _result(client, task.task_id)
+    return asked
 
 
-async def _status(client: Client, task_id: str) -> Task:
-    return await client.session.send_request(GetTaskRequest(params=GetTaskRequestParams(task_id=task_id)),
-                                             GetTaskResult)
+async def _asked(client: Client, task_id: str) -> CallToolResult | TaskNews:
+    """What the server says of the task now: on the 2026 wire, its result once it ended."""
+    if not _modern(client):
+        return _legacy_news(await client.session.send_request(
+            GetTaskRequest(params=GetTaskRequestParams(task_id=task_id)), GetTaskResult))
+    detailed = await client.session.send_request(_GetTask(params=_TaskId(task_id=task_id)), _DetailedTask)
+    if detailed.status == "completed":
+        return CallToolResult.model_validate(detailed.result or {"content": []})
+    if detailed.status == "failed":
+        message = (detailed.error or {}).get("message") or detailed.status_message or "the task failed"
+        return CallToolResult(content=[TextContent(type="text", text=str(message))], is_error=True)
+    return detailed.news
 
 
-async def _result(client: Client, task_id: str) -> CallToolResult:
-    return await client.session.send_request(
-        GetTaskPayloadRequest(params=GetTaskPayloadRequestParams(task_id=task_id)), CallToolResult)
+async def _legacy_result(client: Client, task_id: str) -> CallToolResult:
+    try:
+        return await client.session.send_request(
+            GetTaskPayloadRequest(params=GetTaskPayloadRequestParams(task_id=task_id)), CallToolResult)
+    except MCPError as exc:  # a failed task's error
+        return CallToolResult(content=[TextContent(type="text", text=exc.message)], is_error=True)
+
+
+def _legacy_news(task: Task) -> TaskNews:
+    return TaskNews(task.task_id, task.status, task.status_message or "", (task.poll_interval or 0) / 1000)
+
+
+def started_from(handle: object) -> TaskNews | None:
+    """The task a 2026 server answered a call with; None for any other result."""
+    return handle.news if isinstance(handle, TaskHandle) else None
+

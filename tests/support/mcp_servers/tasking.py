@@ -1,0 +1,97 @@
+"""A 2026-07-28 server that speaks the tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663), written with the mcp
+SDK's extension surface: a call of `research` from a client that declares the extension is answered with a task
+handle (`resultType: "task"`) and runs on in this process, three stages of `STAGE_SECONDS`; `tasks/get` says how it
+does (its result inline once completed), `tasks/cancel` stops it. Without the declaration the tool answers at once.
+
+`research` with `topic` "fail" ends the task `failed` with a JSON-RPC error, as the extension says a failure is told.
+"""
+
+import secrets
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import anyio.abc
+from mcp.server.extension import Extension, MethodBinding
+from mcp.server.mcpserver import MCPServer
+from mcp.types import RequestParams
+
+TASKS = "io.modelcontextprotocol/tasks"
+STAGES = ("Gathering sources", "Reading", "Writing the report")
+STAGE_SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
+
+
+class TaskId(RequestParams):
+    task_id: str
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class Tasks(Extension):
+    identifier = TASKS
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, dict[str, Any]] = {}
+        self.group: anyio.abc.TaskGroup | None = None
+
+    def methods(self) -> list[MethodBinding]:
+        return [MethodBinding("tasks/get", TaskId, self.get), MethodBinding("tasks/cancel", TaskId, self.cancel)]
+
+    async def get(self, ctx: Any, params: TaskId) -> dict[str, Any]:
+        return {"resultType": "complete", **self.tasks[params.task_id]}
+
+    async def cancel(self, ctx: Any, params: TaskId) -> dict[str, Any]:
+        task = self.tasks[params.task_id]
+        if task["status"] in ("completed", "failed", "cancelled"):
+            raise ValueError("the task has ended")
+        task.update(status="cancelled", statusMessage="Cancelled by the client", lastUpdatedAt=now())
+        return {}
+
+    async def intercept_tool_call(self, params: Any, ctx: Any, call_next: Any) -> Any:
+        declared = ((ctx.meta or {}).get("io.modelcontextprotocol/clientCapabilities") or {}).get("extensions") or {}
+        if params.name != "research" or TASKS not in declared or self.group is None:
+            return await call_next(ctx)
+        task_id = secrets.token_hex(12)
+        self.tasks[task_id] = {"taskId": task_id, "status": "working", "statusMessage": "Starting",
+                               "createdAt": now(), "lastUpdatedAt": now(), "ttlMs": 600_000, "pollIntervalMs": 200}
+        self.group.start_soon(self.run, task_id, str((params.arguments or {}).get("topic", "")))
+        return {"resultType": "task", **self.tasks[task_id]}
+
+    async def run(self, task_id: str, topic: str) -> None:
+        task = self.tasks[task_id]
+        for stage in STAGES:
+            if task["status"] == "cancelled":
+                return
+            task.update(statusMessage=f"{stage}...", lastUpdatedAt=now())
+            await anyio.sleep(STAGE_SECONDS)
+        if task["status"] == "cancelled":
+            return
+        if topic == "fail":
+            task.update(status="failed", lastUpdatedAt=now(), error={"code": -32603, "message": "The archive is down."})
+            return
+        task.update(status="completed", lastUpdatedAt=now(),
+                    result={"content": [{"type": "text", "text": f"Research report: {topic}"}], "isError": False})
+
+
+tasks = Tasks()
+server = MCPServer("tasking", extensions=[tasks])
+
+
+@server.tool()
+def research(topic: str) -> str:
+    """Research a topic: takes a few seconds, run as a task."""
+    return f"Research report: {topic} (at once)"
+
+
+async def main() -> None:
+    async with anyio.create_task_group() as group:
+        tasks.group = group
+        await server.run_stdio_async()
+        group.cancel_scope.cancel()
+
+
+if __name__ == "__main__":
+    anyio.run(main)
