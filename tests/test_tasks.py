@@ -202,3 +202,13 @@ def test_a_server_that_answers_at_once_is_not_made_to_wait(tasking_gateway: Gate
     [tool] = [t for t in httpx.get(f"{tasking_gateway.url}/tools", timeout=30).json()["data"]
               if t["function"]["name"] == "tasking__research"]
     assert "run as a task" in tool["function"]["description"]
+
+
+def test_the_trace_shows_what_a_task_said_in_a_later_turn(tasking_gateway: Gateway, upstream: FakeUpstream) -> None:
+    history = started(tasking_gateway, upstream, "trace", "tasking")
+    history.append({"role": "user", "content": "Is it done?"})
+    upstream.script(Turn(content="Not yet."))
+    chunks = list(tasking_gateway.client().chat.completions.create(model="m", messages=history, stream=True))  # type: ignore[arg-type]
+    reasoning = "".join(getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices)
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert content == "Not yet." and "tasking__research" in reasoning

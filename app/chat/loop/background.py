@@ -10,9 +10,12 @@ memory gave back count: a client cannot make the gateway ask about a task by wri
 
 import re
 import secrets
+import time
 from collections.abc import Sequence
 
-from app.chat.ports import TASK_ENDED, RequestTools, RestoredHistory, TaskMark, ToolAnswers
+from app.chat.events import ToolsRan
+from app.chat.loop.held import NotRun
+from app.chat.ports import TASK_ENDED, RequestTools, RestoredHistory, TaskMark, ToolAnswers, ToolOutput
 from app.openai.accumulate import ToolCall
 from app.openai.wire import Message
 
@@ -50,21 +53,27 @@ def running_tasks(history: RestoredHistory) -> list[tuple[ToolCall, TaskMark]]:
 
 
 async def followed(running: Sequence[tuple[ToolCall, TaskMark]], tools: RequestTools, *, cancel: bool = False
-                   ) -> list[Message]:
+                   ) -> tuple[list[Message], ToolsRan]:
     """The round that asks about each running task (`cancel`: has it cancelled): the calls as the model would have
     made them, and what the servers say (each from the server the mark names, which the tool's name must still lead
-    to)."""
+    to); and the round as the trace shows it."""
     calls: list[ToolCall] = []
     results: list[Message] = []
+    outputs: list[ToolOutput] = []
+    durations: list[float] = []
     for call, mark in running:
         again = ToolCall(f"call_{secrets.token_hex(8)}", call.name, call.arguments)
+        started = time.perf_counter()
+        output: ToolOutput
         if tools.server_of(call.name) != mark.server:
-            content = (f"The background task {mark} was started by a tool no longer offered: its result cannot be "
-                       "asked for.")
+            output = NotRun(f"The background task {mark} was started by a tool no longer offered: its result cannot "
+                            "be asked for.", retryable=False)
         else:
             state = mark.cancel_state if cancel else mark.state
-            content = (await tools.call_tool(call.name, call.arguments, answers=ToolAnswers({}, state))).content
+            output = await tools.call_tool(call.name, call.arguments, answers=ToolAnswers({}, state))
         calls.append(again)
-        results.append({"role": "tool", "tool_call_id": again.id, "content": content})
+        outputs.append(output)
+        durations.append((time.perf_counter() - started) * 1000)
+        results.append({"role": "tool", "tool_call_id": again.id, "content": output.content})
     asked: Message = {"role": "assistant", "content": "", "tool_calls": [c.to_message_part() for c in calls]}
-    return [asked, *results]
+    return [asked, *results], ToolsRan(calls, outputs, durations)

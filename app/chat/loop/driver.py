@@ -102,6 +102,9 @@ async def _rounds(state: LoopState, context: RoundContext) -> AsyncGenerator[Loo
         asked: ChatBody = {**state.request, "messages": state.messages}
         async for event in _shown(_ask(context.upstream, asked, turn, first=number == 1 and state.held is None), state):
             yield event
+            if isinstance(event, Started) and state.followed is not None:  # the trace shows what the tasks said
+                yield state.followed
+                state.followed = None
         _count(context.stats, number, turn)
         calls = turn.tool_calls()
         mcp_calls, client_calls = split_calls(calls, state.offer.client_tool_names)

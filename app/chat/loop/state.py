@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from app.chat.answer import strip_trace
+from app.chat.events import ToolsRan
 from app.chat.loop.background import asks_to_cancel, followed, running_tasks
 from app.chat.loop.decision import CallKey
 from app.chat.loop.held import Held, held_round
@@ -52,6 +53,7 @@ class LoopState:
     answering_now: bool = False  # the model repeated answered calls and was asked to answer from what it has
     waiting_for_answer: bool = False  # the round's calls came back with the server's questions: the response ends
     held: Held | None = None  # a round that waited for the person's yes, run or refused before the first round
+    followed: ToolsRan | None = None  # the background tasks asked about before the first round, for the trace
 
     def our_rounds(self) -> list[Message]:
         """This request's rounds as memory keeps them."""
@@ -81,10 +83,13 @@ async def start_state(
     offered_names = client_tool_names | {tool["function"]["name"] for tool in mcp_tools.openai_tools}
     messages = await _first_messages(request, history, mcp_tools, options, memory)
     first_count = len(messages)
+    followed_round = None
     if running:  # asked about before the first round, as a round of this turn's
-        messages += await followed(running, every_tool, cancel=asks_to_cancel(turn.messages[-1] if turn.messages
-                                                                               else None))
-    return LoopState(Offer(mcp_tools, client_tool_names, offered_names), request, messages, first_count, held=held)
+        added, followed_round = await followed(running, every_tool,
+                                               cancel=asks_to_cancel(turn.messages[-1] if turn.messages else None))
+        messages += added
+    return LoopState(Offer(mcp_tools, client_tool_names, offered_names), request, messages, first_count, held=held,
+                     followed=followed_round)
 
 
 async def _within_budget(
