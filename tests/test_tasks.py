@@ -212,3 +212,4 @@ def test_the_trace_shows_what_a_task_said_in_a_later_turn(tasking_gateway: Gatew
     reasoning = "".join(getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices)
     content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert content == "Not yet." and "tasking__research" in reasoning
+
