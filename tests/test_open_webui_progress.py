@@ -7,19 +7,15 @@ second) and a scripted upstream. Screenshot: test-artifacts/open_webui_progress.
 """
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-from tests.conftest import Gateway, stdio_entry
-from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
+from tests.conftest import stdio_entry
+from tests.support.fake_upstream import Call, Turn
 from tests.support.open_webui import (
     chat_page,
-    keyed_gateway,
     offered_name,
     person_asked,
-    running_open_webui,
+    scripted_chat,
     send,
     skip_without_open_webui,
 )
@@ -40,22 +36,8 @@ def scripted(body: dict[str, Any]) -> Turn:
     return Turn(content="Working on it.", calls=[Call(name, {"count": 4, "every": 1.5})])
 
 
-@pytest.fixture(scope="module")
-def model() -> FakeUpstream:
-    return FakeUpstream(default=scripted)
-
-
-@pytest.fixture(scope="module")
-def gateway(model: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    with keyed_gateway(model, tmp_path_factory.mktemp("owui-progress"), {"basic": stdio_entry("basic.py")}, KEY,
-                       tool_trace="details") as gateway:
-        yield gateway
-
-
-@pytest.fixture(scope="module")
-def open_webui(gateway: Gateway, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with running_open_webui(f"{gateway.url}/v1", KEY, MODEL, tmp_path_factory.mktemp("owui-progress-data")) as url:
-        yield url
+model, gateway, open_webui = scripted_chat("owui-progress", KEY, {"basic": stdio_entry("basic.py")}, scripted,
+                                           tool_trace="details")
 
 
 def test_progress_shows_in_the_reasoning_while_the_tool_runs(open_webui: str) -> None:

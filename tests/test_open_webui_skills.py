@@ -5,20 +5,16 @@ Open WebUI -> the gateway -> tests/support/mcp_servers/skilled.py (two SKILL.md 
 Screenshots: test-artifacts/open_webui_skill_{model,slash}.png.
 """
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from app.openai.schemas import content_text
-from tests.conftest import Gateway, stdio_entry
-from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
+from tests.conftest import stdio_entry
+from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.open_webui import (
     chat_page,
-    keyed_gateway,
     offered_name,
     person_asked,
-    running_open_webui,
+    scripted_chat,
     send,
     skip_without_open_webui,
 )
@@ -42,22 +38,7 @@ def scripted(body: dict[str, Any]) -> Turn:
     return Turn(content="Loading the skill.", calls=[Call(name, {"name": "release-notes"})])
 
 
-@pytest.fixture(scope="module")
-def model() -> FakeUpstream:
-    return FakeUpstream(default=scripted)
-
-
-@pytest.fixture(scope="module")
-def gateway(model: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    with keyed_gateway(model, tmp_path_factory.mktemp("owui-skills"), {"skilled": stdio_entry("skilled.py")},
-                       KEY) as gateway:
-        yield gateway
-
-
-@pytest.fixture(scope="module")
-def open_webui(gateway: Gateway, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with running_open_webui(f"{gateway.url}/v1", KEY, MODEL, tmp_path_factory.mktemp("owui-skills-data")) as url:
-        yield url
+model, gateway, open_webui = scripted_chat("owui-skills", KEY, {"skilled": stdio_entry("skilled.py")}, scripted)
 
 
 def test_the_model_loads_a_skill(open_webui: str) -> None:

@@ -6,19 +6,14 @@ of a second) and a scripted upstream. Screenshot: test-artifacts/open_webui_task
 """
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-from tests.conftest import Gateway
-from tests.support.fake_upstream import MODEL, Call, FakeUpstream, Turn
+from tests.support.fake_upstream import Call, Turn
 from tests.support.open_webui import (
     chat_page,
-    keyed_gateway,
     offered_name,
     person_asked,
-    running_open_webui,
+    scripted_chat,
     send,
     skip_without_open_webui,
 )
@@ -48,22 +43,8 @@ def scripted(body: dict[str, Any]) -> Turn:
     return Turn(content="Starting the research.", calls=[Call(name, {"topic": "tides"})])
 
 
-@pytest.fixture(scope="module")
-def model() -> FakeUpstream:
-    return FakeUpstream(default=scripted)
-
-
-@pytest.fixture(scope="module")
-def gateway(model: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    with keyed_gateway(model, tmp_path_factory.mktemp("owui-tasks"), {"everything": {"command": str(EVERYTHING)}},
-                       KEY, task_wait=0.5) as gateway:
-        yield gateway
-
-
-@pytest.fixture(scope="module")
-def open_webui(gateway: Gateway, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with running_open_webui(f"{gateway.url}/v1", KEY, MODEL, tmp_path_factory.mktemp("owui-tasks-data")) as url:
-        yield url
+model, gateway, open_webui = scripted_chat("owui-tasks", KEY, {"everything": {"command": str(EVERYTHING)}}, scripted,
+                                           task_wait=0.5)
 
 
 def test_a_task_started_in_one_message_answers_a_later_one(open_webui: str) -> None:

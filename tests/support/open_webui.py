@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +26,7 @@ import pytest
 
 from app.openai.schemas import content_text
 from tests.conftest import Gateway, running_gateway
-from tests.support.fake_upstream import FakeUpstream
+from tests.support.fake_upstream import MODEL, FakeUpstream, Turn
 from tests.support.servers import ServerThread
 
 OPEN_WEBUI = os.environ.get("TOOLBRIDGE_TEST_OPEN_WEBUI", "")
@@ -49,6 +49,32 @@ def keyed_gateway(model: FakeUpstream, tmp: Path, servers: dict[str, Any], key: 
         tmp, servers, ready=tuple(servers), key=key, upstream_url=f"{upstream.url}/v1", api_keys=key, **settings,
     ) as gateway:
         yield gateway
+
+
+ScriptedModel = Callable[[dict[str, Any]], Turn]
+
+
+def scripted_chat(name: str, key: str, servers: dict[str, Any], scripted: ScriptedModel, **settings: Any
+                  ) -> tuple[Any, Any, Any]:
+    """The three module fixtures of a test that chats through Open WebUI: `model` (the scripted upstream), `gateway`
+    (keyed_gateway with `servers` and `settings`) and `open_webui` (in front of it). A module assigns them:
+    `model, gateway, open_webui = scripted_chat(...)`."""
+
+    @pytest.fixture(scope="module")
+    def model() -> FakeUpstream:
+        return FakeUpstream(default=scripted)
+
+    @pytest.fixture(scope="module")
+    def gateway(model: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+        with keyed_gateway(model, tmp_path_factory.mktemp(name), servers, key, **settings) as gateway:
+            yield gateway
+
+    @pytest.fixture(scope="module")
+    def open_webui(gateway: Gateway, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+        with running_open_webui(f"{gateway.url}/v1", key, MODEL, tmp_path_factory.mktemp(f"{name}-data")) as url:
+            yield url
+
+    return model, gateway, open_webui
 
 
 @contextmanager
