@@ -21,6 +21,7 @@ from tests.chat.memory.test_memory import ask
 from tests.conftest import Gateway, running_gateway, stdio_entry
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 from tests.support.replica_services import RedisServer
+from tests.support.servers import ServerThread
 from tests.test_reference_servers import EVERYTHING, INSTALLED
 
 RESEARCH = "everything__simulate-research-query"
@@ -30,6 +31,7 @@ TASK_SECONDS = 4  # server-everything's four stages
 DEADLINE = 60.0
 DECLARED = {"Content-Type": "application/json"}  # as every change the status page makes
 PERSON_PAUSE = 1.0  # seconds between the person's messages
+PAGE_POLL = 0.3  # seconds between two reads of the status page's list
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +130,14 @@ def test_the_status_page_lists_a_task_as_its_server_last_described_it(
     assert entry["status"] == "working" and not entry["ended"] and entry["message"].endswith("...")
     page = httpx.get(f"{tasking_gateway.url}/", timeout=30).text
     assert 'id="tasks-section"' in page
+    # Without a word in the chat, the list asks the server about what runs: its stages, then its end.
+    said, deadline = [entry["message"]], time.monotonic() + DEADLINE
+    while entry["status"] == "working":
+        assert time.monotonic() < deadline, said
+        time.sleep(PAGE_POLL)
+        [entry] = [t for t in listed(tasking_gateway) if t["task_id"] == mark.task_id]
+        said += [entry["message"]] if entry["message"] != said[-1] else []
+    assert entry["status"] == "completed" and len(said) >= 2, said
 
 
 @pytest.mark.parametrize("server", SERVERS)
@@ -213,3 +223,29 @@ def test_the_trace_shows_what_a_task_said_in_a_later_turn(tasking_gateway: Gatew
     content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert content == "Not yet." and "tasking__research" in reasoning
 
+
+
+def test_a_task_on_a_shared_remote_server_reaches_the_chat_through_the_other_replica(
+    redis_server: RedisServer, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # One remote server (streamable HTTP) whose tasks belong to no session, two replicas sharing memory on Redis:
+    # started through A, asked about and delivered through B.
+    from tests.support.mcp_servers.tasking import server
+
+    with ServerThread(server.streamable_http_app()) as remote:
+        settings: dict[str, Any] = {"upstream_url": f"{upstream.url}/v1", "state_url": redis_server.url,
+                                    "task_wait": 0.2}
+        servers = {"tasking": {"url": f"{remote.url}/mcp"}}
+        with (running_gateway(tmp_path_factory.mktemp("a"), servers, ready=["tasking"], **settings) as a,
+              running_gateway(tmp_path_factory.mktemp("b"), servers, ready=["tasking"], **settings) as b):
+            history = started(a, upstream, "fjords", "tasking")
+            outcome, deadline = "", time.monotonic() + DEADLINE
+            while "has ended" not in outcome:
+                assert time.monotonic() < deadline, outcome
+                time.sleep(PERSON_PAUSE)
+                upstream.script(Turn(content="Noted."))
+                history += [{"role": "user", "content": "Is it done?"}]
+                history.append({"role": "assistant", "content": ask(b.client(), history, stream=True)})
+                [outcome] = tool_results(upstream)[-1:]
+                assert "still running" in outcome or "has ended" in outcome, outcome
+            assert "Research report: fjords" in outcome and ": completed]" in outcome

@@ -264,10 +264,9 @@ async def revoke_grant(grant_id: str, memory: MemoryDep, owner: OwnerDep) -> dic
 @router.get("/tasks")
 async def tasks(pool: ViewDep) -> dict[str, Any]:
     """The background tasks the caller's calls started (MCP tasks that outlived their request, and those that ended
-    within it), oldest first, as their servers last described them when the gateway asked."""
-    book = pool.pool.task_book
+    within it), oldest first; those still running as their servers describe them now."""
     try:
-        listed = await book.of(pool.scope.caller) if book is not None else []
+        listed = await pool.pool.tasks_now(pool.scope.caller)
     except StateStoreError as exc:
         raise Overloaded("The tasks cannot be read now; try again.") from exc
     return {"object": "list", "data": [_task_view(entry) for entry in listed]}

@@ -8,8 +8,6 @@ Which connection is live, and when the next one starts, is the supervisor's busi
 publishes each connection here, and learns from `lost` and `needed` that a call found it gone.
 """
 
-from typing import TypeVar
-
 import anyio
 from mcp import Client
 from mcp.types import ElicitResult, GetPromptResult
@@ -23,12 +21,13 @@ from app.mcp.prompts import PromptFailed, completions, get_prompt, skill_message
 from app.mcp.results import FailureKind
 from app.mcp.status import ServerState, ServerStatus, unavailable
 from app.mcp.task_book import TaskBook
-from app.mcp.tasks import cancelled
+from app.mcp.tasks import TaskNews, cancelled, task_news
 
 # How long a safe call whose remote session expired waits for the reconnection before its one retry.
 RECONNECT_WAIT = 10.0
 
-T = TypeVar("T")
+
+NOTE_SECONDS = 5.0  # a task's line in the caller's list, written after its request
 
 
 class LiveConnection:
@@ -73,13 +72,19 @@ class LiveConnection:
                 self.needed.set()
             return call.fail(FailureKind.SERVER_UNAVAILABLE, unavailable(self.name, self._status.state))
         if call.answers is not None and (asked := task_of(call.answers.state)) is not None:
-            return await self._noted(call, await call.follow(client, asked[0], cancel=asked[1]))
+            try:
+                return await call.follow(client, asked[0], cancel=asked[1])
+            finally:
+                await self._note(call)
         parsed = call.checked_arguments(arguments)
         if isinstance(parsed, CallEnded):
             return parsed
         limits = Limits(self._call_timeout, self._longest_call_timeout, self._status.transport == "http",
                         self._task_wait)
-        ended = await self._noted(call, await self.holder.run(call, client, parsed, limits))
+        try:
+            ended = await self.holder.run(call, client, parsed, limits)
+        finally:  # a task the call started is listed even when the request ended first (its client left)
+            await self._note(call)
         if isinstance(ended, ConnectionLost):
             self.lost.set()
             retry = (call.route.safe_to_retry or ended.never_ran) and not self._signed_out
@@ -88,13 +93,19 @@ class LiveConnection:
                 ended = await self.holder.run(call, self.client, parsed, limits)
         return self._ended(call, ended, "closed the connection; it is being restarted.")
 
-    async def _noted(self, call: McpCall, ended: T) -> T:
-        """`ended`, once what the server said of the call's MCP task (if it runs as one) is in the caller's list."""
-        if call.task is not None and self._task_book is not None:
-            news = call.task
-            await self._task_book.note(CURRENT_SCOPE.get().caller, self.name, call.route.tool, news.task_id,
-                                       news.status, news.message)
-        return ended
+    async def _note(self, call: McpCall) -> None:
+        """What the server said of the call's MCP task (if it runs as one), in the caller's list; shielded and
+        bounded, as it may follow a cancelled request."""
+        if call.task is None or self._task_book is None:
+            return
+        news, caller = call.task, CURRENT_SCOPE.get().caller
+        with anyio.CancelScope(shield=True), anyio.move_on_after(NOTE_SECONDS):
+            await self._task_book.note(caller, self.name, call.route.tool, news.task_id, news.status, news.message)
+
+    async def task_news(self, task_id: str) -> TaskNews:
+        """What the server says of one of its tasks now (for the status page). Raises: PromptFailed (the server is
+        down), MCPError (it knows no such task)."""
+        return await task_news(self._client(), task_id)
 
     async def _answer_held(self, call: McpCall, hold: str) -> CallEnded:
         """The person's answer to the question a held call waits on, and the call's next stage."""

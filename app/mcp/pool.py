@@ -36,13 +36,14 @@ from app.mcp.server_auth import SignIns
 from app.mcp.skills import Skill
 from app.mcp.status import ServerState, ServerStatus, unrun_statuses
 from app.mcp.supervisor import PoolOptions, ServerSupervisor
-from app.mcp.task_book import TaskBook, TaskEntry
+from app.mcp.task_book import TaskEntry
 from app.mcp.trusted import Change
 from app.ops.call_record import ToolCallObserver
 from app.ops.server_health import ServerHealth
 from app.state import Vault
 
 log = structlog.get_logger("toolbridge.mcp")
+ASK_TASK_SECONDS = 2.0  # a running task's status asked for the status page
 
 # What a rebuild makes: the catalogue, the prompts, and how many tools each server that had a list is offered.
 Built = tuple[Catalogue, PromptBook, dict[str, int]]
@@ -296,10 +297,25 @@ class McpPool:
         """The tools whose definitions differ from those pinned (trusted.py), for the status page and the CLI."""
         return self._options.trusted.changes() if self._options.trusted is not None else []
 
-    @property
-    def task_book(self) -> TaskBook | None:
-        """Each key's background tasks (tasks.py), as the status page lists them."""
-        return self._options.task_book
+    async def tasks_now(self, caller: str) -> list[TaskEntry]:
+        """The caller's tasks, those still running asked about now (each bounded; one that cannot be asked stays
+        as it was last heard of).
+
+        Raises: StateStoreError."""
+        book = self._options.task_book
+        if book is None:
+            return []
+        for entry in [entry for entry in await book.of(caller) if not entry.ended]:
+            supervisor = self._supervisors.get(entry.server)
+            if supervisor is None:
+                continue
+            with anyio.move_on_after(ASK_TASK_SECONDS):
+                try:
+                    news = await supervisor.live.task_news(entry.task_id)
+                except (PromptFailed, MCPError):
+                    continue
+                await book.note(caller, entry.server, entry.tool, entry.task_id, news.status, news.message)
+        return await book.of(caller)
 
     async def cancel_task(self, caller: str, server: str, task_id: str) -> TaskEntry | None:
         """Has the server cancel one of `caller`'s listed tasks; the entry as it stands after, or None when the

@@ -183,14 +183,23 @@ async def cancelled(client: Client, task_id: str) -> TaskNews:
         CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id)), CancelTaskResult))
 
 
+async def task_news(client: Client, task_id: str) -> TaskNews:
+    """What the server says of the task now, without fetching a result."""
+    asked = await _asked(client, task_id)
+    if isinstance(asked, TaskNews):
+        return asked
+    return TaskNews(task_id, "failed" if asked.is_error else "completed", "")
+
+
 def running_note(server: str, task: TaskNews, *, started: bool) -> CallToolResult:
     """What the model is told of a task still running: that the answer goes on without its result."""
     doing = f' ("{task.message}")' if task.message else ""
     first = ("The tool started a background task on the MCP server" if started else
              "The background task this tool started earlier is still running on the MCP server")
     text = (f"{first} '{server}'{doing} {TaskMark(server, task.task_id, task.status)}. It goes on after this answer: "
-            "tell the person it is running and that they can ask whether it is done. Its result is given to you "
-            "in a later turn of this chat once it is ready; do not call the tool again for it.")
+            "tell the person it is running, that they can ask whether it is done, and that the gateway's status "
+            "page lists it (Background tasks). Its result is given to you in a later turn of this chat once it is "
+            "ready; do not call the tool again for it.")
     return CallToolResult(content=[TextContent(type="text", text=text)])
 
 

@@ -1,25 +1,29 @@
 """A 2026-07-28 server that speaks the tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663), written with the mcp
 SDK's extension surface: a call of `research` from a client that declares the extension is answered with a task
-handle (`resultType: "task"`) and runs on in this process, three stages of `STAGE_SECONDS`; `tasks/get` says how it
+handle (`resultType: "task"`) and runs on in this process, three stages of `STAGE_SECONDS` (the first argument, or
+`TASKING_STAGE_SECONDS`); `tasks/get` says how it
 does (its result inline once completed), `tasks/cancel` stops it. Without the declaration the tool answers at once.
 
 `research` with `topic` "fail" ends the task `failed` with a JSON-RPC error, as the extension says a failure is told.
+Its tasks belong to no session: served over streamable HTTP (`server.streamable_http_app()`), any client that knows
+a task's id may ask about it, as a server backed by a job queue would let two gateway replicas do.
 """
 
+import asyncio
+import os
 import secrets
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
 import anyio
-import anyio.abc
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import MCPServer
 from mcp.types import RequestParams
 
 TASKS = "io.modelcontextprotocol/tasks"
 STAGES = ("Gathering sources", "Reading", "Writing the report")
-STAGE_SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
+STAGE_SECONDS = float(os.environ.get("TASKING_STAGE_SECONDS", "1"))
 
 
 class TaskId(RequestParams):
@@ -35,7 +39,7 @@ class Tasks(Extension):
 
     def __init__(self) -> None:
         self.tasks: dict[str, dict[str, Any]] = {}
-        self.group: anyio.abc.TaskGroup | None = None
+        self.running: set[asyncio.Task[None]] = set()  # kept until each ends (the loop holds tasks weakly)
 
     def methods(self) -> list[MethodBinding]:
         return [MethodBinding("tasks/get", TaskId, self.get), MethodBinding("tasks/cancel", TaskId, self.cancel)]
@@ -52,12 +56,14 @@ class Tasks(Extension):
 
     async def intercept_tool_call(self, params: Any, ctx: Any, call_next: Any) -> Any:
         declared = ((ctx.meta or {}).get("io.modelcontextprotocol/clientCapabilities") or {}).get("extensions") or {}
-        if params.name != "research" or TASKS not in declared or self.group is None:
+        if params.name != "research" or TASKS not in declared:
             return await call_next(ctx)
         task_id = secrets.token_hex(12)
         self.tasks[task_id] = {"taskId": task_id, "status": "working", "statusMessage": "Starting",
                                "createdAt": now(), "lastUpdatedAt": now(), "ttlMs": 600_000, "pollIntervalMs": 200}
-        self.group.start_soon(self.run, task_id, str((params.arguments or {}).get("topic", "")))
+        running = asyncio.get_running_loop().create_task(self.run(task_id, str((params.arguments or {}).get("topic"))))
+        self.running.add(running)
+        running.add_done_callback(self.running.discard)
         return {"resultType": "task", **self.tasks[task_id]}
 
     async def run(self, task_id: str, topic: str) -> None:
@@ -86,12 +92,6 @@ def research(topic: str) -> str:
     return f"Research report: {topic} (at once)"
 
 
-async def main() -> None:
-    async with anyio.create_task_group() as group:
-        tasks.group = group
-        await server.run_stdio_async()
-        group.cancel_scope.cancel()
-
-
 if __name__ == "__main__":
-    anyio.run(main)
+    STAGE_SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else STAGE_SECONDS
+    server.run()
