@@ -249,3 +249,35 @@ def test_a_task_on_a_shared_remote_server_reaches_the_chat_through_the_other_rep
                 [outcome] = tool_results(upstream)[-1:]
                 assert "still running" in outcome or "has ended" in outcome, outcome
             assert "Research report: fjords" in outcome and ": completed]" in outcome
+
+
+@pytest.mark.parametrize("wait", [0.2, 10.0], ids=["asked in a later turn", "asked within the wait"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_tasks_question_is_asked_in_the_chat_and_its_answer_goes_to_the_task(
+    upstream: FakeUpstream, tmp_path: Path, wait: float, stream: bool
+) -> None:
+    # tasking.py's research on "tides" asks which tides after its first stage (2026: input_required in tasks/get).
+    with running_gateway(tmp_path, {"tasking": stdio_entry("tasking.py")}, ready=("tasking",),
+                         upstream_url=f"{upstream.url}/v1", task_wait=wait) as gateway:
+        client = gateway.client()
+        history: list[dict[str, Any]] = [{"role": "user", "content": "Research the tides."}]
+        upstream.script(Turn(calls=[Call("tasking__research", {"topic": "tides"})]), Turn(content="It is running."))
+        said, deadline = ask(client, history, stream=stream), time.monotonic() + DEADLINE
+        while "Which tides do you mean?" not in said:  # the person chats on until the task asks
+            assert said in ("It is running.", "Noted."), said
+            assert time.monotonic() < deadline, said
+            history += [{"role": "assistant", "content": said}, {"role": "user", "content": "Is it done?"}]
+            time.sleep(PERSON_PAUSE)
+            upstream.script(Turn(content="Noted."))
+            said = ask(client, history, stream=stream)
+        assert "ocean" in said and "earth" in said  # the choices, as any question of a server's
+        history += [{"role": "assistant", "content": said}, {"role": "user", "content": "kind: ocean"}]
+        outcome = ""
+        while "has ended" not in outcome:
+            assert time.monotonic() < deadline, outcome
+            upstream.script(Turn(content="Noted."))
+            history.append({"role": "assistant", "content": ask(client, history, stream=stream)})
+            [outcome] = tool_results(upstream)[-1:]
+            history.append({"role": "user", "content": "Is it done?"})
+            time.sleep(PERSON_PAUSE)
+        assert "Research report: ocean tides" in outcome

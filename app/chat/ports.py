@@ -91,7 +91,8 @@ ProgressReport = Callable[[float, float | None, str | None], Awaitable[None]]
 # A tool a server runs as an MCP task (app/mcp/tasks.py) may outlive the request that called it: its result tells the
 # model so, with this mark; a later turn finds the mark in the history memory gives back and asks the server again,
 # with the task's state in ToolAnswers (`TaskMark.state`), until the mark says the task ended.
-TASK_STATE, CANCEL_STATE = "toolbridge-task:", "toolbridge-task-cancel:"
+TASK_STATE, CANCEL_STATE, ANSWER_STATE = "toolbridge-task:", "toolbridge-task-cancel:", "toolbridge-task-answer:"
+TaskAsk = Literal["follow", "cancel", "answer"]
 _TASK_MARK = re.compile(r"\[background task ([A-Za-z0-9._~-]{1,64})/([A-Za-z0-9._:~-]{1,128}): (working|input_required"
                         r"|completed|failed|cancelled)\]")
 TASK_ENDED = frozenset({"completed", "failed", "cancelled"})
@@ -123,11 +124,14 @@ class TaskMark:
         return [TaskMark(*match.groups()) for match in _TASK_MARK.finditer(text)]
 
 
-def task_of(state: str | None) -> tuple[str, bool] | None:
-    """The task id a call's state asks about, and whether it asks to cancel it; None for any other state."""
-    for prefix, cancel in ((TASK_STATE, False), (CANCEL_STATE, True)):
+def task_of(state: str | None) -> tuple[str, TaskAsk] | None:
+    """The task id a call's state is about, and what it asks: how the task does, to cancel it, or to take the
+    person's answers to its questions (ANSWER_STATE: the state its questions were asked with); None for any other."""
+    kinds: tuple[tuple[str, TaskAsk], ...] = (("toolbridge-task:", "follow"), (CANCEL_STATE, "cancel"),
+                                              (ANSWER_STATE, "answer"))
+    for prefix, kind in kinds:
         if state is not None and state.startswith(prefix):
-            return state[len(prefix):], cancel
+            return state[len(prefix):], kind
     return None
 
 

@@ -28,7 +28,7 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 
-from app.chat.ports import InputNeeded, ProgressReport, TaskMark, ToolAnswers
+from app.chat.ports import InputNeeded, ProgressReport, TaskAsk, TaskMark, ToolAnswers
 from app.mcp.arguments import problems
 from app.mcp.connect import tracking_delivery
 from app.mcp.convert import ToolRoute
@@ -47,6 +47,7 @@ from app.mcp.skills import skill_uri
 from app.mcp.tasks import (
     TaskHandle,
     TaskNews,
+    answered,
     cancelled,
     cancelled_note,
     ended_note,
@@ -208,6 +209,10 @@ class McpCall:
             return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' returned an invalid result: {exc}")
         return CallEnded(self._rendered(result))
 
+    def _task_answers(self) -> dict[str, object]:
+        """The person's answers to a task's questions, as `tasks/update` sends them (by the questions' keys)."""
+        return dict(self.answers.responses) if self.answers is not None else {}
+
     @staticmethod
     async def _cancelled(client: Client, task_id: str) -> CallToolResult | TaskNews:
         try:
@@ -239,22 +244,28 @@ class McpCall:
         deadline.scope.deadline = math.inf  # the wait is its limit: the task runs on in the server
         return await self._waited(client, self.task, limits.task_wait, progressed)
 
-    async def _waited(self, client: Client, task: TaskNews, wait: float, progressed: ProgressReport) -> CallToolResult:
-        """The task's result when it ends within the wait (listed as ended); else what the model is told of it."""
+    async def _waited(self, client: Client, task: TaskNews, wait: float, progressed: ProgressReport
+                      ) -> CallToolResult | InputRequiredResult:
+        """The task's result when it ends within the wait (listed as ended); its questions for the person when it
+        asks some; else what the model is told of it."""
         ran = await waited(client, task, wait, progressed)
         if isinstance(ran, TaskNews):
             self.task = ran
-            return running_note(self.route.server, ran, started=True)
+            return ran.questions() or running_note(self.route.server, ran, started=True)
         self.task = TaskNews(task.task_id, "failed" if ran.is_error else "completed", "")
         return ran
 
-    async def follow(self, client: Client, task_id: str, *, cancel: bool = False) -> CallEnded:
-        """The task this tool started in an earlier turn, asked about again: its result once it ended (marked so),
-        else that it still runs."""
+    async def follow(self, client: Client, task_id: str, kind: TaskAsk = "follow") -> CallEnded:
+        """The task this tool started in an earlier turn, asked about again (`kind`: or cancelled, or given the
+        person's answers to its questions): its result once it ended (marked so), its next questions, or that it
+        still runs."""
         server = self.route.server
         try:
             with anyio.fail_after(FOLLOW_TIMEOUT):
-                ran = await (self._cancelled(client, task_id) if cancel else follow_task(client, task_id))
+                if kind == "answer":
+                    ran = await answered(client, task_id, self._task_answers())
+                else:
+                    ran = await (self._cancelled(client, task_id) if kind == "cancel" else follow_task(client, task_id))
         except TimeoutError:
             return self.fail(FailureKind.TIMEOUT, f"MCP server '{server}' did not say how its task is doing.",
                              retry_after=RETRY_AFTER_SECONDS)
@@ -266,6 +277,8 @@ class McpCall:
             return self.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' closed the connection.")
         if isinstance(ran, TaskNews):
             self.task = ran
+            if (questions := ran.questions()) is not None:  # asked of the person, as a call's questions are
+                return CallEnded(self._rendered(questions))
             if ran.status == "cancelled":
                 return CallEnded(self._rendered(cancelled_note(server, ran)))
             return CallEnded(self._rendered(running_note(server, ran, started=False)))

@@ -73,7 +73,7 @@ class LiveConnection:
             return call.fail(FailureKind.SERVER_UNAVAILABLE, unavailable(self.name, self._status.state))
         if call.answers is not None and (asked := task_of(call.answers.state)) is not None:
             try:
-                return await call.follow(client, asked[0], cancel=asked[1])
+                return await call.follow(client, *asked)
             finally:
                 await self._note(call)
         parsed = call.checked_arguments(arguments)

@@ -11,8 +11,10 @@
 
 A task is waited for TOOLBRIDGE_TASK_WAIT seconds in the request that called it, its status messages shown as
 progress; one that is still running then goes on without the request: the model is told it started, with its mark
-(`TaskMark`), and a later turn of the chat asks the server again (`follow_task`) until it ended. A task that asks the
-person a question midway (`input_required`) is told as still running: its questions are not relayed yet.
+(`TaskMark`), and a later turn of the chat asks the server again (`follow_task`) until it ended. A 2026 task that asks
+the person a question midway (`input_required`) comes back as a call that asks (`TaskNews.questions`): the chat asks
+it, and the answer comes back with ANSWER_STATE for `tasks/update`. A 2025 task's questions would come through its
+blocking `tasks/result`, which is not held open: it shows as still running.
 """
 
 from dataclasses import dataclass
@@ -29,12 +31,14 @@ from mcp.types import (
     CancelTaskRequestParams,
     CancelTaskResult,
     CreateTaskResult,
+    ElicitRequest,
     EmptyResult,
     GetTaskPayloadRequest,
     GetTaskPayloadRequestParams,
     GetTaskRequest,
     GetTaskRequestParams,
     GetTaskResult,
+    InputRequiredResult,
     Request,
     RequestParams,
     Result,
@@ -43,9 +47,9 @@ from mcp.types import (
     TextContent,
     Tool,
 )
-from pydantic import ConfigDict
+from pydantic import ConfigDict, ValidationError
 
-from app.chat.ports import TASK_ENDED, ProgressReport, TaskMark
+from app.chat.ports import ANSWER_STATE, TASK_ENDED, ProgressReport, TaskMark
 from app.openai.wire import JSONObject
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -61,6 +65,20 @@ class TaskNews:
     status: str
     message: str
     poll_seconds: float = 0.0  # how often the server asks to be polled (0: it did not say)
+    input_requests: dict[str, Any] | None = None  # a 2026 task's questions while `input_required`, as sent
+
+    def questions(self) -> InputRequiredResult | None:
+        """The task's questions for the person (its elicitations), as a call that asks them would come back; None
+        when it asks none. Answered, they come back with ANSWER_STATE and go to `tasks/update`."""
+        if self.status != "input_required" or not self.input_requests:
+            return None
+        try:
+            asked = InputRequiredResult.model_validate({"inputRequests": self.input_requests,
+                                                        "requestState": ANSWER_STATE + self.task_id})
+        except ValidationError:
+            return None
+        elicits = any(isinstance(request, ElicitRequest) for request in (asked.input_requests or {}).values())
+        return asked if elicits else None
 
 
 class TaskHandle(Result):
@@ -95,6 +113,16 @@ class _TaskId(RequestParams):
     task_id: str
 
 
+class _Answers(RequestParams):
+    task_id: str
+    input_responses: dict[str, Any]
+
+
+class _UpdateTask(Request[_Answers, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: _Answers
+
+
 class _GetTask(Request[_TaskId, Literal["tasks/get"]]):
     method: Literal["tasks/get"] = "tasks/get"
     params: _TaskId
@@ -115,10 +143,12 @@ class _DetailedTask(Result):
     poll_interval_ms: int | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    input_requests: dict[str, Any] | None = None
 
     @property
     def news(self) -> TaskNews:
-        return TaskNews(self.task_id, self.status, self.status_message or "", (self.poll_interval_ms or 0) / 1000)
+        return TaskNews(self.task_id, self.status, self.status_message or "", (self.poll_interval_ms or 0) / 1000,
+                        self.input_requests)
 
 
 def runs_tasks(client: Client) -> bool:
@@ -157,7 +187,7 @@ async def waited(client: Client, task: TaskNews, wait: float, on_status: Progres
     """The task's result when it ends within `wait` seconds; else the task as it runs on."""
     with anyio.move_on_after(wait):
         return await _ended(client, task, on_status)
-    return await _asked(client, task.task_id)
+    return await _asked(client, task.task_id)  # (with its questions, when it asks some)
 
 
 async def follow_task(client: Client, task_id: str) -> CallToolResult | TaskNews:
@@ -169,6 +199,15 @@ async def follow_task(client: Client, task_id: str) -> CallToolResult | TaskNews
     if isinstance(asked, TaskNews) and asked.status in TASK_ENDED and asked.status != "cancelled":
         return await _legacy_result(client, task_id)  # a 2026 server's came with the answer
     return asked
+
+
+async def answered(client: Client, task_id: str, responses: dict[str, Any]) -> CallToolResult | TaskNews:
+    """The task after the person's answers to its questions were given to it (`tasks/update`, 2026).
+
+    Raises: MCPError: the server refused them, or knows no such task."""
+    await client.session.send_request(_UpdateTask(params=_Answers(task_id=task_id, input_responses=responses)),
+                                      EmptyResult)
+    return await follow_task(client, task_id)
 
 
 async def cancelled(client: Client, task_id: str) -> TaskNews:
@@ -216,10 +255,12 @@ def ended_note(server: str, task_id: str, status: str, result: CallToolResult) -
     return result.model_copy(update={"content": [first, *result.content]})
 
 
-async def _ended(client: Client, task: TaskNews, on_status: ProgressReport | None) -> CallToolResult:
+async def _ended(client: Client, task: TaskNews, on_status: ProgressReport | None) -> CallToolResult | TaskNews:
     pause, said, polls = POLL_FIRST, task.message, 0
     asked: CallToolResult | TaskNews = task
     while isinstance(asked, TaskNews):
+        if asked.questions() is not None:  # asked of the person now, not after the wait
+            return asked
         if asked.status in TASK_ENDED:
             if asked.status == "cancelled":
                 return CallToolResult(content=[TextContent(type="text", text="The task was cancelled.")],

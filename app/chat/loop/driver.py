@@ -78,7 +78,17 @@ async def run_tool_loop(
 
 
 async def _request(state: LoopState, context: RoundContext) -> AsyncGenerator[LoopEvent, None]:
-    """A round that waited for the person's yes first, if there is one; then the rounds."""
+    """A round that waited for the person's yes first, if there is one; then the rounds. A background task's questions
+    end the response before them."""
+    if state.follow_asks:
+        assert state.followed is not None
+        yield Started()
+        yield state.followed
+        asked, state.followed = state.followed, None
+        async with aclosing(ask_for_input("", asked.calls, asked.outputs, state, context)) as asking:
+            async for event in asking:
+                yield event
+        return
     if state.held is not None:
         async with aclosing(resume(state, context)) as resuming:
             async for event in resuming:

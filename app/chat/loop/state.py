@@ -53,7 +53,12 @@ class LoopState:
     answering_now: bool = False  # the model repeated answered calls and was asked to answer from what it has
     waiting_for_answer: bool = False  # the round's calls came back with the server's questions: the response ends
     held: Held | None = None  # a round that waited for the person's yes, run or refused before the first round
-    followed: ToolsRan | None = None  # the background tasks asked about before the first round, for the trace
+    followed: ToolsRan | None = None  # the background tasks asked about before the first round (the trace's)
+
+    @property
+    def follow_asks(self) -> bool:
+        """A background task asked the person a question: the response asks it, before any round."""
+        return self.followed is not None and any(o.input_needed is not None for o in self.followed.outputs)
 
     def our_rounds(self) -> list[Message]:
         """This request's rounds as memory keeps them."""
@@ -87,7 +92,8 @@ async def start_state(
     if running:  # asked about before the first round, as a round of this turn's
         added, followed_round = await followed(running, every_tool,
                                                cancel=asks_to_cancel(turn.messages[-1] if turn.messages else None))
-        messages += added
+        if not any(output.input_needed is not None for output in followed_round.outputs):
+            messages += added  # else a task asks the person first (driver.py): memory keeps the round then
     return LoopState(Offer(mcp_tools, client_tool_names, offered_names), request, messages, first_count, held=held,
                      followed=followed_round)
 

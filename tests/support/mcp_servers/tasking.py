@@ -4,7 +4,9 @@ handle (`resultType: "task"`) and runs on in this process, three stages of `STAG
 `TASKING_STAGE_SECONDS`); `tasks/get` says how it
 does (its result inline once completed), `tasks/cancel` stops it. Without the declaration the tool answers at once.
 
-`research` with `topic` "fail" ends the task `failed` with a JSON-RPC error, as the extension says a failure is told.
+`research` with `topic` "fail" ends the task `failed` with a JSON-RPC error, as the extension says a failure is told;
+with `topic` "tides", after its first stage the task asks which tides (`input_required`, an elicitation in
+`inputRequests`) and waits for `tasks/update` to answer it.
 Its tasks belong to no session: served over streamable HTTP (`server.streamable_http_app()`), any client that knows
 a task's id may ask about it, as a server backed by a job queue would let two gateway replicas do.
 """
@@ -30,6 +32,18 @@ class TaskId(RequestParams):
     task_id: str
 
 
+class Answers(RequestParams):
+    task_id: str
+    input_responses: dict[str, Any]
+
+
+QUESTION = "which-tides"
+ASKED = {"method": "elicitation/create", "params": {
+    "mode": "form", "message": "Which tides do you mean?",
+    "requestedSchema": {"type": "object", "properties": {"kind": {"type": "string", "enum": ["ocean", "earth"]}},
+                        "required": ["kind"]}}}
+
+
 def now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -40,9 +54,24 @@ class Tasks(Extension):
     def __init__(self) -> None:
         self.tasks: dict[str, dict[str, Any]] = {}
         self.running: set[asyncio.Task[None]] = set()  # kept until each ends (the loop holds tasks weakly)
+        self.answered: dict[str, anyio.Event] = {}
+        self.answers: dict[str, str] = {}
 
     def methods(self) -> list[MethodBinding]:
-        return [MethodBinding("tasks/get", TaskId, self.get), MethodBinding("tasks/cancel", TaskId, self.cancel)]
+        return [MethodBinding("tasks/get", TaskId, self.get), MethodBinding("tasks/cancel", TaskId, self.cancel),
+                MethodBinding("tasks/update", Answers, self.update)]
+
+    async def update(self, ctx: Any, params: "Answers") -> dict[str, Any]:
+        task = self.tasks[params.task_id]
+        answer = params.input_responses.get(QUESTION)
+        if task["status"] != "input_required" or not isinstance(answer, dict):
+            raise ValueError("no question of this task waits for that answer")
+        kind = (answer.get("content") or {}).get("kind") if answer.get("action") == "accept" else None
+        task.update(status="working", statusMessage=f"Reading about {kind or 'any'} tides...", lastUpdatedAt=now())
+        task.pop("inputRequests", None)
+        self.answers[params.task_id] = str(kind or "any")
+        self.answered[params.task_id].set()
+        return {}
 
     async def get(self, ctx: Any, params: TaskId) -> dict[str, Any]:
         return {"resultType": "complete", **self.tasks[params.task_id]}
@@ -68,10 +97,17 @@ class Tasks(Extension):
 
     async def run(self, task_id: str, topic: str) -> None:
         task = self.tasks[task_id]
-        for stage in STAGES:
+        for number, stage in enumerate(STAGES):
             if task["status"] == "cancelled":
                 return
-            task.update(statusMessage=f"{stage}...", lastUpdatedAt=now())
+            if number == 1 and topic == "tides":
+                self.answered[task_id] = anyio.Event()
+                task.update(status="input_required", statusMessage="Which tides?", inputRequests={QUESTION: ASKED},
+                            lastUpdatedAt=now())
+                await self.answered[task_id].wait()
+                topic = f"{self.answers[task_id]} tides"
+            else:
+                task.update(statusMessage=f"{stage}...", lastUpdatedAt=now())
             await anyio.sleep(STAGE_SECONDS)
         if task["status"] == "cancelled":
             return
