@@ -13,8 +13,8 @@ A task is waited for TOOLBRIDGE_TASK_WAIT seconds in the request that called it,
 progress; one that is still running then goes on without the request: the model is told it started, with its mark
 (`TaskMark`), and a later turn of the chat asks the server again (`follow_task`) until it ended. A 2026 task that asks
 the person a question midway (`input_required`) comes back as a call that asks (`TaskNews.questions`): the chat asks
-it, and the answer comes back with ANSWER_STATE for `tasks/update`. A 2025 task's questions would come through its
-blocking `tasks/result`, which is not held open: it shows as still running.
+it, and the answer comes back with ANSWER_STATE for `tasks/update`. A 2025 task's questions come only through its
+blocking `tasks/result`, opened here once the task ended: such a task stays `input_required` until its server ends it.
 """
 
 from dataclasses import dataclass
