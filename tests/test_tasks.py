@@ -281,3 +281,28 @@ def test_a_tasks_question_is_asked_in_the_chat_and_its_answer_goes_to_the_task(
             history.append({"role": "user", "content": "Is it done?"})
             time.sleep(PERSON_PAUSE)
         assert "Research report: ocean tides" in outcome
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_2025_tasks_question_comes_through_its_result_and_is_asked_in_the_chat(
+    tasking_gateway: Gateway, upstream: FakeUpstream, stream: bool
+) -> None:
+    # server-everything's research with `ambiguous` asks which interpretation at its third stage; a 2025 task's
+    # question comes only while tasks/result is open, which the gateway holds as a call whose question is asked.
+    client = tasking_gateway.client()
+    history: list[dict[str, Any]] = [{"role": "user", "content": f"Research ambiguous tides ({stream})."}]
+    upstream.script(Turn(calls=[Call(RESEARCH, {"topic": "tides", "ambiguous": True})]), Turn(content="It is running."))
+    said, deadline = ask(client, history, stream=stream), time.monotonic() + DEADLINE
+    while "multiple interpretations" not in said:
+        assert said in ("It is running.", "Noted."), said
+        assert time.monotonic() < deadline, said
+        history += [{"role": "assistant", "content": said}, {"role": "user", "content": "Is it done?"}]
+        time.sleep(PERSON_PAUSE)
+        upstream.script(Turn(content="Noted."))
+        said = ask(client, history, stream=stream)
+    assert "Historical perspective" in said  # the choices, as any question of a server's
+    history += [{"role": "assistant", "content": said}, {"role": "user", "content": "Clarification: historical"}]
+    upstream.script(Turn(content="Done."))
+    assert ask(client, history, stream=stream) == "Done."
+    [outcome] = tool_results(upstream)[-1:]
+    assert "Research Report: tides (historical)" in outcome and ": completed]" in outcome

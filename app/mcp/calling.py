@@ -48,12 +48,14 @@ from app.mcp.tasks import (
     TaskHandle,
     TaskNews,
     answered,
+    asks_through_result,
     cancelled,
     cancelled_note,
     ended_note,
     follow_task,
     running_note,
     start_task,
+    task_result,
     waited,
 )
 from app.mcp.watching import connection_gone, session_gone
@@ -127,6 +129,7 @@ class McpCall:
         self.started = time.perf_counter()
         self._deadline: _ProgressDeadline | None = None  # while the call is being sent
         self.task: TaskNews | None = None  # the MCP task it started or asked about, as its server last said
+        self.awaiting: str | None = None  # a 2025 task whose `tasks/result` this call waits on (its questions)
 
     @property
     def duration_ms(self) -> float:
@@ -197,6 +200,8 @@ class McpCall:
                 result = await self._sent(client, arguments, limits, progressed, responses)
             if delivery.refused and limits.tracked:
                 return ConnectionLost(never_ran=True)
+            if deadline.scope.cancelled_caught and self.awaiting is not None and self.task is not None:
+                return CallEnded(self._rendered(running_note(server, self.task, started=False)))  # it goes on
             if deadline.scope.cancelled_caught:  # cancelling the call sent notifications/cancelled
                 limit = "its limit of" if deadline.capped else "without progress for"
                 return self.fail(FailureKind.TIMEOUT, f"The tool ran {limit} {deadline.elapsed:g} s and was stopped.",
@@ -226,6 +231,12 @@ class McpCall:
         """What the server answers the call (the task's result or what the model is told of it, for a task)."""
         deadline = self._deadline
         assert deadline is not None
+        if self.awaiting is not None:  # a 2025 task's questions come while tasks/result is open (held_calls.py)
+            deadline.scope.deadline = anyio.current_time() + limits.task_wait
+            result = await task_result(client, self.awaiting)
+            status = "failed" if result.is_error else "completed"
+            self.task = TaskNews(self.awaiting, status, "")
+            return ended_note(self.route.server, self.awaiting, status, result)
         if self.route.reads_resources or self.route.loads_skills:
             asked: JSONObject = {"uri": skill_uri(arguments)} if self.route.loads_skills else arguments
             return await read_or_list(client, asked)
@@ -255,7 +266,7 @@ class McpCall:
         self.task = TaskNews(task.task_id, "failed" if ran.is_error else "completed", "")
         return ran
 
-    async def follow(self, client: Client, task_id: str, kind: TaskAsk = "follow") -> CallEnded:
+    async def follow(self, client: Client, task_id: str, kind: TaskAsk = "follow") -> CallEnded | None:
         """The task this tool started in an earlier turn, asked about again (`kind`: or cancelled, or given the
         person's answers to its questions): its result once it ended (marked so), its next questions, or that it
         still runs."""
@@ -277,6 +288,9 @@ class McpCall:
             return self.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' closed the connection.")
         if isinstance(ran, TaskNews):
             self.task = ran
+            if asks_through_result(client, ran):  # None: wait on its tasks/result as a held call (live.py)
+                self.awaiting = task_id
+                return None
             if (questions := ran.questions()) is not None:  # asked of the person, as a call's questions are
                 return CallEnded(self._rendered(questions))
             if ran.status == "cancelled":

@@ -73,14 +73,18 @@ class LiveConnection:
             return call.fail(FailureKind.SERVER_UNAVAILABLE, unavailable(self.name, self._status.state))
         if call.answers is not None and (asked := task_of(call.answers.state)) is not None:
             try:
-                return await call.follow(client, *asked)
+                followed = await call.follow(client, *asked)
+                if followed is not None:
+                    return followed
+                # A 2025 task waiting for the person: its tasks/result runs as a call whose question is held.
+                return self._ended(call, await self.holder.run(call, client, {}, self._limits()), "closed the "
+                                   "connection while the task waited for the person.")
             finally:
                 await self._note(call)
         parsed = call.checked_arguments(arguments)
         if isinstance(parsed, CallEnded):
             return parsed
-        limits = Limits(self._call_timeout, self._longest_call_timeout, self._status.transport == "http",
-                        self._task_wait)
+        limits = self._limits()
         try:
             ended = await self.holder.run(call, client, parsed, limits)
         finally:  # a task the call started is listed even when the request ended first (its client left)
@@ -92,6 +96,10 @@ class LiveConnection:
                 assert self.client is not None
                 ended = await self.holder.run(call, self.client, parsed, limits)
         return self._ended(call, ended, "closed the connection; it is being restarted.")
+
+    def _limits(self) -> Limits:
+        return Limits(self._call_timeout, self._longest_call_timeout, self._status.transport == "http",
+                      self._task_wait)
 
     async def _note(self, call: McpCall) -> None:
         """What the server said of the call's MCP task (if it runs as one), in the caller's list; shielded and

@@ -14,7 +14,8 @@ progress; one that is still running then goes on without the request: the model 
 (`TaskMark`), and a later turn of the chat asks the server again (`follow_task`) until it ended. A 2026 task that asks
 the person a question midway (`input_required`) comes back as a call that asks (`TaskNews.questions`): the chat asks
 it, and the answer comes back with ANSWER_STATE for `tasks/update`. A 2025 task's questions come only through its
-blocking `tasks/result`, opened here once the task ended: such a task stays `input_required` until its server ends it.
+blocking `tasks/result`: a task found waiting for the person has that request run as a held call (calling.py,
+held_calls.py), so that its question is asked in the chat as any 2025 server's question in the middle of a call.
 """
 
 from dataclasses import dataclass
@@ -197,7 +198,7 @@ async def follow_task(client: Client, task_id: str) -> CallToolResult | TaskNews
     Raises: MCPError: the server knows no such task (another session's, or past its time to live)."""
     asked = await _asked(client, task_id)
     if isinstance(asked, TaskNews) and asked.status in TASK_ENDED and asked.status != "cancelled":
-        return await _legacy_result(client, task_id)  # a 2026 server's came with the answer
+        return await task_result(client, task_id)  # a 2026 server's came with the answer
     return asked
 
 
@@ -228,6 +229,11 @@ async def task_news(client: Client, task_id: str) -> TaskNews:
     if isinstance(asked, TaskNews):
         return asked
     return TaskNews(task_id, "failed" if asked.is_error else "completed", "")
+
+
+def asks_through_result(client: Client, task: TaskNews) -> bool:
+    """A 2025 task that waits for the person: its questions come only while `tasks/result` is open."""
+    return not _modern(client) and task.status == "input_required"
 
 
 def running_note(server: str, task: TaskNews, *, started: bool) -> CallToolResult:
@@ -265,7 +271,7 @@ async def _ended(client: Client, task: TaskNews, on_status: ProgressReport | Non
             if asked.status == "cancelled":
                 return CallToolResult(content=[TextContent(type="text", text="The task was cancelled.")],
                                       is_error=True)
-            return await _legacy_result(client, asked.task_id)
+            return await task_result(client, asked.task_id)
         await anyio.sleep(min(max(asked.poll_seconds, pause), POLL_MOST))
         pause = min(pause * 2, POLL_MOST)
         asked, polls = await _asked(client, task.task_id), polls + 1
@@ -289,7 +295,8 @@ async def _asked(client: Client, task_id: str) -> CallToolResult | TaskNews:
     return detailed.news
 
 
-async def _legacy_result(client: Client, task_id: str) -> CallToolResult:
+async def task_result(client: Client, task_id: str) -> CallToolResult:
+    """A 2025 task's result (`tasks/result`, which blocks until the task ends; its questions come through it)."""
     try:
         return await client.session.send_request(
             GetTaskPayloadRequest(params=GetTaskPayloadRequestParams(task_id=task_id)), CallToolResult)
