@@ -25,6 +25,7 @@ from tests.support.servers import ServerThread
 from tests.test_reference_servers import EVERYTHING, INSTALLED
 
 RESEARCH = "everything__simulate-research-query"
+OPTIONAL_TASKS = Path(__file__).parent / "npm" / "optional_tasks_server.mjs"
 # Each server's research tool, and how its report begins.
 SERVERS = {"everything": (RESEARCH, "Research Report: "), "tasking": ("tasking__research", "Research report: ")}
 TASK_SECONDS = 4  # server-everything's four stages
@@ -306,3 +307,31 @@ def test_a_2025_tasks_question_comes_through_its_result_and_is_asked_in_the_chat
     assert ask(client, history, stream=stream) == "Done."
     [outcome] = tool_results(upstream)[-1:]
     assert "Research Report: tides (historical)" in outcome and ": completed]" in outcome
+
+
+@pytest.mark.parametrize("seconds", [0.3, 3.0], ids=["within the wait", "past the wait"])
+def test_a_tool_that_may_run_as_a_task_leaves_the_request_only_past_the_wait(
+    upstream: FakeUpstream, tmp_path: Path, seconds: float
+) -> None:
+    # tests/npm/optional_tasks_server.mjs (the TypeScript SDK's 2025 tasks): `measure` has taskSupport "optional", so
+    # the gateway asks for a task: a call that passes TOOLBRIDGE_TASK_WAIT goes on without the request.
+    servers = {"gauge": {"command": "node", "args": [str(OPTIONAL_TASKS)]}}
+    with running_gateway(tmp_path, servers, ready=("gauge",), upstream_url=f"{upstream.url}/v1",
+                         task_wait=1.0) as gateway:
+        history: list[dict[str, Any]] = [{"role": "user", "content": "Read the gauge."}]
+        upstream.script(Turn(calls=[Call("gauge__measure", {"seconds": seconds})]), Turn(content="Noted."))
+        history.append({"role": "assistant", "content": ask(gateway.client(), history, stream=False)})
+        [result] = tool_results(upstream)
+        if seconds < 1.0:
+            assert "The gauge reads 3.2 m" in result and "background task" not in result
+            return
+        assert "started a background task on the MCP server 'gauge'" in result
+        outcome, deadline = "", time.monotonic() + DEADLINE
+        while "has ended" not in outcome:
+            assert time.monotonic() < deadline, outcome
+            time.sleep(PERSON_PAUSE)
+            upstream.script(Turn(content="Noted."))
+            history += [{"role": "user", "content": "Is it done?"}]
+            history.append({"role": "assistant", "content": ask(gateway.client(), history, stream=False)})
+            [outcome] = tool_results(upstream)[-1:]
+        assert "The gauge reads 3.2 m (measured over 3 s)" in outcome

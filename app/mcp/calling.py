@@ -49,13 +49,13 @@ from app.mcp.tasks import (
     TaskNews,
     answered,
     asks_through_result,
+    awaited_result,
     cancelled,
     cancelled_note,
     ended_note,
     follow_task,
     running_note,
     start_task,
-    task_result,
     waited,
 )
 from app.mcp.watching import connection_gone, session_gone
@@ -130,6 +130,7 @@ class McpCall:
         self._deadline: _ProgressDeadline | None = None  # while the call is being sent
         self.task: TaskNews | None = None  # the MCP task it started or asked about, as its server last said
         self.awaiting: str | None = None  # a 2025 task whose `tasks/result` this call waits on (its questions)
+        self.started_task = False  # the call made its task (else it asks about one an earlier turn started)
 
     @property
     def duration_ms(self) -> float:
@@ -201,7 +202,7 @@ class McpCall:
             if delivery.refused and limits.tracked:
                 return ConnectionLost(never_ran=True)
             if deadline.scope.cancelled_caught and self.awaiting is not None and self.task is not None:
-                return CallEnded(self._rendered(running_note(server, self.task, started=False)))  # it goes on
+                return CallEnded(self._rendered(running_note(server, self.task, started=self.started_task)))
             if deadline.scope.cancelled_caught:  # cancelling the call sent notifications/cancelled
                 limit = "its limit of" if deadline.capped else "without progress for"
                 return self.fail(FailureKind.TIMEOUT, f"The tool ran {limit} {deadline.elapsed:g} s and was stopped.",
@@ -231,29 +232,40 @@ class McpCall:
         """What the server answers the call (the task's result or what the model is told of it, for a task)."""
         deadline = self._deadline
         assert deadline is not None
-        if self.awaiting is not None:  # a 2025 task's questions come while tasks/result is open (held_calls.py)
-            deadline.scope.deadline = anyio.current_time() + limits.task_wait
-            result = await task_result(client, self.awaiting)
-            status = "failed" if result.is_error else "completed"
-            self.task = TaskNews(self.awaiting, status, "")
-            return ended_note(self.route.server, self.awaiting, status, result)
         if self.route.reads_resources or self.route.loads_skills:
             asked: JSONObject = {"uri": skill_uri(arguments)} if self.route.loads_skills else arguments
             return await read_or_list(client, asked)
-        if self.route.runs_as_task:  # a 2025 tool that only runs as a task
-            self.task = await start_task(client, self.route.tool, arguments)
-        else:
-            called = await call_tool(
-                # The SDK's own timeout is a backstop: the person's time, which ours leaves out, is in it.
-                client, self.route.tool, arguments,
-                read_timeout=deadline.cap + CALL_TIMEOUT_SLACK + HOLD_SECONDS * QUESTIONS_PER_CALL,
-                progress=progressed, responses=responses, state=self.answers.state if self.answers else None,
-            )
-            if not isinstance(called, TaskHandle):
-                return called
-            self.task = called.news  # a 2026 server made the call a task
+        if self.awaiting is None and self.route.runs_as_task:  # a 2025 tool run as a task
+            self.task, self.started_task = await start_task(client, self.route.tool, arguments), True
+            return await self._awaited(client, self.task, limits, progressed)
+        if self.awaiting is not None and self.task is not None:  # a later turn's, whose task waits for the person
+            return await self._awaited(client, self.task, limits, progressed)
+        called = await call_tool(
+            # The SDK's own timeout is a backstop: the person's time, which ours leaves out, is in it.
+            client, self.route.tool, arguments,
+            read_timeout=deadline.cap + CALL_TIMEOUT_SLACK + HOLD_SECONDS * QUESTIONS_PER_CALL,
+            progress=progressed, responses=responses, state=self.answers.state if self.answers else None,
+        )
+        if not isinstance(called, TaskHandle):
+            return called
+        self.task, self.started_task = called.news, True  # a 2026 server made the call a task
         deadline.scope.deadline = math.inf  # the wait is its limit: the task runs on in the server
         return await self._waited(client, self.task, limits.task_wait, progressed)
+
+    async def _awaited(self, client: Client, task: TaskNews, limits: Limits, progressed: ProgressFnT) -> CallToolResult:
+        """A 2025 task's result through `tasks/result` for the wait (past it, `send` tells the model it runs on); its
+        questions come meanwhile, held as a call's (held_calls.py)."""
+        assert self._deadline is not None
+        self.awaiting = task.task_id
+        self._deadline.scope.deadline = anyio.current_time() + limits.task_wait
+        result = await awaited_result(client, task, progressed, self._seen)
+        status = "failed" if result.is_error else "completed"
+        self.task = TaskNews(task.task_id, status, "")
+        # Ended within the wait of the call that started it: an ordinary call. Else marked, for the turns that follow.
+        return result if self.started_task else ended_note(self.route.server, task.task_id, status, result)
+
+    def _seen(self, news: TaskNews) -> None:
+        self.task = news
 
     async def _waited(self, client: Client, task: TaskNews, wait: float, progressed: ProgressReport
                       ) -> CallToolResult | InputRequiredResult:

@@ -25,7 +25,7 @@ from app.mcp.arguments import compile_validator
 from app.mcp.resources import READ_RESOURCE
 from app.mcp.schema import to_profile
 from app.mcp.skills import LOAD_SKILL
-from app.mcp.tasks import must_run_as_task
+from app.mcp.tasks import may_run_as_task, must_run_as_task
 from app.openai.wire import FunctionDefinition, tool_name
 from app.openai.wire import Tool as OpenAITool
 from app.settings.vocabularies import ConfirmPolicy, PrefixMode, Profile, ProfileSetting
@@ -219,7 +219,7 @@ def build_catalogue(
             description=tool.description or "",
             reads_resources=(reads := server in readers and tool.name == READ_RESOURCE),
             loads_skills=(loads := server in skillful and tool.name == LOAD_SKILL),
-            runs_as_task=server in tasking and must_run_as_task(tool),
+            runs_as_task=server in tasking and may_run_as_task(tool),
             # The gateway's own reader and loader only read, whatever the server's tools do.
             asks_first=diff is not None or (not (reads or loads) and asks_first(
                 tool.name, annotations, (confirms or {}).get(server), options.confirm)),

@@ -1,9 +1,10 @@
 """Tools a server runs as MCP tasks, on either wire the gateway speaks them on:
 
-- 2025-11-25 (experimental there): a tool says `execution.taskSupport: "required"`, the server declares
-  `tasks.requests.tools.call`; the call asks for a task (`task: {ttl}`), then `tasks/get`, `tasks/result`,
-  `tasks/cancel`. The mcp 2.x SDK refuses a `CreateTaskResult` to `call_tool`, so that call goes through the
-  session's dispatcher as the SDK's own `send_request` would, less the result's validation.
+- 2025-11-25 (experimental there): a tool says `execution.taskSupport` "required" or "optional", the server declares
+  `tasks.requests.tools.call`; the call asks for a task (`task: {ttl}`), awaits `tasks/result` (which returns as soon
+  as the task ends) with `tasks/get` beside it for its status, and `tasks/cancel` cancels it. The mcp 2.x SDK refuses
+  a `CreateTaskResult` to `call_tool`, so that call goes through the session's dispatcher as the SDK's own
+  `send_request` would, less the result's validation.
 - 2026-07-28, the extension `io.modelcontextprotocol/tasks` (SEP-2663): every call declares it (`TasksExtension`,
   given to each `Client`), and the server may answer any call with a task handle (`resultType: "task"`), which the
   SDK returns as the claim's model (`TaskHandle`); then `tasks/get` (whose answer carries the result once it ended)
@@ -18,6 +19,7 @@ blocking `tasks/result`: a task found waiting for the person has that request ru
 held_calls.py), so that its question is asked in the chat as any 2025 server's question in the middle of a call.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -56,6 +58,7 @@ from app.openai.wire import JSONObject
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TASK_TTL_MS = 24 * 3600 * 1000  # asked of a 2025 server; it may keep a task for less (its `ttl` says)
 POLL_FIRST, POLL_MOST = 0.2, 2.0  # seconds between two `tasks/get` while the request waits, whatever the server asks
+STATUS_EVERY = 0.5  # seconds between two status reads beside a 2025 task's `tasks/result` (its progress)
 
 
 @dataclass(frozen=True)
@@ -163,8 +166,18 @@ def runs_tasks(client: Client) -> bool:
 
 def must_run_as_task(tool: Tool) -> bool:
     """A 2025 tool that only runs as a task (a 2026 server decides call by call, and says nothing beforehand)."""
+    return _task_support(tool) == "required"
+
+
+def may_run_as_task(tool: Tool) -> bool:
+    """A 2025 tool that runs as a task when asked (`optional`) or only so: the gateway asks for one, so that a call
+    past TOOLBRIDGE_TASK_WAIT goes on without the request."""
+    return _task_support(tool) in ("required", "optional")
+
+
+def _task_support(tool: Tool) -> str | None:
     execution = getattr(tool, "execution", None)
-    return getattr(execution, "task_support", None) == "required"
+    return getattr(execution, "task_support", None)
 
 
 def _modern(client: Client) -> bool:
@@ -181,6 +194,29 @@ async def start_task(client: Client, tool: str, arguments: JSONObject) -> TaskNe
     session._stamp(data, options)  # type: ignore[arg-type]  # the headers send_request would send (Mcp-Name)
     raw = await session._dispatcher.send_raw_request(data["method"], data.get("params"), options)  # type: ignore[arg-type]
     return _legacy_news(CreateTaskResult.model_validate(raw).task)
+
+
+async def awaited_result(client: Client, task: TaskNews, on_status: ProgressReport | None,
+                         seen: Callable[[TaskNews], None]) -> CallToolResult:
+    """A 2025 task's result through `tasks/result`, which returns as soon as the task ends (and carries its questions
+    meanwhile); its status asked beside it, each new message shown as progress and `seen`. The caller bounds it."""
+
+    async def statuses() -> None:
+        said, polls = task.message, 0
+        while True:
+            await anyio.sleep(max(task.poll_seconds, STATUS_EVERY))
+            asked, polls = await _asked(client, task.task_id), polls + 1
+            if isinstance(asked, TaskNews):
+                seen(asked)
+                if on_status is not None and asked.message and asked.message != said:
+                    said = asked.message
+                    await on_status(polls, None, said)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(statuses)
+        result = await task_result(client, task.task_id)
+        group.cancel_scope.cancel()
+    return result
 
 
 async def waited(client: Client, task: TaskNews, wait: float, on_status: ProgressReport | None
