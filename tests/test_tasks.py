@@ -90,6 +90,7 @@ def test_a_task_longer_than_the_wait_reaches_the_model_in_a_later_turn(
     sent = upstream.chat_requests()[-1]["messages"]
     assert sent[-1] == history[-1]  # not asked about again: its result is in the history memory gives back
     assert any(f"{report}tides {stream}" in str(m.get("content")) for m in sent if m["role"] == "tool")
+    assert not any("still running" in str(m.get("content")) for m in sent)  # memory keeps a task's end, not each turn
 
 
 def test_a_task_that_ends_within_the_wait_is_an_ordinary_call(

@@ -25,6 +25,11 @@ _CANCEL = re.compile(r"^\W*(please\W+)?(cancel|stop|abort)(\W+(it|that|this|them
                      r"(\W+please)?\W*$", re.IGNORECASE)
 
 
+def tells_an_end(content: str) -> bool:
+    """Whether a result says a task ended (its mark's status): what memory keeps of the rounds that ask."""
+    return any(mark.status in TASK_ENDED for mark in TaskMark.found_in(content))
+
+
 def asks_to_cancel(message: Message | None) -> bool:
     """Whether the person's message is "cancel it" (or "stop it", "cancel the research task", ...)."""
     content = message.get("content") if message is not None and message.get("role") == "user" else None

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from app.chat.answer import strip_trace
 from app.chat.events import ToolsRan
-from app.chat.loop.background import asks_to_cancel, followed, running_tasks
+from app.chat.loop.background import asks_to_cancel, followed, running_tasks, tells_an_end
 from app.chat.loop.decision import CallKey
 from app.chat.loop.held import Held, held_round
 from app.chat.offer import find_tools_offer, prompt_allowance
@@ -94,6 +94,8 @@ async def start_state(
                                                cancel=asks_to_cancel(turn.messages[-1] if turn.messages else None))
         if not any(output.input_needed is not None for output in followed_round.outputs):
             messages += added  # else a task asks the person first (driver.py): memory keeps the round then
+            if not any(tells_an_end(output.content) for output in followed_round.outputs):
+                first_count = len(messages)  # "still running" is for this turn alone: memory keeps only an end
     return LoopState(Offer(mcp_tools, client_tool_names, offered_names), request, messages, first_count, held=held,
                      followed=followed_round)
 
