@@ -75,10 +75,12 @@ class TaskBook:
             async with self._vault.holding(name, HOLD_SECONDS):
                 entries = await self._read(name)
                 known = next((e for e in entries if (e.server, e.task_id) == (server, task_id)), None)
-                noted = (replace(known, status=status, message=message, updated=now) if known is not None
-                         else TaskEntry(server, task_id, tool, status, message, now, now))
-                kept = [e for e in entries if e is not known]
-                await self._vault.put(name, {"tasks": [asdict(e) for e in [*kept, noted][-MAX_TASKS:]]})
+                if known is not None:  # where it was: the list stays in the order the tasks started
+                    noted = replace(known, status=status, message=message, updated=now)
+                    entries = [noted if entry is known else entry for entry in entries]
+                else:
+                    entries = [*entries, TaskEntry(server, task_id, tool, status, message, now, now)][-MAX_TASKS:]
+                await self._vault.put(name, {"tasks": [asdict(entry) for entry in entries]})
         except StateStoreError as exc:
             log.warning("task_not_listed", server=server, error=str(exc))
 
