@@ -48,6 +48,39 @@ def tool_results(upstream: FakeUpstream, request: int = -1) -> list[str]:
     return [m["content"] for m in upstream.chat_requests()[request]["messages"] if m["role"] == "tool"]
 
 
+def chat_on(client: Any, upstream: FakeUpstream, history: list[dict[str, Any]], until: str, *,
+            stream: bool = False) -> str:
+    """The person chats on ("Is it done?" at a person's pace; first whatever ends `history` when it is theirs) until
+    the last tool result the model saw holds `until`, within DEADLINE; that result. Each one on the way says how the
+    task does."""
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        if history[-1]["role"] != "user":
+            time.sleep(PERSON_PAUSE)  # a person's pace; what ends the loop is the result itself, within DEADLINE
+            history.append({"role": "user", "content": "Is it done?"})
+        upstream.script(Turn(content="Noted."))
+        history.append({"role": "assistant", "content": ask(client, history, stream=stream)})
+        [outcome] = tool_results(upstream)[-1:]
+        if until in outcome:
+            return outcome
+        assert "still running" in outcome or "has ended" in outcome, outcome
+        assert time.monotonic() < deadline, outcome
+
+
+def until_asked(client: Any, upstream: FakeUpstream, history: list[dict[str, Any]], question: str, *,
+                stream: bool) -> str:
+    """The first turn (as the test scripted it), then "Is it done?" until the response is the task's question."""
+    said, deadline = ask(client, history, stream=stream), time.monotonic() + DEADLINE
+    while question not in said:
+        assert said in ("It is running.", "Noted."), said
+        assert time.monotonic() < deadline, said
+        history += [{"role": "assistant", "content": said}, {"role": "user", "content": "Is it done?"}]
+        time.sleep(PERSON_PAUSE)
+        upstream.script(Turn(content="Noted."))
+        said = ask(client, history, stream=stream)
+    return said
+
+
 def test_a_tool_that_runs_only_as_a_task_is_offered(tasking_gateway: Gateway) -> None:
     tools = httpx.get(f"{tasking_gateway.url}/tools", timeout=30).json()["data"]
     assert RESEARCH in {tool["function"]["name"] for tool in tools}
@@ -70,15 +103,7 @@ def test_a_task_longer_than_the_wait_reaches_the_model_in_a_later_turn(
     assert f"started a background task on the MCP server '{server}'" in note and ": working]" in note
 
     # The person chats on; each turn the model hears how the task is doing, until its result, once.
-    outcome, deadline = "", time.monotonic() + DEADLINE
-    while report not in outcome:
-        assert time.monotonic() < deadline, outcome
-        time.sleep(PERSON_PAUSE)  # a person's pace; what ends the loop is the result itself, within DEADLINE
-        upstream.script(Turn(content="Noted."))
-        history += [{"role": "user", "content": "Is it done?"}]
-        history.append({"role": "assistant", "content": ask(client, history, stream=stream)})
-        [outcome] = tool_results(upstream)[-1:]
-        assert "still running" in outcome or "has ended" in outcome, outcome
+    outcome = chat_on(client, upstream, history, report, stream=stream)
     assert f"{report}tides {stream}" in outcome and ": completed]" in outcome
     messages = upstream.chat_requests()[-1]["messages"]
     assert [m["role"] for m in messages[-3:]] == ["user", "assistant", "tool"]  # after the person's message
@@ -197,14 +222,7 @@ def test_a_task_asked_about_on_a_replica_whose_server_never_ran_it_is_told_plain
 
 def test_a_task_that_fails_tells_the_model_what_went_wrong(tasking_gateway: Gateway, upstream: FakeUpstream) -> None:
     history = started(tasking_gateway, upstream, "fail", "tasking")
-    outcome, deadline = "", time.monotonic() + DEADLINE
-    while "has ended" not in outcome:
-        assert time.monotonic() < deadline, outcome
-        time.sleep(PERSON_PAUSE)
-        upstream.script(Turn(content="Noted."))
-        history += [{"role": "user", "content": "Is it done?"}]
-        history.append({"role": "assistant", "content": ask(tasking_gateway.client(), history, stream=False)})
-        [outcome] = tool_results(upstream)[-1:]
+    outcome = chat_on(tasking_gateway.client(), upstream, history, "has ended")
     assert ": failed]" in outcome and "The archive is down." in outcome
 
 
@@ -241,15 +259,7 @@ def test_a_task_on_a_shared_remote_server_reaches_the_chat_through_the_other_rep
         with (running_gateway(tmp_path_factory.mktemp("a"), servers, ready=["tasking"], **settings) as a,
               running_gateway(tmp_path_factory.mktemp("b"), servers, ready=["tasking"], **settings) as b):
             history = started(a, upstream, "fjords", "tasking")
-            outcome, deadline = "", time.monotonic() + DEADLINE
-            while "has ended" not in outcome:
-                assert time.monotonic() < deadline, outcome
-                time.sleep(PERSON_PAUSE)
-                upstream.script(Turn(content="Noted."))
-                history += [{"role": "user", "content": "Is it done?"}]
-                history.append({"role": "assistant", "content": ask(b.client(), history, stream=True)})
-                [outcome] = tool_results(upstream)[-1:]
-                assert "still running" in outcome or "has ended" in outcome, outcome
+            outcome = chat_on(b.client(), upstream, history, "has ended", stream=True)
             assert "Research report: fjords" in outcome and ": completed]" in outcome
 
 
@@ -264,24 +274,10 @@ def test_a_tasks_question_is_asked_in_the_chat_and_its_answer_goes_to_the_task(
         client = gateway.client()
         history: list[dict[str, Any]] = [{"role": "user", "content": "Research the tides."}]
         upstream.script(Turn(calls=[Call("tasking__research", {"topic": "tides"})]), Turn(content="It is running."))
-        said, deadline = ask(client, history, stream=stream), time.monotonic() + DEADLINE
-        while "Which tides do you mean?" not in said:  # the person chats on until the task asks
-            assert said in ("It is running.", "Noted."), said
-            assert time.monotonic() < deadline, said
-            history += [{"role": "assistant", "content": said}, {"role": "user", "content": "Is it done?"}]
-            time.sleep(PERSON_PAUSE)
-            upstream.script(Turn(content="Noted."))
-            said = ask(client, history, stream=stream)
+        said = until_asked(client, upstream, history, "Which tides do you mean?", stream=stream)
         assert "ocean" in said and "earth" in said  # the choices, as any question of a server's
         history += [{"role": "assistant", "content": said}, {"role": "user", "content": "kind: ocean"}]
-        outcome = ""
-        while "has ended" not in outcome:
-            assert time.monotonic() < deadline, outcome
-            upstream.script(Turn(content="Noted."))
-            history.append({"role": "assistant", "content": ask(client, history, stream=stream)})
-            [outcome] = tool_results(upstream)[-1:]
-            history.append({"role": "user", "content": "Is it done?"})
-            time.sleep(PERSON_PAUSE)
+        outcome = chat_on(client, upstream, history, "has ended", stream=stream)
         assert "Research report: ocean tides" in outcome
 
 
@@ -294,14 +290,7 @@ def test_a_2025_tasks_question_comes_through_its_result_and_is_asked_in_the_chat
     client = tasking_gateway.client()
     history: list[dict[str, Any]] = [{"role": "user", "content": f"Research ambiguous tides ({stream})."}]
     upstream.script(Turn(calls=[Call(RESEARCH, {"topic": "tides", "ambiguous": True})]), Turn(content="It is running."))
-    said, deadline = ask(client, history, stream=stream), time.monotonic() + DEADLINE
-    while "multiple interpretations" not in said:
-        assert said in ("It is running.", "Noted."), said
-        assert time.monotonic() < deadline, said
-        history += [{"role": "assistant", "content": said}, {"role": "user", "content": "Is it done?"}]
-        time.sleep(PERSON_PAUSE)
-        upstream.script(Turn(content="Noted."))
-        said = ask(client, history, stream=stream)
+    said = until_asked(client, upstream, history, "multiple interpretations", stream=stream)
     assert "Historical perspective" in said  # the choices, as any question of a server's
     history += [{"role": "assistant", "content": said}, {"role": "user", "content": "Clarification: historical"}]
     upstream.script(Turn(content="Done."))
@@ -327,12 +316,5 @@ def test_a_tool_that_may_run_as_a_task_leaves_the_request_only_past_the_wait(
             assert "The gauge reads 3.2 m" in result and "background task" not in result
             return
         assert "started a background task on the MCP server 'gauge'" in result
-        outcome, deadline = "", time.monotonic() + DEADLINE
-        while "has ended" not in outcome:
-            assert time.monotonic() < deadline, outcome
-            time.sleep(PERSON_PAUSE)
-            upstream.script(Turn(content="Noted."))
-            history += [{"role": "user", "content": "Is it done?"}]
-            history.append({"role": "assistant", "content": ask(gateway.client(), history, stream=False)})
-            [outcome] = tool_results(upstream)[-1:]
+        outcome = chat_on(gateway.client(), upstream, history, "has ended")
         assert "The gauge reads 3.2 m (measured over 3 s)" in outcome

@@ -201,9 +201,9 @@ class McpCall:
                 result = await self._sent(client, arguments, limits, progressed, responses)
             if delivery.refused and limits.tracked:
                 return ConnectionLost(never_ran=True)
-            if deadline.scope.cancelled_caught and self.awaiting is not None and self.task is not None:
-                return CallEnded(self._rendered(running_note(server, self.task, started=self.started_task)))
             if deadline.scope.cancelled_caught:  # cancelling the call sent notifications/cancelled
+                if self.awaiting is not None and self.task is not None:  # the wait ended; the task runs on
+                    return CallEnded(self._rendered(running_note(server, self.task, started=self.started_task)))
                 limit = "its limit of" if deadline.capped else "without progress for"
                 return self.fail(FailureKind.TIMEOUT, f"The tool ran {limit} {deadline.elapsed:g} s and was stopped.",
                                  retry_after=RETRY_AFTER_SECONDS)

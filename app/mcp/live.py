@@ -25,8 +25,6 @@ from app.mcp.tasks import TaskNews, cancelled, task_news
 
 # How long a safe call whose remote session expired waits for the reconnection before its one retry.
 RECONNECT_WAIT = 10.0
-
-
 NOTE_SECONDS = 5.0  # a task's line in the caller's list, written after its request
 
 

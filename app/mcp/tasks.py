@@ -85,11 +85,10 @@ class TaskNews:
         return asked if elicits else None
 
 
-class TaskHandle(Result):
-    """A 2026 server's answer to a call that became a task (the extension's `CreateTaskResult`)."""
+class _TaskFields(Result):
+    """What the tasks extension's task shapes share."""
 
     model_config = ConfigDict(extra="allow")
-    result_type: Literal["task"] = "task"
     task_id: str
     status: Literal["working", "input_required", "completed", "failed", "cancelled"]
     status_message: str | None = None
@@ -97,7 +96,18 @@ class TaskHandle(Result):
 
     @property
     def news(self) -> TaskNews:
-        return TaskNews(self.task_id, self.status, self.status_message or "", (self.poll_interval_ms or 0) / 1000)
+        return TaskNews(self.task_id, self.status, self.status_message or "", (self.poll_interval_ms or 0) / 1000,
+                        self.asked())
+
+    def asked(self) -> dict[str, Any] | None:
+        """The task's questions while `input_required` (not on a claim model: the SDK reserves `inputRequests`)."""
+        return None
+
+
+class TaskHandle(_TaskFields):
+    """A 2026 server's answer to a call that became a task (the extension's `CreateTaskResult`)."""
+
+    result_type: Literal["task"] = "task"
 
 
 async def _not_resolved_here(claimed: TaskHandle, context: ClaimContext) -> CallToolResult:
@@ -137,22 +147,15 @@ class _CancelTask(Request[_TaskId, Literal["tasks/cancel"]]):
     params: _TaskId
 
 
-class _DetailedTask(Result):
+class _DetailedTask(_TaskFields):
     """The extension's `tasks/get` answer: the task, with its result or error once it ended."""
 
-    model_config = ConfigDict(extra="allow")
-    task_id: str
-    status: str
-    status_message: str | None = None
-    poll_interval_ms: int | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     input_requests: dict[str, Any] | None = None
 
-    @property
-    def news(self) -> TaskNews:
-        return TaskNews(self.task_id, self.status, self.status_message or "", (self.poll_interval_ms or 0) / 1000,
-                        self.input_requests)
+    def asked(self) -> dict[str, Any] | None:
+        return self.input_requests
 
 
 def runs_tasks(client: Client) -> bool:
@@ -221,7 +224,7 @@ async def awaited_result(client: Client, task: TaskNews, on_status: ProgressRepo
 
 async def waited(client: Client, task: TaskNews, wait: float, on_status: ProgressReport | None
                  ) -> CallToolResult | TaskNews:
-    """The task's result when it ends within `wait` seconds; else the task as it runs on."""
+    """A 2026 task's result when it ends within `wait` seconds; else the task as it runs on (or asks)."""
     with anyio.move_on_after(wait):
         return await _ended(client, task, on_status)
     return await _asked(client, task.task_id)  # (with its questions, when it asks some)
@@ -234,7 +237,7 @@ async def follow_task(client: Client, task_id: str) -> CallToolResult | TaskNews
     Raises: MCPError: the server knows no such task (another session's, or past its time to live)."""
     asked = await _asked(client, task_id)
     if isinstance(asked, TaskNews) and asked.status in TASK_ENDED and asked.status != "cancelled":
-        return await task_result(client, task_id)  # a 2026 server's came with the answer
+        return await task_result(client, task_id)  # a 2025 task (a 2026 task's result came with the answer)
     return asked
 
 
@@ -298,16 +301,14 @@ def ended_note(server: str, task_id: str, status: str, result: CallToolResult) -
 
 
 async def _ended(client: Client, task: TaskNews, on_status: ProgressReport | None) -> CallToolResult | TaskNews:
+    """A 2026 task polled until it ends (its result or error come with the answer that says so) or asks."""
     pause, said, polls = POLL_FIRST, task.message, 0
     asked: CallToolResult | TaskNews = task
     while isinstance(asked, TaskNews):
         if asked.questions() is not None:  # asked of the person now, not after the wait
             return asked
-        if asked.status in TASK_ENDED:
-            if asked.status == "cancelled":
-                return CallToolResult(content=[TextContent(type="text", text="The task was cancelled.")],
-                                      is_error=True)
-            return await task_result(client, asked.task_id)
+        if asked.status == "cancelled":  # by someone else meanwhile: the only end that comes without a result
+            return CallToolResult(content=[TextContent(type="text", text="The task was cancelled.")], is_error=True)
         await anyio.sleep(min(max(asked.poll_seconds, pause), POLL_MOST))
         pause = min(pause * 2, POLL_MOST)
         asked, polls = await _asked(client, task.task_id), polls + 1
@@ -343,8 +344,4 @@ async def task_result(client: Client, task_id: str) -> CallToolResult:
 def _legacy_news(task: Task) -> TaskNews:
     return TaskNews(task.task_id, task.status, task.status_message or "", (task.poll_interval or 0) / 1000)
 
-
-def started_from(handle: object) -> TaskNews | None:
-    """The task a 2026 server answered a call with; None for any other result."""
-    return handle.news if isinstance(handle, TaskHandle) else None
 
