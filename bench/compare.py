@@ -1,11 +1,11 @@
 """toolbridge beside the upstream itself, two feature-less relays and (when installed) its peers, in one run.
 
 Starts on 127.0.0.1: the raw-ASGI upstream (bench/upstream.py), the `naive` FastAPI+httpx relay, the
-`floor` raw-ASGI+aiohttp relay and the floor's relay as a FastAPI route (`fastapi`: what the framework alone
-costs; bench/relays.py), toolbridge with no MCP server and with one
-(mcp-server-time), and the peers whose virtualenvs are given. The relays run pinned to the second core,
-the upstream and the load on the first (`taskset`, when there are two cores). Then, interleaved in a
-fresh random order each round, it measures:
+`floor` raw-ASGI+aiohttp relay, the floor's relay as a FastAPI route (`fastapi`: what the framework alone
+costs) and `least`, the least an MCP gateway can do as a FastAPI route on the mcp SDK (bench/relays.py),
+toolbridge with no MCP server and with one (mcp-server-time), and the peers whose virtualenvs are given. The
+relays run pinned to the second core, the upstream and the load on the first (`taskset`, when there are two
+cores). Then, interleaved in a fresh random order each round, it measures:
 
 - non-streamed chat at c=1 (p50, p99) and what each relay adds to the upstream's own time;
 - time to the first content chunk of a 50-chunk stream, and whole 2,000- and 10,000-chunk streams;
@@ -154,7 +154,7 @@ def start_relay(kind: str, upstream: str) -> Arm:
     port = free_port()
     process = launch(pinned([sys.executable, "-m", "bench.relays", kind, "--port", str(port),
                              "--upstream", upstream], 1))
-    arm = Arm(kind, f"http://127.0.0.1:{port}/v1", process)
+    arm = Arm(kind, f"http://127.0.0.1:{port}/v1", process, has_tools=kind == "least")
     chat_ready(arm)
     return arm
 
@@ -402,6 +402,7 @@ def main() -> None:
             arms.append(start_relay("naive", upstream))
             arms.append(start_relay("floor", upstream))
             arms.append(start_relay("fastapi", upstream))
+            arms.append(start_relay("least", upstream))
             bare, _, _ = start_toolbridge(work, upstream, 0)
             arms.append(bare)
             with_mcp, _, _ = start_toolbridge(work, upstream, 1, name="toolbridge+mcp")

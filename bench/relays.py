@@ -4,11 +4,19 @@
 - `floor`: raw ASGI and aiohttp, about as little as Python can do per request and per chunk.
 - `fastapi`: the floor's relay as a FastAPI route: what the framework alone costs a request, beside the floor
   (toolbridge is a FastAPI app; its chat route skips the router but not FastAPI's and Starlette's middlewares).
+- `least`: the least an MCP gateway can do, as a FastAPI route: the body parsed, mcp-server-time's tools added,
+  the upstream's answer read, the tool calls it asks for made through the mcp SDK and the answer sent again until
+  the model answers; nothing else (no checks, no limits, no streams read: those are relayed as they come). What
+  toolbridge's figures could reach at best while it is a FastAPI app on the mcp SDK (issue 47).
 
     python -m bench.relays naive --port 9002 --upstream http://127.0.0.1:9001/v1
 """
 
 import argparse
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -64,6 +72,61 @@ def fastapi_app(upstream: str) -> Any:
     return app
 
 
+def least_app(upstream: str) -> Any:
+    import aiohttp
+    import orjson
+    from fastapi import FastAPI, Request
+    from fastapi.responses import Response, StreamingResponse
+    from mcp import Client, StdioServerParameters
+
+    url = upstream + "/chat/completions"
+    json_type = {"content-type": "application/json"}
+    held: dict[str, Any] = {}
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        server = StdioServerParameters(command=str(Path(sys.executable).parent / "mcp-server-time"))
+        async with Client(server) as client, aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=200)) as session:
+            listed = await client.list_tools()
+            held["tools"] = [{"type": "function", "function": {
+                "name": tool.name, "description": tool.description or "", "parameters": tool.input_schema}}
+                for tool in listed.tools]
+            held["client"], held["session"] = client, session
+            yield
+
+    app = FastAPI(lifespan=lifespan)
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        client, session = held["client"], held["session"]
+        body = orjson.loads(await request.body())
+        body["tools"] = [*(body.get("tools") or []), *held["tools"]]
+        if body.get("stream"):
+            response = await session.post(url, data=orjson.dumps(body), headers=json_type)
+
+            async def relayed() -> Any:
+                async with response:
+                    async for part in response.content.iter_any():
+                        yield part
+            return StreamingResponse(relayed(), response.status, media_type=response.headers["content-type"])
+        messages = body["messages"] = list(body["messages"])
+        while True:
+            async with session.post(url, data=orjson.dumps(body), headers=json_type) as response:
+                answer = orjson.loads(await response.read())
+            message = answer["choices"][0]["message"]
+            if not message.get("tool_calls"):
+                return Response(orjson.dumps(answer), media_type="application/json")
+            messages.append(message)
+            for call in message["tool_calls"]:
+                result = await client.call_tool(call["function"]["name"],
+                                                orjson.loads(call["function"]["arguments"] or "{}"))
+                text = "".join(part.text for part in result.content if part.type == "text")
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
+
+    return app
+
+
 def floor_app(upstream: str) -> Any:
     import aiohttp
 
@@ -88,11 +151,12 @@ def floor_app(upstream: str) -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=["naive", "floor", "fastapi"])
+    parser.add_argument("kind", choices=["naive", "floor", "fastapi", "least"])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True)
     args = parser.parse_args()
-    app = {"naive": naive_app, "floor": floor_app, "fastapi": fastapi_app}[args.kind](args.upstream)
+    apps = {"naive": naive_app, "floor": floor_app, "fastapi": fastapi_app, "least": least_app}
+    app = apps[args.kind](args.upstream)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 
 
