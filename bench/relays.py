@@ -4,10 +4,11 @@
 - `floor`: raw ASGI and aiohttp, about as little as Python can do per request and per chunk.
 - `fastapi`: the floor's relay as a FastAPI route: what the framework alone costs a request, beside the floor
   (toolbridge is a FastAPI app; its chat route skips the router but not FastAPI's and Starlette's middlewares).
-- `least`: the least an MCP gateway can do, as a FastAPI route: the body parsed, mcp-server-time's tools added,
-  the upstream's answer read, the tool calls it asks for made through the mcp SDK and the answer sent again until
-  the model answers; nothing else (no checks, no limits, no streams read: those are relayed as they come). What
-  toolbridge's figures could reach at best while it is a FastAPI app on the mcp SDK (issue 47).
+- `least`: the least an MCP gateway can do as a FastAPI app on the mcp SDK, its chat taken in a middleware before
+  FastAPI's routing as toolbridge's is: the body parsed, mcp-server-time's tools added, the upstream's answer read,
+  the tool calls it asks for made through the SDK and the answer sent again until the model answers; nothing else
+  (no checks, no limits, no streams read: those are relayed as they come). Where toolbridge's figures would be
+  with none of its features (issue 47).
 
     python -m bench.relays naive --port 9002 --upstream http://127.0.0.1:9001/v1
 """
@@ -75,8 +76,7 @@ def fastapi_app(upstream: str) -> Any:
 def least_app(upstream: str) -> Any:
     import aiohttp
     import orjson
-    from fastapi import FastAPI, Request
-    from fastapi.responses import Response, StreamingResponse
+    from fastapi import FastAPI
     from mcp import Client, StdioServerParameters
 
     url = upstream + "/chat/completions"
@@ -95,28 +95,16 @@ def least_app(upstream: str) -> Any:
             held["client"], held["session"] = client, session
             yield
 
-    app = FastAPI(lifespan=lifespan)
-
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> Response:
+    async def answered(body: dict[str, Any]) -> bytes:
+        """The model's answer once it asks for no more tools."""
         client, session = held["client"], held["session"]
-        body = orjson.loads(await request.body())
-        body["tools"] = [*(body.get("tools") or []), *held["tools"]]
-        if body.get("stream"):
-            response = await session.post(url, data=orjson.dumps(body), headers=json_type)
-
-            async def relayed() -> Any:
-                async with response:
-                    async for part in response.content.iter_any():
-                        yield part
-            return StreamingResponse(relayed(), response.status, media_type=response.headers["content-type"])
         messages = body["messages"] = list(body["messages"])
         while True:
             async with session.post(url, data=orjson.dumps(body), headers=json_type) as response:
                 answer = orjson.loads(await response.read())
             message = answer["choices"][0]["message"]
             if not message.get("tool_calls"):
-                return Response(orjson.dumps(answer), media_type="application/json")
+                return orjson.dumps(answer)
             messages.append(message)
             for call in message["tool_calls"]:
                 result = await client.call_tool(call["function"]["name"],
@@ -124,7 +112,37 @@ def least_app(upstream: str) -> Any:
                 text = "".join(part.text for part in result.content if part.type == "text")
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
 
+    class ChatLane:
+        """The chat taken before FastAPI's routing, as toolbridge's own lane takes it (app/api/chat_lane.py)."""
+
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+            if scope["type"] != "http" or scope["path"] != "/v1/chat/completions" or scope["method"] != "POST":
+                await self.app(scope, receive, send)
+                return
+            body = orjson.loads(await read_body(receive))
+            body["tools"] = [*(body.get("tools") or []), *held["tools"]]
+            if not body.get("stream"):
+                await _send_whole(send, 200, b"application/json", await answered(body))
+                return
+            async with held["session"].post(url, data=orjson.dumps(body), headers=json_type) as response:
+                await send({"type": "http.response.start", "status": response.status,
+                            "headers": [(b"content-type", response.headers["content-type"].encode())]})
+                async for part in response.content.iter_any():
+                    await send({"type": "http.response.body", "body": part, "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+
+    app = FastAPI(lifespan=lifespan)
+    app.add_middleware(ChatLane)
     return app
+
+
+async def _send_whole(send: Any, status: int, media_type: bytes, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", media_type), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def floor_app(upstream: str) -> Any:
