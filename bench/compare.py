@@ -2,7 +2,7 @@
 
 Starts on 127.0.0.1: the raw-ASGI upstream (bench/upstream.py), the `naive` FastAPI+httpx relay, the
 `floor` raw-ASGI+aiohttp relay, the floor's relay as a FastAPI route (`fastapi`: what the framework alone
-costs) and `least`, the least an MCP gateway can do as a FastAPI route on the mcp SDK (bench/relays.py),
+costs) and `least`, the least an MCP gateway can do as a FastAPI app on the mcp SDK (bench/relays.py),
 toolbridge with no MCP server and with one (mcp-server-time), and the peers whose virtualenvs are given. The
 relays run pinned to the second core, the upstream and the load on the first (`taskset`, when there are two
 cores). Then, interleaved in a fresh random order each round, it measures:

@@ -125,7 +125,10 @@ def least_app(upstream: str) -> Any:
             body = orjson.loads(await read_body(receive))
             body["tools"] = [*(body.get("tools") or []), *held["tools"]]
             if not body.get("stream"):
-                await _send_whole(send, 200, b"application/json", await answered(body))
+                answer = await answered(body)
+                await send({"type": "http.response.start", "status": 200, "headers": [
+                    (b"content-type", b"application/json"), (b"content-length", str(len(answer)).encode())]})
+                await send({"type": "http.response.body", "body": answer})
                 return
             async with held["session"].post(url, data=orjson.dumps(body), headers=json_type) as response:
                 await send({"type": "http.response.start", "status": response.status,
@@ -137,12 +140,6 @@ def least_app(upstream: str) -> Any:
     app = FastAPI(lifespan=lifespan)
     app.add_middleware(ChatLane)
     return app
-
-
-async def _send_whole(send: Any, status: int, media_type: bytes, body: bytes) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", media_type), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
 
 
 def floor_app(upstream: str) -> Any:
