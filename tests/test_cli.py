@@ -227,6 +227,30 @@ def test_an_error_is_logged_as_a_bounded_plain_traceback_without_locals_or_secre
     assert len(result.stderr.splitlines()) < 40
 
 
+LOG_AT_EACH_LEVEL = """
+import logging, structlog
+from app.logging import configure_logging
+configure_logging("json", "{level}")
+ours, theirs = structlog.get_logger("toolbridge.test"), logging.getLogger("mcp.test")
+for name in ("debug", "info", "warning"):
+    getattr(ours, name)("ours_" + name)
+    getattr(theirs, name)("theirs_" + name)
+"""
+
+
+@pytest.mark.parametrize(("level", "written"), [
+    ("debug", {"debug", "info", "warning"}), ("info", {"info", "warning"}), ("warning", {"warning"}),
+])
+def test_the_level_drops_the_gateways_lines_and_the_libraries_alike(level: str, written: set[str]) -> None:
+    """The gateway's own lines are written straight to stderr, the libraries' through stdlib logging: one level."""
+    script = LOG_AT_EACH_LEVEL.format(level=level)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    lines = [json.loads(line) for line in result.stderr.splitlines()]
+    assert sorted(line["event"] for line in lines) == sorted(f"{who}_{name}" for who in ("ours", "theirs")
+                                                            for name in written)
+    assert all(line["level"] == line["event"].split("_")[1] and line["timestamp"].endswith("Z") for line in lines)
+
+
 @pytest.mark.parametrize(
     ("env", "args", "expected"),
     [
