@@ -114,12 +114,17 @@ def launch(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT)
     return subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+# The gateway's log level (--log-level): warning writes no line a request; the default, info, writes one a request
+# and one a tool call (to /dev/null here: their cost is the rendering, not the disk).
+gateway_log_level = "warning"
+
+
 def gateway_env() -> dict[str, str]:
     """The gateway's environment: this checkout's `app` first on the path, so a run from another worktree (a
     before/after comparison) measures that worktree's code, not the one the virtualenv installed in editable mode."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLBRIDGE_")}
     path = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return {**env, "PYTHONPATH": path, "TOOLBRIDGE_STATE_URL": "memory://", "TOOLBRIDGE_LOG_LEVEL": "warning"}
+    return {**env, "PYTHONPATH": path, "TOOLBRIDGE_STATE_URL": "memory://", "TOOLBRIDGE_LOG_LEVEL": gateway_log_level}
 
 
 def mcp_config(directory: Path, servers: int) -> Path:
@@ -378,7 +383,11 @@ def main() -> None:
     parser.add_argument("--skip", default="", help="comma-separated parts to leave out: throughput,startup")
     parser.add_argument("--json", type=Path, help="write the figures there too (what docs/benchmarks/ keeps)")
     parser.add_argument("--against", type=Path, help="a release's figures (docs/benchmarks/VERSION.json): the drift")
+    parser.add_argument("--log-level", default="warning", choices=["info", "warning"],
+                        help="toolbridge's (info, its default, logs a line a request and a tool call)")
     args = parser.parse_args()
+    global gateway_log_level
+    gateway_log_level = args.log_level
     if args.quick:
         args.rounds, args.requests, args.seconds = 3, 25, 1.0
     skip = set(filter(None, args.skip.split(",")))
@@ -564,7 +573,7 @@ def summary(figures: dict[str, Any], names: list[str], args: argparse.Namespace)
         "commit": figures.get("commit", ""), "version": version("toolbridge"), "date": time.strftime("%Y-%m-%d"),
         "machine": f"{os.cpu_count()} cpus, {platform.machine()}, {platform.python_implementation()} "
                    f"{platform.python_version()}", "pinned": TWO_CORES, "rounds": args.rounds,
-        "load": figures["load"],
+        "log_level": args.log_level, "load": figures["load"],
         "parts_ms": {"all": parts, "turn1": p50("parts|turn1"), "mcp": p50("parts|mcp"), "turn2": p50("parts|turn2")},
         "arms": arms,
         "startup_s": {str(n): {"http": http, "tools": tools}
@@ -580,6 +589,9 @@ def drift(before: dict[str, Any], now: dict[str, Any]) -> str:
     """toolbridge's figures beside a release's, each with its change: ratios to the floor and to the parts are what
     carry from one machine to another; the absolute figures only on the same one."""
     lines = [f"\nagainst {before['version']} ({before['commit']}, {before['date']}, {before['machine']}):"]
+    levels = before.get("log_level", "warning"), now.get("log_level", "warning")  # releases up to 0.1.0: warning
+    if levels[0] != levels[1]:
+        lines.append(f"  (unlike runs: toolbridge logged at {levels[0]} then, at {levels[1]} now)")
     for arm in ("toolbridge", "toolbridge+mcp"):
         old, new = before["arms"].get(arm, {}), now["arms"].get(arm, {})
         for key in DRIFT_FIGURES:
@@ -592,7 +604,8 @@ def drift(before: dict[str, Any], now: dict[str, Any]) -> str:
 def report(figures: dict[str, Any], names: list[str], args: argparse.Namespace) -> None:
     facts = summary(figures, names, args)
     arms = facts["arms"]
-    print(f"\nmachine: {facts['machine']}; pinned: {facts['pinned']}; 1-minute load {facts['load'][0]:.2f} "
+    print(f"\nmachine: {facts['machine']}; pinned: {facts['pinned']}; toolbridge at log level {facts['log_level']}; "
+          f"1-minute load {facts['load'][0]:.2f} "
           f"before, {facts['load'][1]:.2f} after; {args.rounds} rounds, interleaved at random; medians of round "
           "medians")
     width = max(12, *(len(n) + 2 for n in names))

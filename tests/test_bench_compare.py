@@ -26,7 +26,8 @@ def _figures() -> dict[str, object]:
 
 
 def test_the_summary_puts_toolbridge_beside_the_floor_and_the_round_beside_its_parts() -> None:
-    facts = summary(_figures(), ["direct", "floor", "toolbridge+mcp"], argparse.Namespace(rounds=3))
+    args = argparse.Namespace(rounds=3, log_level="warning")
+    facts = summary(_figures(), ["direct", "floor", "toolbridge+mcp"], args)
     ours = facts["arms"]["toolbridge+mcp"]
     assert round(ours["added_p50_ms"], 6) == 0.6
     assert round(ours["added_p50_x_floor"], 6) == 3.0  # 0.6 ms added against the floor's 0.2
@@ -39,7 +40,7 @@ def test_the_summary_puts_toolbridge_beside_the_floor_and_the_round_beside_its_p
 
 
 def test_the_drift_against_a_release_gives_each_figure_its_change() -> None:
-    args = argparse.Namespace(rounds=3)
+    args = argparse.Namespace(rounds=3, log_level="warning")
     before = summary(_figures(), ["direct", "floor", "toolbridge+mcp"], args)
     faster = _figures()
     faster["latency"]["toolbridge+mcp|tool"] = _samples(3.0)  # type: ignore[index]
@@ -47,6 +48,14 @@ def test_the_drift_against_a_release_gives_each_figure_its_change() -> None:
     beyond = next(line for line in lines if "tool_round_beyond_parts_ms" in line)
     assert beyond.split()[-4:] == ["2.50", "->", "1.00", "-60%"]
     assert next(line for line in lines if "rss_idle_mb" in line).endswith("+0%")
+    assert not any("unlike runs" in line for line in lines)
+
+
+def test_the_drift_says_when_the_release_was_measured_at_another_log_level() -> None:
+    release = summary(_figures(), ["direct", "floor", "toolbridge+mcp"], argparse.Namespace(rounds=3, log_level="x"))
+    del release["log_level"]  # the files up to 0.1.0 do not say: they were measured at warning
+    now = summary(_figures(), ["direct", "floor", "toolbridge+mcp"], argparse.Namespace(rounds=3, log_level="info"))
+    assert "(unlike runs: toolbridge logged at warning then, at info now)" in drift(release, now)
 
 
 def test_each_release_keeps_its_figures_and_the_drift_can_be_read_against_them() -> None:
