@@ -36,7 +36,7 @@ from app.mcp.server_auth import SignIns
 from app.mcp.skills import Skill
 from app.mcp.status import ServerState, ServerStatus, unrun_statuses
 from app.mcp.supervisor import PoolOptions, ServerSupervisor
-from app.mcp.task_book import TaskEntry
+from app.mcp.task_book import TaskBook, TaskEntry
 from app.mcp.trusted import Change
 from app.ops.call_record import ToolCallObserver
 from app.ops.server_health import ServerHealth
@@ -298,24 +298,31 @@ class McpPool:
         return self._options.trusted.changes() if self._options.trusted is not None else []
 
     async def tasks_now(self, caller: str) -> list[TaskEntry]:
-        """The caller's tasks, those still running asked about now (each bounded; one that cannot be asked stays
-        as it was last heard of).
+        """The caller's tasks, those still running asked about now, all at once and each bounded (one that cannot
+        be asked, or whose server asked to be polled less often, stays as it was last heard of).
 
         Raises: StateStoreError."""
         book = self._options.task_book
         if book is None:
             return []
-        for entry in [entry for entry in await book.of(caller) if not entry.ended]:
-            supervisor = self._supervisors.get(entry.server)
-            if supervisor is None:
-                continue
-            with anyio.move_on_after(ASK_TASK_SECONDS):
-                try:
-                    news = await supervisor.live.task_news(entry.task_id)
-                except (PromptFailed, MCPError):
-                    continue
-                await book.note(caller, entry.server, entry.tool, entry.task_id, news.status, news.message)
+        async with anyio.create_task_group() as asking:
+            for entry in await book.of(caller):
+                if not entry.ended and book.due(caller, entry):
+                    asking.start_soon(self._ask_task, book, caller, entry)
         return await book.of(caller)
+
+    async def _ask_task(self, book: TaskBook, caller: str, entry: TaskEntry) -> None:
+        supervisor = self._supervisors.get(entry.server)
+        if supervisor is None:
+            return
+        with anyio.move_on_after(ASK_TASK_SECONDS):
+            try:
+                news = await supervisor.live.task_news(entry.task_id)
+            except (PromptFailed, MCPError):
+                return
+            book.asked(caller, entry.server, entry.task_id, news.status, news.poll_seconds)
+            if (news.status, news.message) != (entry.status, entry.message):
+                await book.note(caller, entry.server, entry.tool, entry.task_id, news.status, news.message)
 
     async def cancel_task(self, caller: str, server: str, task_id: str) -> TaskEntry | None:
         """Has the server cancel one of `caller`'s listed tasks; the entry as it stands after, or None when the

@@ -3,8 +3,9 @@ API key (app/state/vault.py: encrypted; SQLite beside memory's file, Redis for r
 vault's key, changed while held. What the model is told of a task does not come from here: it comes from the task's
 server, asked again each turn (tasks.py). So a record lost or damaged hides a task from the page and nothing more.
 
-Each entry is what the server last said of the task (status, message), when the gateway last asked. A key keeps
-MAX_TASKS, the oldest going first.
+Each entry is what the server last said of the task (status, message), `updated` when that last changed: a read that
+hears nothing new writes nothing. A key keeps MAX_TASKS, the oldest going first. When the page may ask a running task's
+server again (its `pollInterval`) is kept in this process only: another replica asks on its own.
 """
 
 import time
@@ -13,6 +14,7 @@ from dataclasses import asdict, dataclass, replace
 
 import structlog
 
+from app.chat.ports import TASK_ENDED
 from app.openai.wire import JSONObject
 from app.state import StateStoreError, Vault
 
@@ -20,6 +22,7 @@ log = structlog.get_logger("toolbridge.tasks")
 
 MAX_TASKS = 50  # per API key
 HOLD_SECONDS = 5.0
+MAX_POLL_TIMES = 10_000  # running tasks whose next ask is remembered (past it, the oldest are forgotten: asked anew)
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class TaskEntry:
 
     @property
     def ended(self) -> bool:
-        return self.status in ("completed", "failed", "cancelled")
+        return self.status in TASK_ENDED
 
 
 def _entry(value: object) -> TaskEntry | None:
@@ -50,6 +53,7 @@ def _entry(value: object) -> TaskEntry | None:
 class TaskBook:
     def __init__(self, vault: Vault, clock: Callable[[], float] = time.time) -> None:
         self._vault, self.clock = vault, clock
+        self._ask_after: dict[tuple[str, str, str], float] = {}  # (owner, server, task id): time.monotonic()
 
     @classmethod
     def in_memory(cls) -> "TaskBook":
@@ -67,14 +71,30 @@ class TaskBook:
     async def find(self, owner: str, server: str, task_id: str) -> TaskEntry | None:
         return next((e for e in await self.of(owner) if (e.server, e.task_id) == (server, task_id)), None)
 
+    def due(self, owner: str, entry: TaskEntry) -> bool:
+        """Whether the task's server may be asked about it now (it set no pollInterval, or that has passed)."""
+        return self._ask_after.get((owner, entry.server, entry.task_id), 0.0) <= time.monotonic()
+
+    def asked(self, owner: str, server: str, task_id: str, status: str, poll_seconds: float) -> None:
+        """The server was just asked about the task: it is `status`, and to be asked again after `poll_seconds`."""
+        key = (owner, server, task_id)
+        self._ask_after.pop(key, None)
+        if status in TASK_ENDED or poll_seconds <= 0:
+            return
+        if len(self._ask_after) >= MAX_POLL_TIMES:
+            del self._ask_after[next(iter(self._ask_after))]
+        self._ask_after[key] = time.monotonic() + poll_seconds
+
     async def note(self, owner: str, server: str, tool: str, task_id: str, status: str, message: str) -> None:
-        """What the server said of the task now; a task not listed yet is added. Never raises: the page is what a
-        failed write costs."""
+        """What the server said of the task now; a task not listed yet is added, one whose news is unchanged left
+        as it is. Never raises: the page is what a failed write costs."""
         name, now = self._name(owner), self.clock()
         try:
             async with self._vault.holding(name, HOLD_SECONDS):
                 entries = await self._read(name)
                 known = next((e for e in entries if (e.server, e.task_id) == (server, task_id)), None)
+                if known is not None and (known.status, known.message) == (status, message):
+                    return
                 if known is not None:  # where it was: the list stays in the order the tasks started
                     noted = replace(known, status=status, message=message, updated=now)
                     entries = [noted if entry is known else entry for entry in entries]

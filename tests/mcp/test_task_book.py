@@ -16,3 +16,31 @@ async def test_a_task_heard_of_again_keeps_its_place_and_each_key_has_its_own() 
     assert listed[0].ended and not listed[1].ended and listed[0].started <= listed[1].started
     assert await book.of("bob") == []
     assert await book.find("bob", "s", "first") is None
+
+
+@pytest.mark.anyio
+async def test_news_unchanged_is_not_written_and_updated_says_when_it_last_changed() -> None:
+    book = TaskBook.in_memory()
+    book.clock = iter([100.0, 200.0, 300.0]).__next__
+    await book.note("alice", "s", "research", "t", "working", "Reading")
+    await book.note("alice", "s", "research", "t", "working", "Reading")  # asked again at 200: nothing new
+    [entry] = await book.of("alice")
+    assert (entry.started, entry.updated) == (100.0, 100.0)
+    await book.note("alice", "s", "research", "t", "working", "Writing")
+    [entry] = await book.of("alice")
+    assert (entry.message, entry.updated) == ("Writing", 300.0)
+
+
+@pytest.mark.anyio
+async def test_a_task_is_due_again_once_its_poll_interval_passed_and_never_held_once_ended() -> None:
+    book = TaskBook.in_memory()
+    await book.note("alice", "s", "research", "t", "working", "")
+    [entry] = await book.of("alice")
+    assert book.due("alice", entry)  # never asked
+    book.asked("alice", "s", "t", "working", 3600.0)
+    assert not book.due("alice", entry) and book.due("bob", entry)  # each key's own
+    book.asked("alice", "s", "t", "working", 0.0)  # the server no longer asks for a pause
+    assert book.due("alice", entry)
+    book.asked("alice", "s", "t", "working", 3600.0)
+    book.asked("alice", "s", "t", "completed", 3600.0)
+    assert book.due("alice", entry)

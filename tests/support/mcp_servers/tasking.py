@@ -7,6 +7,10 @@ does (its result inline once completed), `tasks/cancel` stops it. Without the de
 `research` with `topic` "fail" ends the task `failed` with a JSON-RPC error, as the extension says a failure is told;
 with `topic` "tides", after its first stage the task asks which tides (`input_required`, an elicitation in
 `inputRequests`) and waits for `tasks/update` to answer it.
+For the status page's tests: `TASKING_POLL_MS` is the pollInterval it asks for (200 ms unless set);
+`TASKING_GETS_TOGETHER=N` has each `tasks/get` but a task's first (the one that ends the gateway's wait) wait, at most
+5 s, until N are being answered at once; its status message then ends "(asked K times, together)", K counting that
+task's `tasks/get`s ("(asked K times)" when they were not together, or with `TASKING_TELL_GETS=1` alone).
 Its tasks belong to no session: served over streamable HTTP (`server.streamable_http_app()`), any client that knows
 a task's id may ask about it, as a server backed by a job queue would let two gateway replicas do.
 """
@@ -26,6 +30,9 @@ from mcp.types import RequestParams
 TASKS = "io.modelcontextprotocol/tasks"
 STAGES = ("Gathering sources", "Reading", "Writing the report")
 STAGE_SECONDS = float(os.environ.get("TASKING_STAGE_SECONDS", "1"))
+POLL_MS = int(os.environ.get("TASKING_POLL_MS", "200"))
+GETS_TOGETHER = int(os.environ.get("TASKING_GETS_TOGETHER", "0"))
+TELL_GETS = GETS_TOGETHER > 0 or os.environ.get("TASKING_TELL_GETS") == "1"
 
 
 class TaskId(RequestParams):
@@ -56,6 +63,9 @@ class Tasks(Extension):
         self.running: set[asyncio.Task[None]] = set()  # kept until each ends (the loop holds tasks weakly)
         self.answered: dict[str, anyio.Event] = {}
         self.answers: dict[str, str] = {}
+        self.gets: dict[str, int] = {}  # each task's tasks/get so far
+        self.getting = 0  # tasks/get being answered now
+        self.together = anyio.Event()  # GETS_TOGETHER of them were at once
 
     def methods(self) -> list[MethodBinding]:
         return [MethodBinding("tasks/get", TaskId, self.get), MethodBinding("tasks/cancel", TaskId, self.cancel),
@@ -74,7 +84,21 @@ class Tasks(Extension):
         return {}
 
     async def get(self, ctx: Any, params: TaskId) -> dict[str, Any]:
-        return {"resultType": "complete", **self.tasks[params.task_id]}
+        self.gets[params.task_id] = self.gets.get(params.task_id, 0) + 1
+        self.getting += 1
+        try:
+            if GETS_TOGETHER and self.gets[params.task_id] > 1:
+                if self.getting >= GETS_TOGETHER:
+                    self.together.set()
+                with anyio.move_on_after(5):
+                    await self.together.wait()
+        finally:
+            self.getting -= 1
+        answer = {"resultType": "complete", **self.tasks[params.task_id]}
+        if TELL_GETS:
+            together = ", together" if self.together.is_set() else ""
+            answer["statusMessage"] = f"{answer['statusMessage']} (asked {self.gets[params.task_id]} times{together})"
+        return answer
 
     async def cancel(self, ctx: Any, params: TaskId) -> dict[str, Any]:
         task = self.tasks[params.task_id]
@@ -89,7 +113,7 @@ class Tasks(Extension):
             return await call_next(ctx)
         task_id = secrets.token_hex(12)
         self.tasks[task_id] = {"taskId": task_id, "status": "working", "statusMessage": "Starting",
-                               "createdAt": now(), "lastUpdatedAt": now(), "ttlMs": 600_000, "pollIntervalMs": 200}
+                               "createdAt": now(), "lastUpdatedAt": now(), "ttlMs": 600_000, "pollIntervalMs": POLL_MS}
         running = asyncio.get_running_loop().create_task(self.run(task_id, str((params.arguments or {}).get("topic"))))
         self.running.add(running)
         running.add_done_callback(self.running.discard)

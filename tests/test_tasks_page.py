@@ -1,0 +1,63 @@
+"""The status page's list of background tasks (GET /ui/tasks, app/mcp/pool.py `tasks_now`): what runs is asked about
+all at once, and no more often than its server's pollInterval asks. The servers are tests/support/mcp_servers/tasking.py
+over stdio, its stages long enough that every task runs on through the test."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from app.chat.ports import TaskMark
+from tests.chat.memory.test_memory import ask
+from tests.conftest import Gateway, running_gateway, stdio_entry
+from tests.support.fake_upstream import Call, FakeUpstream, Turn
+
+STAGE_SECONDS = "600"
+
+
+def tasking(**env: str) -> dict[str, Any]:
+    return stdio_entry("tasking.py", STAGE_SECONDS) | {"env": env}
+
+
+@pytest.fixture(scope="module")
+def gateway(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    # A task wait of 0: the request asks about its task once, as its wait ends; any later tasks/get is the page's.
+    servers = {"together": tasking(TASKING_GETS_TOGETHER="2", TASKING_POLL_MS="0"),
+               "patient": tasking(TASKING_POLL_MS="3600000", TASKING_TELL_GETS="1")}
+    with running_gateway(tmp_path_factory.mktemp("tasks-page"), servers, ready=tuple(servers),
+                         upstream_url=f"{upstream.url}/v1", task_wait=0) as gateway:
+        yield gateway
+
+
+def start(gateway: Gateway, upstream: FakeUpstream, server: str, topic: str) -> str:
+    """A chat whose one turn started `server`'s research task; the task's id."""
+    upstream.script(Turn(calls=[Call(f"{server}__research", {"topic": topic})]), Turn(content="It is running."))
+    assert ask(gateway.client(), [{"role": "user", "content": f"Research {topic}."}], stream=False) \
+        == "It is running."
+    [mark] = TaskMark.found_in(upstream.chat_requests()[-1]["messages"][-1]["content"])
+    return mark.task_id
+
+
+def listed(gateway: Gateway, task_ids: list[str]) -> list[dict[str, Any]]:
+    response = httpx.get(f"{gateway.url}/ui/tasks", timeout=30)
+    response.raise_for_status()
+    by_id = {entry["task_id"]: entry for entry in response.json()["data"]}
+    return [by_id[task_id] for task_id in task_ids]
+
+
+def test_the_running_tasks_are_asked_about_at_once(gateway: Gateway, upstream: FakeUpstream) -> None:
+    # The server answers a tasks/get only once two are asked at once (or after 5 s, past the gateway's 2 s a task):
+    # asked one after the other, the first would be given up on and listed as it was.
+    tasks = [start(gateway, upstream, "together", topic) for topic in ("tides", "dunes")]
+    entries = listed(gateway, tasks)
+    assert [e["status"] for e in entries] == ["working", "working"]
+    assert all(e["message"].endswith("(asked 2 times, together)") for e in entries), entries
+
+
+def test_a_task_is_asked_about_no_more_often_than_its_server_asks(gateway: Gateway, upstream: FakeUpstream) -> None:
+    [task] = [start(gateway, upstream, "patient", "glaciers")]
+    # An hour's pollInterval: the page shows what the server said as the request's wait ended, without asking again.
+    [first] = listed(gateway, [task])
+    assert first["status"] == "working" and first["message"].endswith("(asked 1 times)"), first
+    assert listed(gateway, [task]) == [first] and listed(gateway, [task]) == [first]
