@@ -13,10 +13,14 @@ import secrets
 import time
 from collections.abc import Sequence
 
+import anyio
+
 from app.chat.events import ToolsRan
 from app.chat.loop.held import NotRun
+from app.chat.loop.tool_runs import first_error
 from app.chat.ports import TASK_ENDED, RequestTools, RestoredHistory, TaskMark, ToolAnswers, ToolOutput
 from app.openai.accumulate import ToolCall
+from app.openai.errors import GatewayError
 from app.openai.wire import Message
 
 MOST_FOLLOWED = 8  # tasks asked about in one turn: the latest ones
@@ -59,26 +63,32 @@ def running_tasks(history: RestoredHistory) -> list[tuple[ToolCall, TaskMark]]:
 
 async def followed(running: Sequence[tuple[ToolCall, TaskMark]], tools: RequestTools, *, cancel: bool = False
                    ) -> tuple[list[Message], ToolsRan]:
-    """The round that asks about each running task (`cancel`: has it cancelled): the calls as the model would have
-    made them, and what the servers say (each from the server the mark names, which the tool's name must still lead
-    to); and the round as the trace shows it."""
-    calls: list[ToolCall] = []
-    results: list[Message] = []
-    outputs: list[ToolOutput] = []
-    durations: list[float] = []
-    for call, mark in running:
-        again = ToolCall(f"call_{secrets.token_hex(8)}", call.name, call.arguments)
-        started = time.perf_counter()
-        output: ToolOutput
+    """The round that asks about each running task (`cancel`: has it cancelled), all at once as a round's calls are
+    made (a server slow to answer holds the turn up to FOLLOW_TIMEOUT, not that for each of its tasks): the calls as
+    the model would have made them, and what the servers say (each from the server the mark names, which the tool's
+    name must still lead to); and the round as the trace shows it."""
+    calls = [ToolCall(f"call_{secrets.token_hex(8)}", call.name, call.arguments) for call, _ in running]
+    outputs: list[ToolOutput | None] = [None] * len(calls)
+    durations = [0.0] * len(calls)
+
+    async def follow(index: int, mark: TaskMark) -> None:
+        call, started = calls[index], time.perf_counter()
         if tools.server_of(call.name) != mark.server:
-            output = NotRun(f"The background task {mark} was started by a tool no longer offered: its result cannot "
-                            "be asked for.", retryable=False)
+            outputs[index] = NotRun(f"The background task {mark} was started by a tool no longer offered: its result "
+                                    "cannot be asked for.", retryable=False)
         else:
             state = mark.cancel_state if cancel else mark.state
-            output = await tools.call_tool(call.name, call.arguments, answers=ToolAnswers({}, state))
-        calls.append(again)
-        outputs.append(output)
-        durations.append((time.perf_counter() - started) * 1000)
-        results.append({"role": "tool", "tool_call_id": again.id, "content": output.content})
+            outputs[index] = await tools.call_tool(call.name, call.arguments, answers=ToolAnswers({}, state))
+        durations[index] = (time.perf_counter() - started) * 1000
+
+    try:
+        async with anyio.create_task_group() as asking:
+            for index, (_, mark) in enumerate(running):
+                asking.start_soon(follow, index, mark)
+    except* GatewayError as stopped:  # a call that ends the request (its key was taken out): as itself
+        raise first_error(stopped) from None
     asked: Message = {"role": "assistant", "content": "", "tool_calls": [c.to_message_part() for c in calls]}
-    return [asked, *results], ToolsRan(calls, outputs, durations)
+    said = [output for output in outputs if output is not None]  # each call's: the group ended without an error
+    results: list[Message] = [{"role": "tool", "tool_call_id": call.id, "content": output.content}
+                              for call, output in zip(calls, said, strict=True)]
+    return [asked, *results], ToolsRan(calls, said, durations)

@@ -53,7 +53,7 @@ async def run_tools(
                 async for progress in progress_out:
                     yield progress
     except* GatewayError as stopped:  # a call that ends the request (its key was taken out): as itself, not a group
-        raise _first(stopped) from None
+        raise first_error(stopped) from None
     yield ToolsRan(calls, [output for output in outputs if output is not None], durations)
 
 
@@ -85,9 +85,10 @@ async def _last_closes(run: Callable[[int, ToolCall], Awaitable[None]], index: i
             progress.close()
 
 
-def _first(group: BaseExceptionGroup[GatewayError]) -> GatewayError:
+def first_error(group: BaseExceptionGroup[GatewayError]) -> GatewayError:
+    """The first of a task group's errors that end the request, raised as itself."""
     found = group.exceptions[0]
-    return found if isinstance(found, GatewayError) else _first(found)
+    return found if isinstance(found, GatewayError) else first_error(found)
 
 
 async def sees_images(outputs: Sequence[ToolOutput], options: LoopOptions) -> bool:

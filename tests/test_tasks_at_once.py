@@ -1,6 +1,8 @@
-"""The status page's list of background tasks (GET /ui/tasks, app/mcp/pool.py `tasks_now`): what runs is asked about
-all at once, and no more often than its server's pollInterval asks. The servers are tests/support/mcp_servers/tasking.py
-over stdio, its stages long enough that every task runs on through the test."""
+"""Background tasks asked about all at once: by the status page's list (GET /ui/tasks, app/mcp/pool.py `tasks_now`),
+no more often than their server's pollInterval asks, and by a chat's next turn (app/chat/loop/background.py). The
+servers are tests/support/mcp_servers/tasking.py over stdio, its stages long enough that every task runs on through
+the test; one that answers a task's tasks/get only once two are asked at once (or after 5 s, past what the gateway
+waits) shows whether they were."""
 
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +28,15 @@ def gateway(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) ->
     servers = {"together": tasking(TASKING_GETS_TOGETHER="2", TASKING_POLL_MS="0"),
                "patient": tasking(TASKING_POLL_MS="3600000", TASKING_TELL_GETS="1")}
     with running_gateway(tmp_path_factory.mktemp("tasks-page"), servers, ready=tuple(servers),
+                         upstream_url=f"{upstream.url}/v1", task_wait=0) as gateway:
+        yield gateway
+
+
+@pytest.fixture(scope="module")
+def chat_gateway(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """Its own server: the page's reads would ask about its tasks too."""
+    servers = {"paired": tasking(TASKING_GETS_TOGETHER="2", TASKING_POLL_MS="0")}
+    with running_gateway(tmp_path_factory.mktemp("tasks-chat"), servers, ready=tuple(servers),
                          upstream_url=f"{upstream.url}/v1", task_wait=0) as gateway:
         yield gateway
 
@@ -61,3 +72,16 @@ def test_a_task_is_asked_about_no_more_often_than_its_server_asks(gateway: Gatew
     [first] = listed(gateway, [task])
     assert first["status"] == "working" and first["message"].endswith("(asked 1 times)"), first
     assert listed(gateway, [task]) == [first] and listed(gateway, [task]) == [first]
+
+
+def test_a_chats_next_turn_asks_about_its_running_tasks_at_once(chat_gateway: Gateway, upstream: FakeUpstream
+                                                                 ) -> None:
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Research tides and dunes."}]
+    both = [Call("paired__research", {"topic": topic}) for topic in ("tides", "dunes")]
+    upstream.script(Turn(calls=both), Turn(content="Both are running."))
+    history.append({"role": "assistant", "content": ask(chat_gateway.client(), history, stream=False)})
+    history.append({"role": "user", "content": "Are they done?"})
+    upstream.script(Turn(content="Still running."))
+    assert ask(chat_gateway.client(), history, stream=False) == "Still running."
+    told = [m["content"] for m in upstream.chat_requests()[-1]["messages"] if m["role"] == "tool"][-2:]
+    assert all("still running" in result and "(asked 2 times, together)" in result for result in told), told
