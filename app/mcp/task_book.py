@@ -22,6 +22,7 @@ log = structlog.get_logger("toolbridge.tasks")
 
 MAX_TASKS = 50  # per API key
 HOLD_SECONDS = 5.0
+LONGEST_POLL = 60.0  # seconds: a longer pollInterval would leave the page showing what a task did minutes ago
 MAX_POLL_TIMES = 10_000  # running tasks whose next ask is remembered (past it, the oldest are forgotten: asked anew)
 
 
@@ -53,7 +54,8 @@ def _entry(value: object) -> TaskEntry | None:
 class TaskBook:
     def __init__(self, vault: Vault, clock: Callable[[], float] = time.time) -> None:
         self._vault, self.clock = vault, clock
-        self._ask_after: dict[tuple[str, str, str], float] = {}  # (owner, server, task id): time.monotonic()
+        self.monotonic = time.monotonic  # when a task may be asked about again
+        self._ask_after: dict[tuple[str, str, str], float] = {}  # (owner, server, task id): self.monotonic()
 
     @classmethod
     def in_memory(cls) -> "TaskBook":
@@ -73,7 +75,7 @@ class TaskBook:
 
     def due(self, owner: str, entry: TaskEntry) -> bool:
         """Whether the task's server may be asked about it now (it set no pollInterval, or that has passed)."""
-        return self._ask_after.get((owner, entry.server, entry.task_id), 0.0) <= time.monotonic()
+        return self._ask_after.get((owner, entry.server, entry.task_id), 0.0) <= self.monotonic()
 
     def asked(self, owner: str, server: str, task_id: str, status: str, poll_seconds: float) -> None:
         """The server was just asked about the task: it is `status`, and to be asked again after `poll_seconds`."""
@@ -83,7 +85,7 @@ class TaskBook:
             return
         if len(self._ask_after) >= MAX_POLL_TIMES:
             del self._ask_after[next(iter(self._ask_after))]
-        self._ask_after[key] = time.monotonic() + poll_seconds
+        self._ask_after[key] = self.monotonic() + min(poll_seconds, LONGEST_POLL)
 
     async def note(self, owner: str, server: str, tool: str, task_id: str, status: str, message: str) -> None:
         """What the server said of the task now; a task not listed yet is added, one whose news is unchanged left

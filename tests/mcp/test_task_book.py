@@ -44,3 +44,16 @@ async def test_a_task_is_due_again_once_its_poll_interval_passed_and_never_held_
     book.asked("alice", "s", "t", "working", 3600.0)
     book.asked("alice", "s", "t", "completed", 3600.0)
     assert book.due("alice", entry)
+
+
+@pytest.mark.anyio
+async def test_a_servers_pollinterval_is_honoured_up_to_a_minute() -> None:
+    book, now = TaskBook.in_memory(), [1000.0]
+    book.monotonic = lambda: now[0]
+    await book.note("alice", "s", "research", "t", "working", "")
+    [entry] = await book.of("alice")
+    book.asked("alice", "s", "t", "working", 86_400.0)  # a day
+    now[0] += 59
+    assert not book.due("alice", entry)
+    now[0] += 1
+    assert book.due("alice", entry)
