@@ -52,7 +52,7 @@ def test_a_waiting_call_is_shown_finished_and_the_yes_runs_it(open_webui: str) -
         send(tab, "Write a note called plans")
         expect(tab.get_by_text("Done: the notes server said wrote 'plans'").last).to_be_visible(timeout=WAIT)
         send(tab, "Delete my note called plans")
-        expect(tab.get_by_text("to refuse, or").last).to_be_visible(timeout=WAIT)
+        expect(tab.get_by_text("to refuse. Beyond this call").last).to_be_visible(timeout=WAIT)  # the question
         tab.screenshot(path=str(ARTIFACTS / "open_webui_details_waiting_asked.png"), full_page=True)
         assert _unfinished(tab) == []
         waiting = tab.get_by_text("files__delete_note: waiting for your approval")
