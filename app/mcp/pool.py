@@ -37,6 +37,7 @@ from app.mcp.skills import Skill
 from app.mcp.status import ServerState, ServerStatus, unrun_statuses
 from app.mcp.supervisor import PoolOptions, ServerSupervisor
 from app.mcp.task_book import TaskBook, TaskEntry
+from app.mcp.tasks import TaskNews
 from app.mcp.trusted import Change
 from app.ops.call_record import ToolCallObserver
 from app.ops.server_health import ServerHealth
@@ -44,6 +45,7 @@ from app.state import Vault
 
 log = structlog.get_logger("toolbridge.mcp")
 ASK_TASK_SECONDS = 2.0  # a running task's status asked for the status page
+TASK_UNKNOWN = "The server no longer knows this task: it restarted, or the task's time to live passed."
 
 # What a rebuild makes: the catalogue, the prompts, and how many tools each server that had a list is offered.
 Built = tuple[Catalogue, PromptBook, dict[str, int]]
@@ -318,8 +320,10 @@ class McpPool:
         with anyio.move_on_after(ASK_TASK_SECONDS):
             try:
                 news = await supervisor.live.task_news(entry.task_id)
-            except (PromptFailed, MCPError):
+            except PromptFailed:  # the server is down: it may still know the task when it is back
                 return
+            except MCPError:  # as a chat's next turn takes it: the task cannot be followed, it will never end
+                news = TaskNews(entry.task_id, "failed", TASK_UNKNOWN)
             book.asked(caller, entry.server, entry.task_id, news.status, news.poll_seconds)
             if (news.status, news.message) != (entry.status, entry.message):
                 await book.note(caller, entry.server, entry.tool, entry.task_id, news.status, news.message)

@@ -1,32 +1,37 @@
-"""Background tasks asked about all at once: by the status page's list (GET /ui/tasks, app/mcp/pool.py `tasks_now`),
-no more often than their server's pollInterval asks, and by a chat's next turn (app/chat/loop/background.py). The
-servers are tests/support/mcp_servers/tasking.py over stdio, its stages long enough that every task runs on through
-the test; one that answers a task's tasks/get only once two are asked at once (or after 5 s, past what the gateway
-waits) shows whether they were."""
+"""Background tasks followed: asked about all at once by the status page's list (GET /ui/tasks, app/mcp/pool.py
+`tasks_now`), no more often than their server's pollInterval asks, and by a chat's next turn
+(app/chat/loop/background.py); one its server forgot listed as failed. The servers are
+tests/support/mcp_servers/tasking.py over stdio, its stages long enough that every task runs on through the test;
+one that answers a task's tasks/get only once two are asked at once (or after 5 s, past what the gateway waits) shows
+whether they were."""
 
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 
 from app.chat.ports import TaskMark
+from app.mcp.pool import TASK_UNKNOWN
 from tests.chat.memory.test_memory import ask
-from tests.conftest import Gateway, running_gateway, stdio_entry
+from tests.conftest import Gateway, running_gateway, servers_ready, stdio_entry, wait_for_health
 from tests.support.fake_upstream import Call, FakeUpstream, Turn
 
 STAGE_SECONDS = "600"
+FORGETFUL_STAGE_SECONDS = "601"  # what tells its process from the others
 
 
-def tasking(**env: str) -> dict[str, Any]:
-    return stdio_entry("tasking.py", STAGE_SECONDS) | {"env": env}
+def tasking(stage_seconds: str = STAGE_SECONDS, **env: str) -> dict[str, Any]:
+    return stdio_entry("tasking.py", stage_seconds) | {"env": env}
 
 
 @pytest.fixture(scope="module")
 def gateway(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     # A task wait of 0: the request asks about its task once, as its wait ends; any later tasks/get is the page's.
     servers = {"together": tasking(TASKING_GETS_TOGETHER="2", TASKING_POLL_MS="0"),
-               "patient": tasking(TASKING_POLL_MS="3600000", TASKING_TELL_GETS="1")}
+               "patient": tasking(TASKING_POLL_MS="3600000", TASKING_TELL_GETS="1"),
+               "forgetful": tasking(FORGETFUL_STAGE_SECONDS, TASKING_POLL_MS="0")}
     with running_gateway(tmp_path_factory.mktemp("tasks-page"), servers, ready=tuple(servers),
                          upstream_url=f"{upstream.url}/v1", task_wait=0) as gateway:
         yield gateway
@@ -85,3 +90,15 @@ def test_a_chats_next_turn_asks_about_its_running_tasks_at_once(chat_gateway: Ga
     assert ask(chat_gateway.client(), history, stream=False) == "Still running."
     told = [m["content"] for m in upstream.chat_requests()[-1]["messages"] if m["role"] == "tool"][-2:]
     assert all("still running" in result and "(asked 2 times, together)" in result for result in told), told
+
+
+def test_a_task_its_server_no_longer_knows_is_listed_failed(gateway: Gateway, upstream: FakeUpstream) -> None:
+    task = start(gateway, upstream, "forgetful", "reefs")
+    assert [e["status"] for e in listed(gateway, [task])] == ["working"]
+    [server] = [p for p in psutil.Process().children(recursive=True)
+                if p.cmdline()[-2:] == [stdio_entry("tasking.py")["args"][0], FORGETFUL_STAGE_SECONDS]]
+    server.kill()  # its tasks die with it; the gateway starts it again
+    wait_for_health(gateway.url, lambda body: servers_ready("forgetful")(body)
+                    and body["servers"]["forgetful"].get("restarts", 0) >= 1)
+    [entry] = listed(gateway, [task])
+    assert (entry["status"], entry["ended"], entry["message"]) == ("failed", True, TASK_UNKNOWN)
