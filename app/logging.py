@@ -1,6 +1,7 @@
 """structlog setup: one renderer on stderr for structlog and stdlib logging, values bounded, secrets redacted.
 The record of each request is app/api/request_log.py."""
 
+import contextlib
 import logging
 import re
 import sys
@@ -38,7 +39,7 @@ def configure_logging(log_format: str, level: str, secrets: Iterable[str] = ()) 
         # renderer prints: a quarter of a line's cost, and a line is written for every request and tool call.
         processors=[*shared, render],
         wrapper_class=structlog.make_filtering_bound_logger(root.level),
-        logger_factory=structlog.WriteLoggerFactory(sys.stderr),
+        logger_factory=lambda *_: _StderrLines(sys.stderr),
         cache_logger_on_first_use=True,
     )
     handler = logging.StreamHandler(sys.stderr)  # what other libraries log (uvicorn, the mcp SDK, httpx)
@@ -51,6 +52,18 @@ def configure_logging(log_format: str, level: str, secrets: Iterable[str] = ()) 
     handler.addFilter(without_sign_in_tracebacks)
     root.handlers[:] = [handler]
     _quiet_libraries(root.level)
+
+
+class _StderrLines(structlog.WriteLogger):
+    """A line that cannot be written (the log's reader gone, its pipe full or closed) is dropped, as stdlib logging's
+    handler drops it: a log line must never fail the request it tells of."""
+
+    def msg(self, message: str) -> None:
+        with contextlib.suppress(OSError, ValueError):  # ValueError: written to a closed file
+            super().msg(message)
+
+    log = debug = info = warn = warning = msg
+    fatal = failure = err = error = critical = exception = msg
 
 
 def without_sign_in_tracebacks(record: logging.LogRecord) -> bool:

@@ -251,6 +251,27 @@ def test_the_level_drops_the_gateways_lines_and_the_libraries_alike(level: str, 
     assert all(line["level"] == line["event"].split("_")[1] and line["timestamp"].endswith("Z") for line in lines)
 
 
+LOG_TO_A_GONE_READER = """
+import logging, os, structlog
+from app.logging import configure_logging
+configure_logging("{log_format}", "info")
+reader, writer = os.pipe()
+os.close(reader)
+os.dup2(writer, 2)  # stderr: a pipe whose reader is gone, as when whatever read the gateway's log died
+structlog.get_logger("toolbridge.http").info("request", status=200)
+structlog.get_logger("toolbridge.http").exception("stream_crashed")
+logging.getLogger("mcp.test").warning("a library's line")
+print("went on", flush=True)
+"""
+
+
+@pytest.mark.parametrize("log_format", ["json", "console"])
+def test_a_line_that_cannot_be_written_is_dropped_and_the_gateway_goes_on(log_format: str) -> None:
+    script = LOG_TO_A_GONE_READER.format(log_format=log_format)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.stdout == "went on\n", result.stdout + result.stderr
+
+
 @pytest.mark.parametrize(
     ("env", "args", "expected"),
     [

@@ -38,6 +38,16 @@ def gateway(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.fixture(scope="module")
+def dropping_gateway(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """A server whose process exits as it is asked about a task a second time (the first ask ends the request's
+    wait): the connection drops, the task is not known to be gone."""
+    servers = {"dropping": tasking(TASKING_EXIT_ON_GET="2", TASKING_POLL_MS="0")}
+    with running_gateway(tmp_path_factory.mktemp("tasks-dropping"), servers, ready=tuple(servers),
+                         upstream_url=f"{upstream.url}/v1", task_wait=0) as gateway:
+        yield gateway
+
+
+@pytest.fixture(scope="module")
 def chat_gateway(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     """Its own server: the page's reads would ask about its tasks too."""
     servers = {"paired": tasking(TASKING_GETS_TOGETHER="2", TASKING_POLL_MS="0")}
@@ -53,6 +63,14 @@ def start(gateway: Gateway, upstream: FakeUpstream, server: str, topic: str) -> 
         == "It is running."
     [mark] = TaskMark.found_in(upstream.chat_requests()[-1]["messages"][-1]["content"])
     return mark.task_id
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    """Its command line; none for one that ended meanwhile (another test's server exiting)."""
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
 
 
 def listed(gateway: Gateway, task_ids: list[str]) -> list[dict[str, Any]]:
@@ -96,9 +114,29 @@ def test_a_task_its_server_no_longer_knows_is_listed_failed(gateway: Gateway, up
     task = start(gateway, upstream, "forgetful", "reefs")
     assert [e["status"] for e in listed(gateway, [task])] == ["working"]
     [server] = [p for p in psutil.Process().children(recursive=True)
-                if p.cmdline()[-2:] == [stdio_entry("tasking.py")["args"][0], FORGETFUL_STAGE_SECONDS]]
+                if _cmdline(p)[-2:] == [stdio_entry("tasking.py")["args"][0], FORGETFUL_STAGE_SECONDS]]
     server.kill()  # its tasks die with it; the gateway starts it again
     wait_for_health(gateway.url, lambda body: servers_ready("forgetful")(body)
                     and body["servers"]["forgetful"].get("restarts", 0) >= 1)
     [entry] = listed(gateway, [task])
     assert (entry["status"], entry["ended"], entry["message"]) == ("failed", True, TASK_UNKNOWN)
+
+
+def test_a_connection_that_drops_as_the_page_asks_leaves_the_task_as_it_was(dropping_gateway: Gateway,
+                                                                            upstream: FakeUpstream) -> None:
+    task = start(dropping_gateway, upstream, "dropping", "storms")
+    [entry] = listed(dropping_gateway, [task])  # the server's process exits as it is asked
+    assert (entry["status"], entry["ended"]) == ("working", False), entry
+
+
+def test_a_connection_that_drops_as_a_chat_asks_is_not_the_tasks_end(dropping_gateway: Gateway,
+                                                                      upstream: FakeUpstream) -> None:
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Research winds."}]
+    upstream.script(Turn(calls=[Call("dropping__research", {"topic": "winds"})]), Turn(content="It is running."))
+    history.append({"role": "assistant", "content": ask(dropping_gateway.client(), history, stream=False)})
+    history.append({"role": "user", "content": "Is it done?"})
+    upstream.script(Turn(content="The server dropped."))
+    assert ask(dropping_gateway.client(), history, stream=False) == "The server dropped."
+    [told] = [m["content"] for m in upstream.chat_requests()[-1]["messages"] if m["role"] == "tool"][-1:]
+    # Unavailable for now (the connection closed, or the server is restarting), not failed: asked again next turn.
+    assert '"error":"server_unavailable"' in told and ": failed]" not in told, told

@@ -293,6 +293,11 @@ class McpCall:
             return self.fail(FailureKind.TIMEOUT, f"MCP server '{server}' did not say how its task is doing.",
                              retry_after=RETRY_AFTER_SECONDS)
         except MCPError as exc:
+            if connection_gone(exc):  # the connection's end, not the task's: its mark stays, asked again next turn
+                return self.fail(FailureKind.SERVER_UNAVAILABLE, f"MCP server '{server}' closed the connection.")
+            if exc.code == REQUEST_TIMEOUT:
+                return self.fail(FailureKind.TIMEOUT, f"MCP server '{server}' did not say how its task is doing.",
+                                 retry_after=RETRY_AFTER_SECONDS)
             return self.fail(FailureKind.SERVER_ERROR, f"MCP server '{server}' no longer knows the background task "
                              f"{TaskMark(server, task_id, 'failed')} ({exc.message}): a task lives on the connection "
                              "and for the time the server keeps it. Call the tool again if the person still wants it.")

@@ -105,9 +105,9 @@ class LiveConnection:
         if call.task is None or self._task_book is None:
             return
         news, caller = call.task, CURRENT_SCOPE.get().caller
-        self._task_book.asked(caller, self.name, news.task_id, news.status, news.poll_seconds)  # for the page
         with anyio.CancelScope(shield=True), anyio.move_on_after(NOTE_SECONDS):
             await self._task_book.note(caller, self.name, call.route.tool, news.task_id, news.status, news.message)
+        self._task_book.asked(caller, self.name, news.task_id, news.status, news.poll_seconds)  # for the page
 
     async def task_news(self, task_id: str) -> TaskNews:
         """What the server says of one of its tasks now (for the status page). Raises: PromptFailed (the server is

@@ -15,14 +15,14 @@ from typing import Self
 import anyio
 import structlog
 from mcp import MCPError
-from mcp.types import GetPromptResult
+from mcp.types import REQUEST_TIMEOUT, GetPromptResult
 
 from app.chat.ports import ALL_TOOLS, ProgressReport, ToolAnswers, ToolSelection
 from app.mcp.calling import McpCall, call_record, unknown_tool
 from app.mcp.config import McpConfig, ServerConfig, log_config
 from app.mcp.connect import ConnectionOpener, StartGate
 from app.mcp.convert import Catalogue, build_catalogue
-from app.mcp.live import LiveConnection
+from app.mcp.live import NOTE_SECONDS, LiveConnection
 from app.mcp.per_key import callers_catalogue, supervisor_for
 from app.mcp.pinned import PinnedTools
 from app.mcp.processes import end_process_groups
@@ -39,6 +39,7 @@ from app.mcp.supervisor import PoolOptions, ServerSupervisor
 from app.mcp.task_book import TaskBook, TaskEntry
 from app.mcp.tasks import TaskNews
 from app.mcp.trusted import Change
+from app.mcp.watching import connection_gone
 from app.ops.call_record import ToolCallObserver
 from app.ops.server_health import ServerHealth
 from app.state import Vault
@@ -307,8 +308,9 @@ class McpPool:
         book = self._options.task_book
         if book is None:
             return []
+        listed = await book.of(caller)  # out of the task group: its errors are raised as themselves
         async with anyio.create_task_group() as asking:
-            for entry in await book.of(caller):
+            for entry in listed:
                 if not entry.ended and book.due(caller, entry):
                     asking.start_soon(self._ask_task, book, caller, entry)
         return await book.of(caller)
@@ -317,16 +319,22 @@ class McpPool:
         supervisor = self._supervisors.get(entry.server)
         if supervisor is None:
             return
+        news: TaskNews | None = None
         with anyio.move_on_after(ASK_TASK_SECONDS):
             try:
                 news = await supervisor.live.task_news(entry.task_id)
-            except PromptFailed:  # the server is down: it may still know the task when it is back
-                return
-            except MCPError:  # as a chat's next turn takes it: the task cannot be followed, it will never end
-                news = TaskNews(entry.task_id, "failed", TASK_UNKNOWN)
-            book.asked(caller, entry.server, entry.task_id, news.status, news.poll_seconds)
-            if (news.status, news.message) != (entry.status, entry.message):
+            except (PromptFailed, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return  # the server is down: it may still know the task when it is back
+            except MCPError as exc:
+                if connection_gone(exc) or exc.code == REQUEST_TIMEOUT:
+                    return  # as above, or slow: asked again at the next read
+                news = TaskNews(entry.task_id, "failed", TASK_UNKNOWN)  # as a chat's next turn takes it: never ends
+        if news is None:
+            return
+        if (news.status, news.message) != (entry.status, entry.message):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(NOTE_SECONDS):  # a page that left still keeps it
                 await book.note(caller, entry.server, entry.tool, entry.task_id, news.status, news.message)
+        book.asked(caller, entry.server, entry.task_id, news.status, news.poll_seconds)  # what it said is written
 
     async def cancel_task(self, caller: str, server: str, task_id: str) -> TaskEntry | None:
         """Has the server cancel one of `caller`'s listed tasks; the entry as it stands after, or None when the

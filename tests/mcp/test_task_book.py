@@ -2,7 +2,10 @@
 
 import pytest
 
-from app.mcp import TaskBook
+from app.mcp import TaskBook, TaskEntry
+from app.mcp.pool import McpPool
+from app.state import StateStoreError
+from tests.mcp.test_pool import config, options
 
 
 @pytest.mark.anyio
@@ -57,3 +60,17 @@ async def test_a_servers_pollinterval_is_honoured_up_to_a_minute() -> None:
     assert not book.due("alice", entry)
     now[0] += 1
     assert book.due("alice", entry)
+
+
+class UnreadableBook(TaskBook):
+    async def of(self, owner: str) -> list[TaskEntry]:
+        raise StateStoreError("the store is down")
+
+
+@pytest.mark.anyio
+async def test_a_store_that_cannot_be_read_is_raised_as_itself_for_the_page_to_say_so() -> None:
+    """The status page answers a StateStoreError with a 503; an error group from the asking would be a 500."""
+    book = UnreadableBook.in_memory()
+    pool = McpPool(config(), options(task_book=book))
+    with pytest.raises(StateStoreError):
+        await pool.tasks_now("alice")

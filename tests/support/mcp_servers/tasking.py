@@ -11,6 +11,7 @@ For the status page's tests: `TASKING_POLL_MS` is the pollInterval it asks for (
 `TASKING_GETS_TOGETHER=N` has each `tasks/get` but a task's first (the one that ends the gateway's wait) wait, at most
 5 s, until N are being answered at once; its status message then ends "(asked K times, together)", K counting that
 task's `tasks/get`s ("(asked K times)" when they were not together, or with `TASKING_TELL_GETS=1` alone).
+`TASKING_EXIT_ON_GET=K`: the process exits, unanswered, at a task's K-th `tasks/get` (a connection that drops).
 Its tasks belong to no session: served over streamable HTTP (`server.streamable_http_app()`), any client that knows
 a task's id may ask about it, as a server backed by a job queue would let two gateway replicas do.
 """
@@ -33,6 +34,7 @@ STAGE_SECONDS = float(os.environ.get("TASKING_STAGE_SECONDS", "1"))
 POLL_MS = int(os.environ.get("TASKING_POLL_MS", "200"))
 GETS_TOGETHER = int(os.environ.get("TASKING_GETS_TOGETHER", "0"))
 TELL_GETS = GETS_TOGETHER > 0 or os.environ.get("TASKING_TELL_GETS") == "1"
+EXIT_ON_GET = int(os.environ.get("TASKING_EXIT_ON_GET", "0"))
 
 
 class TaskId(RequestParams):
@@ -85,6 +87,8 @@ class Tasks(Extension):
 
     async def get(self, ctx: Any, params: TaskId) -> dict[str, Any]:
         self.gets[params.task_id] = self.gets.get(params.task_id, 0) + 1
+        if self.gets[params.task_id] == EXIT_ON_GET:
+            os._exit(1)
         self.getting += 1
         try:
             if GETS_TOGETHER and self.gets[params.task_id] > 1:
