@@ -133,7 +133,7 @@ def test_settings_come_from_environment_and_dotenv(tmp_path: Path) -> None:
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 def test_stopping_leaves_no_mcp_server_process_behind(tmp_path: Path, stop_signal: signal.Signals) -> None:
     config = write_config(tmp_path, {"one": stdio_entry("basic.py"), "two": stdio_entry("lingering.py")})
-    with toolbridge(tmp_path, config, "--log-format", "json", ready=servers_ready("one", "two")) as (gateway, base):
+    with toolbridge(tmp_path, config, "--log-format", "json", ready=servers_ready("one", "two")) as (gateway, _):
         children = psutil.Process(gateway.pid).children(recursive=True)
         assert len(children) >= 2
         gateway.send_signal(stop_signal)
@@ -142,8 +142,8 @@ def test_stopping_leaves_no_mcp_server_process_behind(tmp_path: Path, stop_signa
         assert "Application shutdown complete" in (tmp_path / "gateway.log").read_text()
         _, alive = psutil.wait_procs(children, timeout=5)
         assert alive == []
-    with pytest.raises(httpx.ConnectError):
-        httpx.get(f"{base}/health")
+        # Its port closed as it exited. The test used to ask the port again: another worker's server, given the
+        # freed port meanwhile, answered it once in CI (2026-11-29).
 
 
 @pytest.mark.parametrize("log_format", ["json", "console"])
